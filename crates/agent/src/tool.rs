@@ -64,6 +64,11 @@ pub struct ToolContext {
 pub trait AgentTool: Send + Sync {
     /// Name, description and JSON-Schema parameters as sent to the model.
     fn definition(&self) -> ToolDefinition;
+    /// Rewrites raw model arguments before validation (upstream `prepareArguments`, e.g. the
+    /// edit tool accepts legacy shapes). The default returns them unchanged.
+    fn prepare_arguments(&self, args: Value) -> Value {
+        args
+    }
     /// Run with already-validated arguments. `Err(text)` becomes an error tool result whose
     /// only content is `text` (upstream: a thrown `Error`'s message).
     async fn execute(&self, ctx: ToolContext, args: Value) -> Result<ToolOutput, String>;

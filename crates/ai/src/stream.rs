@@ -26,13 +26,19 @@ pub enum AssistantMessageEvent {
     #[serde(rename_all = "camelCase")]
     TextDelta { content_index: usize, delta: String },
     #[serde(rename_all = "camelCase")]
-    TextEnd { content_index: usize, content: String },
+    TextEnd {
+        content_index: usize,
+        content: String,
+    },
     #[serde(rename_all = "camelCase")]
     ThinkingStart { content_index: usize },
     #[serde(rename_all = "camelCase")]
     ThinkingDelta { content_index: usize, delta: String },
     #[serde(rename_all = "camelCase")]
-    ThinkingEnd { content_index: usize, content: String },
+    ThinkingEnd {
+        content_index: usize,
+        content: String,
+    },
     #[serde(rename = "toolcall_start", rename_all = "camelCase")]
     ToolCallStart {
         content_index: usize,
@@ -44,6 +50,8 @@ pub enum AssistantMessageEvent {
     #[serde(rename = "toolcall_end", rename_all = "camelCase")]
     ToolCallEnd {
         content_index: usize,
+        /// Serialized as a content block (`{"type":"toolCall",…}`), as upstream sends it.
+        #[serde(serialize_with = "serialize_tool_call_block")]
         tool_call: ToolCall,
     },
     /// Normal end; `message.stopReason` is `stop`, `length` or `toolUse`.
@@ -58,6 +66,10 @@ pub enum AssistantMessageEvent {
         #[serde(skip)]
         message: Box<AssistantMessage>,
     },
+}
+
+fn serialize_tool_call_block<S: serde::Serializer>(tc: &ToolCall, s: S) -> Result<S::Ok, S::Error> {
+    crate::types::Content::ToolCall(tc.clone()).serialize(s)
 }
 
 /// Per-request options.
@@ -77,6 +89,43 @@ pub struct StreamOptions {
     pub cancel: CancellationToken,
 }
 
+/// Request settings beyond [`StreamOptions`], passed through [`Provider::stream_tuned`].
+/// (Kept separate so existing `StreamOptions { .. }` literals keep compiling.)
+#[derive(Debug, Clone, Default)]
+pub struct RequestTuning {
+    /// Prompt-cache retention. [`CacheRetention::None`] (the compaction summarizer) sends no
+    /// `cache_control` markers at all; upstream `CacheRetention`, default `short`.
+    pub cache_retention: CacheRetention,
+    /// Per-level thinking token budgets (settings `thinkingBudgets`) overriding the defaults
+    /// used by budget-based Anthropic thinking (minimal 1024, low 2048, medium 8192, high 16384).
+    pub thinking_budgets: Option<ThinkingBudgets>,
+}
+
+/// Prompt-cache retention preference (upstream `CacheRetention`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum CacheRetention {
+    /// Send no cache markers.
+    None,
+    /// Default ephemeral (5 minute) caching.
+    #[default]
+    Short,
+    /// Long retention (`ttl: "1h"` on Anthropic where supported).
+    Long,
+}
+
+/// Thinking token budgets per level (settings `thinkingBudgets`); `None` keeps the default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct ThinkingBudgets {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub minimal: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub low: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub medium: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub high: Option<u64>,
+}
+
 /// The event stream of one request.
 pub type AssistantStream = BoxStream<'static, AssistantMessageEvent>;
 
@@ -86,4 +135,16 @@ pub trait Provider: Send + Sync {
     fn api(&self) -> &'static str;
     /// Start streaming one response. Must not block; all I/O happens inside the stream.
     fn stream(&self, model: &Model, context: &Context, options: StreamOptions) -> AssistantStream;
+    /// Like [`Provider::stream`] with extra [`RequestTuning`]. The default ignores `tuning`;
+    /// the built-in adapters honour it (`stream` = `stream_tuned` with the default tuning).
+    fn stream_tuned(
+        &self,
+        model: &Model,
+        context: &Context,
+        options: StreamOptions,
+        tuning: RequestTuning,
+    ) -> AssistantStream {
+        let _ = tuning;
+        self.stream(model, context, options)
+    }
 }

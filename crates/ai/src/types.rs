@@ -14,6 +14,16 @@ pub fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
+/// Serializes an `f64` the way JavaScript's `JSON.stringify` does: integral values without a
+/// fractional part (`0`, `3`), everything else as the shortest round-trip form.
+pub fn js_f64<S: serde::Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+    if v.is_finite() && v.fract() == 0.0 && v.abs() < 9.007_199_254_740_992e15 {
+        s.serialize_i64(*v as i64)
+    } else {
+        s.serialize_f64(*v)
+    }
+}
+
 /// `{"type":"text","text":…}` (spec messages-and-models.md §2).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -118,13 +128,20 @@ impl UserContent {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Cost {
+    #[serde(serialize_with = "js_f64")]
     pub input: f64,
+    #[serde(serialize_with = "js_f64")]
     pub output: f64,
+    #[serde(serialize_with = "js_f64")]
     pub cache_read: f64,
+    #[serde(serialize_with = "js_f64")]
     pub cache_write: f64,
+    #[serde(serialize_with = "js_f64")]
     pub total: f64,
-    #[serde(default)]
-    pub total_from_provider: bool,
+    /// Upstream 1.6 writes `totalFromProvider: false` once a provider reported usage; messages
+    /// whose usage was never reported (HTTP errors, aborts before usage) omit the key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_from_provider: Option<bool>,
 }
 
 /// Token usage of one response (spec §3). `reasoning` is a subset of `output`.
@@ -135,10 +152,16 @@ pub struct Usage {
     pub output: u64,
     pub cache_read: u64,
     pub cache_write: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none", rename = "cacheWrite1h")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        rename = "cacheWrite1h"
+    )]
     pub cache_write_1h: Option<u64>,
-    #[serde(default)]
-    pub reasoning: u64,
+    /// Reasoning tokens (a subset of `output`). Upstream 1.6 writes it only for APIs that report
+    /// it (`openai-completions`: always once usage arrived); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<u64>,
     pub total_tokens: u64,
     pub cost: Cost,
 }
@@ -240,19 +263,19 @@ pub struct AssistantMessage {
     pub api: String,
     pub provider: String,
     pub model: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub response_id: Option<String>,
     pub usage: Usage,
     pub stop_reason: StopReason,
+    pub timestamp: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_message: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raw_stop_reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub thinking_level: Option<ThinkingLevel>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,
-    pub timestamp: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking_level: Option<ThinkingLevel>,
 }
 
 impl AssistantMessage {
@@ -360,12 +383,16 @@ impl Message {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelCost {
+    #[serde(serialize_with = "js_f64")]
     #[serde(default)]
     pub input: f64,
+    #[serde(serialize_with = "js_f64")]
     #[serde(default)]
     pub output: f64,
+    #[serde(serialize_with = "js_f64")]
     #[serde(default)]
     pub cache_read: f64,
+    #[serde(serialize_with = "js_f64")]
     #[serde(default)]
     pub cache_write: f64,
 }

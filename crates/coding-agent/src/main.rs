@@ -1,1 +1,275 @@
-fn main(){}
+//! `pi`: the coding agent's command-line entry point (spec config.md §7).
+
+use clap::Parser;
+use pi_ai::{Model, ThinkingLevel};
+use pi_coding_agent::agent_session::{
+    AgentSession, QueueMode, RequestCredentials, SessionOptions,
+};
+use pi_coding_agent::cli::Cli;
+use pi_coding_agent::config::{self, InitialModelOptions, ModelRegistry, Settings};
+use pi_coding_agent::output::Output;
+use pi_coding_agent::resources::{ResourceOptions, Resources};
+use pi_coding_agent::session::{default_session_dir, SessionManager};
+use pi_coding_agent::system_prompt::{build_system_message, PromptTool, SystemPromptInput};
+use pi_coding_agent::{print_mode, procs, rpc, tools};
+use std::sync::{Arc, RwLock};
+
+fn main() {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            std::process::exit(if e.use_stderr() { 1 } else { 0 });
+        }
+    };
+    if cli.version {
+        println!("{}", env!("CARGO_PKG_VERSION"));
+        return;
+    }
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("PI_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .without_time()
+        .with_target(false)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("Error: could not start the async runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    let code = runtime.block_on(run(cli));
+    procs::kill_all();
+    std::process::exit(code);
+}
+
+fn fail(msg: &str) -> i32 {
+    eprintln!("Error: {msg}");
+    1
+}
+
+async fn run(cli: Cli) -> i32 {
+    let mode = match (cli.mode.as_deref(), cli.print) {
+        (Some("rpc"), _) => Mode::Rpc,
+        (Some("json"), _) => Mode::Json,
+        (_, true) | (Some("text"), _) => Mode::Print,
+        (None, false) if !cli.messages.is_empty() => Mode::Print,
+        _ => Mode::Rpc,
+    };
+    if mode == Mode::Rpc && cli.messages.iter().any(|m| m.starts_with('@')) {
+        return fail("@file arguments are not supported in RPC mode");
+    }
+    if !cli.extension.is_empty() {
+        config::warn("extensions are not supported by this build; ignoring -e/--extension");
+    }
+    let cwd = match std::env::current_dir() {
+        Ok(c) => c,
+        Err(e) => return fail(&format!("cannot read the working directory: {e}")),
+    };
+    let agent_dir = config::agent_dir();
+    config::ensure_agent_files(&agent_dir);
+    let settings = Settings::load(&agent_dir, &cwd);
+    let mut registry = ModelRegistry::load(&agent_dir);
+    if let Some(err) = registry.error() {
+        config::warn(err);
+    }
+
+    let cli_thinking = match cli.thinking.as_deref() {
+        None => None,
+        Some(t) => match ThinkingLevel::parse(t) {
+            Some(l) => Some(l),
+            None => {
+                config::warn(&format!(
+                    "Invalid thinking level \"{t}\"; valid levels: off, minimal, low, medium, high, xhigh, max"
+                ));
+                None
+            }
+        },
+    };
+
+    // Session store.
+    let session = if cli.no_session {
+        SessionManager::in_memory(&cwd)
+    } else if let Some(path) = &cli.session {
+        match SessionManager::open(path) {
+            Ok(s) => s,
+            Err(e) => return fail(&e.to_string()),
+        }
+    } else {
+        let dir = cli
+            .session_dir
+            .clone()
+            .or_else(|| settings.session_dir().map(Into::into))
+            .unwrap_or_else(|| default_session_dir(&agent_dir, &cwd));
+        SessionManager::create(&dir, &cwd)
+    };
+
+    let initial = match config::find_initial_model(
+        &InitialModelOptions {
+            cli_provider: cli.provider.clone(),
+            cli_model: cli.model.clone(),
+            cli_thinking,
+            default_provider: settings.default_provider().map(str::to_string),
+            default_model: settings.default_model().map(str::to_string),
+            default_thinking_level: settings.default_thinking_level(),
+            ..Default::default()
+        },
+        &registry,
+    ) {
+        Ok(i) => i,
+        Err(e) => return fail(&e),
+    };
+    if let Some(w) = &initial.warning {
+        config::warn(w);
+    }
+    if let (Some(key), Some(model)) = (&cli.api_key, &initial.model) {
+        registry.set_runtime_api_key(&model.provider, key.clone());
+    }
+    if initial.model.is_none() {
+        config::warn(&config::no_models_available_message());
+        if mode != Mode::Rpc {
+            eprintln!("{}", config::no_models_available_message());
+            return 1;
+        }
+    }
+
+    // Tools and system prompt.
+    let tool_names: Vec<String> = if cli.no_tools {
+        vec![]
+    } else if let Some(list) = &cli.tools {
+        list.split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect()
+    } else {
+        tools::DEFAULT_TOOLS.iter().map(|s| s.to_string()).collect()
+    };
+    for name in &tool_names {
+        if !tools::ALL_TOOLS.contains(&name.as_str()) {
+            config::warn(&format!("Unknown tool \"{name}\" ignored"));
+        }
+    }
+    let names: Vec<&str> = tool_names.iter().map(String::as_str).collect();
+    let tool_options = tools::ToolOptions {
+        bash: tools::bash::BashToolOptions {
+            command_prefix: settings.shell_command_prefix().map(str::to_string),
+            shell_path: settings.shell_path().map(Into::into),
+            bin_dir: Some(agent_dir.join("bin")),
+            extra_env: vec![],
+        },
+    };
+    let active_tools = tools::create_tools_with(&cwd, &names, &tool_options);
+    let resources = Resources::load(
+        &cwd,
+        &agent_dir,
+        &ResourceOptions {
+            no_context_files: cli.no_context_files,
+            system_prompt: cli.system_prompt.clone(),
+            append_system_prompt: cli.append_system_prompt.clone(),
+        },
+    );
+    let mut prompt_input = SystemPromptInput::new(
+        cwd.clone(),
+        active_tools
+            .iter()
+            .map(|t| PromptTool::new(t.definition()))
+            .collect(),
+    );
+    prompt_input.context_files = resources.context_files.clone();
+    prompt_input.custom_prompt = resources.custom_prompt.clone();
+    prompt_input.append_prompt = resources.append_prompt.clone();
+    prompt_input.skills = resources.skills.clone();
+    let (system_message, system_prompt) = build_system_message(&prompt_input);
+
+    let registry = Arc::new(RwLock::new(registry));
+    let reg_models = registry.clone();
+    let reg_keys = registry.clone();
+    let mut session = session;
+    if let Some(name) = &cli.name {
+        if let Err(e) = session.append_session_info(name) {
+            config::warn(&format!("could not record the session name: {e}"));
+        }
+    }
+    if let Some(m) = &initial.model {
+        let _ = session.append_model_change(&m.provider, &m.id);
+    }
+    let _ = session.append_thinking_level_change(initial.thinking_level.as_str());
+
+    let opts = SessionOptions {
+        cwd: cwd.clone(),
+        model: initial.model.clone(),
+        thinking_level: initial.thinking_level,
+        available_models: Arc::new(move || reg_models.read().map(|r| r.available()).unwrap_or_default()),
+        api_key: Arc::new(move |m: &Model| {
+            let reg = reg_keys.read().map_err(|e| e.to_string())?;
+            let auth = reg.request_auth(m)?;
+            Ok(RequestCredentials {
+                api_key: auth.api_key,
+                headers: auth
+                    .headers
+                    .into_iter()
+                    .filter_map(|(k, v)| v.as_str().map(|s| (k, s.to_string())))
+                    .collect(),
+            })
+        }),
+        provider: Arc::new(|m: &Model| pi_ai::providers::provider_for_api(&m.api)),
+        tools: active_tools,
+        system_message,
+        system_prompt,
+        session,
+        steering_mode: to_queue_mode(settings.steering_mode()),
+        follow_up_mode: to_queue_mode(settings.follow_up_mode()),
+        auto_compaction: settings.compaction().enabled,
+        auto_retry: settings.retry().enabled,
+    };
+
+    match mode {
+        Mode::Rpc => {
+            let out = Output::stdout();
+            let session = AgentSession::new(opts, out.sink());
+            let code = match rpc::run(session, out.clone()).await {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("Error: {e}");
+                    1
+                }
+            };
+            out.flush();
+            code
+        }
+        Mode::Json => {
+            let out = Output::stdout();
+            let session = AgentSession::new(opts, out.sink());
+            out.send(session.header_json());
+            let code = print_mode::run(&session, cli.messages.clone(), true).await;
+            out.flush();
+            code
+        }
+        Mode::Print => {
+            let session = AgentSession::new(opts, Arc::new(|_| {}));
+            print_mode::run(&session, cli.messages.clone(), false).await
+        }
+    }
+}
+
+fn to_queue_mode(m: config::QueueMode) -> QueueMode {
+    match m {
+        config::QueueMode::All => QueueMode::All,
+        _ => QueueMode::OneAtATime,
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Rpc,
+    Json,
+    Print,
+}

@@ -1,0 +1,382 @@
+//! The low-level run loop (spec agent-loop.md §2.2–§3; upstream `packages/agent/src/agent-loop.ts`).
+//!
+//! One call of [`run_agent_loop`] is one *run*: `agent_start`, one or more turns, `agent_end`.
+//! Everything the loop needs from the outside (model, tools, queues, message conversion) comes
+//! through [`RunHooks`], asked afresh before every LLM call so that changes made mid-run (model,
+//! thinking level, tools) apply from the next turn on. Events are delivered synchronously, in
+//! order, through the `emit` callback.
+
+use crate::event::AgentEvent;
+use crate::tool::{AgentTool, ToolContext, ToolOutput};
+use crate::validate::validate_tool_arguments;
+use futures::stream::{FuturesUnordered, StreamExt};
+use pi_ai::{
+    now_ms, AssistantMessage, AssistantMessageEvent, Content, Context, Message, Model, Provider,
+    StopReason, StreamOptions, ThinkingLevel, ToolCall, ToolResultMessage,
+};
+use serde_json::Value;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// Event sink. Called from the loop's task and from tool update callbacks.
+pub type EmitFn = Arc<dyn Fn(AgentEvent) + Send + Sync>;
+
+/// The context transcript shared between the loop and readers such as `get_messages`.
+pub type SharedMessages = Arc<Mutex<Vec<Message>>>;
+
+/// What one LLM call uses. Built by [`RunHooks::turn_config`] before every call.
+#[derive(Clone)]
+pub struct TurnConfig {
+    pub model: Model,
+    pub provider: Arc<dyn Provider>,
+    /// Flattened system prompt text sent to the model.
+    pub system_prompt: String,
+    /// Active tools, in the order offered to the model.
+    pub tools: Vec<Arc<dyn AgentTool>>,
+    pub thinking_level: ThinkingLevel,
+    pub api_key: Option<String>,
+    /// Extra HTTP headers for the request (resolved credentials and models.json headers).
+    pub headers: Vec<(String, String)>,
+    pub session_id: Option<String>,
+}
+
+/// The loop's view of its owner (the coding-agent session).
+pub trait RunHooks: Send + Sync {
+    /// Model, tools and options for the next LLM call.
+    fn turn_config(&self) -> TurnConfig;
+    /// Converts the context transcript to what the model sees (`user`/`assistant`/`toolResult`
+    /// only; spec sessions.md §9.4).
+    fn convert_to_llm(&self, messages: &[Message]) -> Vec<Message>;
+    /// Steering messages to deliver now (respecting the steering mode).
+    fn drain_steering(&self) -> Vec<Message>;
+    /// Follow-up messages to deliver now (respecting the follow-up mode).
+    fn drain_follow_up(&self) -> Vec<Message>;
+}
+
+/// Error text for tool calls of a reply cut at the output limit (agent-loop.md §2.2, newer).
+pub fn length_tool_error(name: &str) -> String {
+    format!(
+        "Tool call \"{name}\" was not executed: the response hit the output token limit, so its arguments may be truncated. Re-issue the tool call with complete arguments."
+    )
+}
+
+/// Runs one agent run to completion and returns every message it created.
+///
+/// `prompts` are emitted (`message_start`/`message_end`) and appended first. Provider failures
+/// and aborts end the run with an assistant message whose `stopReason` is `error`/`aborted`;
+/// this function itself never fails.
+pub async fn run_agent_loop(
+    messages: SharedMessages,
+    prompts: Vec<Message>,
+    hooks: &dyn RunHooks,
+    cancel: &CancellationToken,
+    emit: &EmitFn,
+) -> Vec<Message> {
+    let mut created: Vec<Message> = Vec::new();
+    emit(AgentEvent::AgentStart);
+    emit(AgentEvent::TurnStart);
+    for m in prompts {
+        push_message(&messages, &mut created, emit, m);
+    }
+    let mut pending = hooks.drain_steering();
+    let mut first = true;
+    'outer: loop {
+        let mut has_more_tool_calls = true;
+        while has_more_tool_calls || !pending.is_empty() {
+            if !first {
+                emit(AgentEvent::TurnStart);
+            }
+            first = false;
+            for m in std::mem::take(&mut pending) {
+                push_message(&messages, &mut created, emit, m);
+            }
+            let cfg = hooks.turn_config();
+            let assistant = stream_assistant(&messages, hooks, &cfg, cancel, emit).await;
+            let assistant_msg = Message::Assistant(assistant.clone());
+            messages.lock().unwrap().push(assistant_msg.clone());
+            created.push(assistant_msg.clone());
+            emit(AgentEvent::MessageEnd {
+                message: assistant_msg.clone(),
+            });
+            if matches!(
+                assistant.stop_reason,
+                StopReason::Error | StopReason::Aborted
+            ) {
+                emit(AgentEvent::TurnEnd {
+                    message: assistant_msg,
+                    tool_results: vec![],
+                });
+                break 'outer;
+            }
+            let calls: Vec<ToolCall> = assistant.tool_calls().cloned().collect();
+            let results = if calls.is_empty() {
+                vec![]
+            } else if assistant.stop_reason == StopReason::Length {
+                refuse_truncated_calls(&calls, emit)
+            } else {
+                execute_tool_calls(&calls, &cfg.tools, cancel, emit).await
+            };
+            for r in &results {
+                push_message(&messages, &mut created, emit, Message::ToolResult(r.clone()));
+            }
+            emit(AgentEvent::TurnEnd {
+                message: assistant_msg,
+                tool_results: results,
+            });
+            has_more_tool_calls = !calls.is_empty();
+            pending = hooks.drain_steering();
+        }
+        let follow_ups = hooks.drain_follow_up();
+        if follow_ups.is_empty() {
+            break;
+        }
+        pending = follow_ups;
+    }
+    emit(AgentEvent::AgentEnd {
+        messages: created.clone(),
+    });
+    created
+}
+
+fn push_message(
+    messages: &SharedMessages,
+    created: &mut Vec<Message>,
+    emit: &EmitFn,
+    m: Message,
+) {
+    emit(AgentEvent::MessageStart { message: m.clone() });
+    messages.lock().unwrap().push(m.clone());
+    created.push(m.clone());
+    emit(AgentEvent::MessageEnd { message: m });
+}
+
+/// Streams one assistant response, emitting `message_start` and `message_update`s. The caller
+/// emits `message_end`.
+async fn stream_assistant(
+    messages: &SharedMessages,
+    hooks: &dyn RunHooks,
+    cfg: &TurnConfig,
+    cancel: &CancellationToken,
+    emit: &EmitFn,
+) -> AssistantMessage {
+    let started = Instant::now();
+    let llm_messages = {
+        let guard = messages.lock().unwrap();
+        hooks.convert_to_llm(&guard)
+    };
+    let context = Context {
+        system_prompt: cfg.system_prompt.clone(),
+        messages: llm_messages,
+        tools: cfg.tools.iter().map(|t| t.definition()).collect(),
+    };
+    let options = StreamOptions {
+        api_key: cfg.api_key.clone(),
+        reasoning: match cfg.thinking_level {
+            ThinkingLevel::Off => None,
+            l => Some(l),
+        },
+        max_tokens: None,
+        session_id: cfg.session_id.clone(),
+        headers: cfg.headers.clone(),
+        cancel: cancel.clone(),
+    };
+    let mut partial = AssistantMessage::empty(&cfg.model);
+    partial.thinking_level = Some(cfg.thinking_level);
+    let mut started_emitted = false;
+    let mut stream = cfg.provider.stream(&cfg.model, &context, options);
+    let mut final_message: Option<AssistantMessage> = None;
+    while let Some(ev) = stream.next().await {
+        match ev {
+            AssistantMessageEvent::Start { partial: p } => {
+                partial.timestamp = p.timestamp;
+                if !started_emitted {
+                    started_emitted = true;
+                    emit(AgentEvent::MessageStart {
+                        message: Message::Assistant(partial.clone()),
+                    });
+                }
+            }
+            AssistantMessageEvent::Done { message, .. }
+            | AssistantMessageEvent::Error { message, .. } => {
+                final_message = Some(*message);
+                break;
+            }
+            other => {
+                if !started_emitted {
+                    started_emitted = true;
+                    emit(AgentEvent::MessageStart {
+                        message: Message::Assistant(partial.clone()),
+                    });
+                }
+                emit(AgentEvent::MessageUpdate {
+                    usage: partial.usage.clone(),
+                    event: other,
+                });
+            }
+        }
+    }
+    let mut message = final_message.unwrap_or_else(|| {
+        let mut m = partial.clone();
+        if cancel.is_cancelled() {
+            m.stop_reason = StopReason::Aborted;
+            m.error_message = Some("Request was aborted".into());
+        } else {
+            m.stop_reason = StopReason::Error;
+            m.error_message = Some("Stream ended without a final message".into());
+        }
+        m
+    });
+    if !started_emitted {
+        emit(AgentEvent::MessageStart {
+            message: Message::Assistant(partial.clone()),
+        });
+    }
+    if message.thinking_level.is_none() {
+        message.thinking_level = Some(cfg.thinking_level);
+    }
+    if message.duration_ms.is_none() {
+        message.duration_ms = Some(started.elapsed().as_millis() as u64);
+    }
+    message
+}
+
+fn tool_result(
+    call: &ToolCall,
+    output: &ToolOutput,
+    is_error: bool,
+    duration_ms: Option<u64>,
+) -> ToolResultMessage {
+    ToolResultMessage {
+        tool_call_id: call.id.clone(),
+        tool_name: call.name.clone(),
+        content: output.content.clone(),
+        details: output.details.clone(),
+        is_error,
+        duration_ms,
+        timestamp: now_ms(),
+    }
+}
+
+fn refuse_truncated_calls(calls: &[ToolCall], emit: &EmitFn) -> Vec<ToolResultMessage> {
+    calls
+        .iter()
+        .map(|call| {
+            let out = ToolOutput::error(length_tool_error(&call.name));
+            emit(AgentEvent::ToolExecutionStart {
+                tool_call_id: call.id.clone(),
+                tool_name: call.name.clone(),
+                args: call.arguments.clone(),
+            });
+            emit(AgentEvent::ToolExecutionEnd {
+                tool_call_id: call.id.clone(),
+                tool_name: call.name.clone(),
+                result: out.clone(),
+                is_error: true,
+                duration_ms: None,
+            });
+            tool_result(call, &out, true, None)
+        })
+        .collect()
+}
+
+enum Prepared {
+    Ready(Arc<dyn AgentTool>, Value),
+    Failed(ToolOutput),
+}
+
+/// Executes one assistant message's tool calls: starts and argument checks in call order,
+/// executions concurrently, `tool_execution_end` in completion order, results in call order
+/// (agent-loop.md §3, "newer parallel").
+async fn execute_tool_calls(
+    calls: &[ToolCall],
+    tools: &[Arc<dyn AgentTool>],
+    cancel: &CancellationToken,
+    emit: &EmitFn,
+) -> Vec<ToolResultMessage> {
+    let mut outcomes: Vec<Option<ToolResultMessage>> = vec![None; calls.len()];
+    let mut running = FuturesUnordered::new();
+    for (idx, call) in calls.iter().enumerate() {
+        emit(AgentEvent::ToolExecutionStart {
+            tool_call_id: call.id.clone(),
+            tool_name: call.name.clone(),
+            args: call.arguments.clone(),
+        });
+        let prepared = match tools.iter().find(|t| t.definition().name == call.name) {
+            None => Prepared::Failed(ToolOutput::error(format!("Tool {} not found", call.name))),
+            Some(tool) => {
+                let def = tool.definition();
+                match validate_tool_arguments(&call.name, &def.parameters, &call.arguments) {
+                    Ok(args) => Prepared::Ready(tool.clone(), args),
+                    Err(e) => Prepared::Failed(ToolOutput::error(e)),
+                }
+            }
+        };
+        match prepared {
+            Prepared::Failed(out) => {
+                emit(AgentEvent::ToolExecutionEnd {
+                    tool_call_id: call.id.clone(),
+                    tool_name: call.name.clone(),
+                    result: out.clone(),
+                    is_error: true,
+                    duration_ms: None,
+                });
+                outcomes[idx] = Some(tool_result(call, &out, true, None));
+            }
+            Prepared::Ready(tool, args) => {
+                let emit_u = emit.clone();
+                let (id, name, raw_args) =
+                    (call.id.clone(), call.name.clone(), call.arguments.clone());
+                let ctx = ToolContext {
+                    call_id: call.id.clone(),
+                    cancel: cancel.clone(),
+                    on_update: Arc::new(move |partial: ToolOutput| {
+                        emit_u(AgentEvent::ToolExecutionUpdate {
+                            tool_call_id: id.clone(),
+                            tool_name: name.clone(),
+                            args: raw_args.clone(),
+                            partial_result: partial,
+                        })
+                    }),
+                };
+                running.push(async move {
+                    let start = Instant::now();
+                    let res = tool.execute(ctx, args).await;
+                    (idx, res, start.elapsed().as_millis() as u64)
+                });
+            }
+        }
+    }
+    while let Some((idx, res, duration)) = running.next().await {
+        let call = &calls[idx];
+        let (out, is_error) = match res {
+            Ok(out) => {
+                let is_error = out.is_error.unwrap_or(false);
+                (out, is_error)
+            }
+            Err(e) => (ToolOutput::error(e), true),
+        };
+        emit(AgentEvent::ToolExecutionEnd {
+            tool_call_id: call.id.clone(),
+            tool_name: call.name.clone(),
+            result: out.clone(),
+            is_error,
+            duration_ms: Some(duration),
+        });
+        outcomes[idx] = Some(tool_result(call, &out, is_error, Some(duration)));
+    }
+    outcomes.into_iter().flatten().collect()
+}
+
+/// The synthetic assistant message for failures before streaming (agent-loop.md §2.3 point 7).
+pub fn error_assistant_message(model: &Model, message: String, aborted: bool) -> AssistantMessage {
+    let mut m = AssistantMessage::empty(model);
+    m.content = vec![Content::text("")];
+    m.stop_reason = if aborted {
+        StopReason::Aborted
+    } else {
+        StopReason::Error
+    };
+    m.error_message = Some(message);
+    m
+}

@@ -1,0 +1,991 @@
+//! `openai-completions`: streaming `POST {baseUrl}/chat/completions` (OpenAI Chat Completions
+//! and compatible servers).
+//!
+//! Source: upstream `packages/ai/src/providers/openai-completions.ts`, checked against the
+//! upstream 1.6 recordings (`golden/{simple_text,thinking_openai,tool_bash_echo,
+//! parallel_tool_calls,stop_length,thinking_levels_max,auto_retry_exhausted,
+//! stream_disconnect_retry,abort_mid_stream}`).
+//!
+//! Event order (as upstream 1.6): `start` once the response headers arrived, then
+//! `*_start`/`*_delta` as deltas arrive (blocks are never closed early), and after the stream
+//! ended every block's `*_end` in content order, then `done`. HTTP errors yield only `error`;
+//! a broken body yields `error` without `*_end`; an abort emits the `*_end`s, then `error`.
+
+use super::common::{
+    apply_headers, compact, compat_bool, compat_str, effective_max_tokens, event_stream,
+    extra_headers, http_client, joined_text, mapped_level, openai_http_error, parse_streaming_json,
+    requested_reasoning, Emitter, ABORTED_MESSAGE, BODY_TERMINATED_MESSAGE,
+    CONNECTION_ERROR_MESSAGE,
+};
+use crate::env_keys::env_api_key;
+use crate::stream::{
+    AssistantMessageEvent, AssistantStream, CacheRetention, Provider, RequestTuning, StreamOptions,
+};
+use crate::transform::transform_messages;
+use crate::types::{
+    AssistantMessage, Content, Context, Cost, Message, Model, StopReason, TextContent,
+    ThinkingContent, ToolCall, Usage, UserContent,
+};
+use eventsource_stream::Eventsource;
+use futures::StreamExt;
+use reqwest::header::{HeaderMap, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
+use serde_json::{json, Map, Value};
+use std::collections::HashMap;
+use std::time::Instant;
+
+/// The `api` value of this adapter.
+pub const API: &str = "openai-completions";
+
+/// The `openai-completions` adapter (stateless; one HTTP request per [`Provider::stream`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OpenAiCompletions;
+
+impl Provider for OpenAiCompletions {
+    fn api(&self) -> &'static str {
+        API
+    }
+
+    fn stream(&self, model: &Model, context: &Context, options: StreamOptions) -> AssistantStream {
+        self.stream_tuned(model, context, options, RequestTuning::default())
+    }
+
+    fn stream_tuned(
+        &self,
+        model: &Model,
+        context: &Context,
+        options: StreamOptions,
+        tuning: RequestTuning,
+    ) -> AssistantStream {
+        let model = model.clone();
+        let body = build_request_body(&model, context, &options, &tuning);
+        event_stream(move |em| run(em, model, body, options))
+    }
+}
+
+/// Compatibility switches resolved from `model.compat` over provider/baseUrl detection
+/// (spec messages-and-models.md §7.4).
+#[derive(Debug, Clone)]
+struct Compat {
+    supports_store: bool,
+    supports_developer_role: bool,
+    supports_reasoning_effort: bool,
+    supports_usage_in_streaming: bool,
+    use_max_tokens_field: bool,
+    requires_tool_result_name: bool,
+    requires_assistant_after_tool_result: bool,
+    requires_thinking_as_text: bool,
+    requires_reasoning_content_on_assistant: bool,
+    thinking_format: String,
+    strict_tools: bool,
+    supports_long_cache_retention: bool,
+}
+
+impl Compat {
+    fn resolve(model: &Model) -> Self {
+        let provider = model.provider.as_str();
+        let url = model.base_url.as_str();
+        let is_zai = provider == "zai" || url.contains("api.z.ai");
+        let is_together = provider == "together"
+            || url.contains("api.together.ai")
+            || url.contains("api.together.xyz");
+        let is_moonshot = provider == "moonshotai"
+            || provider == "moonshotai-cn"
+            || url.contains("api.moonshot.");
+        let is_cf_workers =
+            provider == "cloudflare-workers-ai" || url.contains("api.cloudflare.com");
+        let is_cf_gateway =
+            provider == "cloudflare-ai-gateway" || url.contains("gateway.ai.cloudflare.com");
+        let is_grok = provider == "xai" || url.contains("api.x.ai");
+        let is_deepseek = provider == "deepseek" || url.contains("deepseek.com");
+        let non_standard = provider == "cerebras"
+            || url.contains("cerebras.ai")
+            || is_grok
+            || is_together
+            || url.contains("chutes.ai")
+            || is_deepseek
+            || is_zai
+            || is_moonshot
+            || provider == "opencode"
+            || url.contains("opencode.ai")
+            || is_cf_workers
+            || is_cf_gateway;
+        let is_openai = provider == "openai" || url.contains("api.openai.com");
+        let thinking_format = if is_deepseek {
+            "deepseek"
+        } else if is_zai {
+            "zai"
+        } else if is_together {
+            "together"
+        } else if provider == "openrouter" || url.contains("openrouter.ai") {
+            "openrouter"
+        } else {
+            "openai"
+        };
+        let b = |key: &str, default: bool| compat_bool(model, key).unwrap_or(default);
+        Compat {
+            supports_store: b("supportsStore", !non_standard),
+            // Upstream 1.6 sends role "system" to OpenAI-compatible servers even for reasoning
+            // models (1.6 notes §13); "developer" only for OpenAI itself.
+            supports_developer_role: b("supportsDeveloperRole", is_openai && !non_standard),
+            supports_reasoning_effort: b(
+                "supportsReasoningEffort",
+                !is_grok && !is_zai && !is_moonshot && !is_together && !is_cf_gateway,
+            ),
+            supports_usage_in_streaming: b("supportsUsageInStreaming", true),
+            use_max_tokens_field: match compat_str(model, "maxTokensField") {
+                Some(f) => f == "max_tokens",
+                None => url.contains("chutes.ai") || is_moonshot || is_cf_gateway || is_together,
+            },
+            requires_tool_result_name: b("requiresToolResultName", false),
+            requires_assistant_after_tool_result: b("requiresAssistantAfterToolResult", false),
+            requires_thinking_as_text: b("requiresThinkingAsText", false),
+            requires_reasoning_content_on_assistant: b(
+                "requiresReasoningContentOnAssistantMessages",
+                is_deepseek,
+            ),
+            thinking_format: compat_str(model, "thinkingFormat")
+                .unwrap_or(thinking_format)
+                .to_owned(),
+            // 1.6 sends no `strict` key unless a model opts in explicitly.
+            strict_tools: b("supportsStrictMode", false),
+            supports_long_cache_retention: b(
+                "supportsLongCacheRetention",
+                !(is_together || is_cf_workers || is_cf_gateway),
+            ),
+        }
+    }
+}
+
+/// Tool-call id rewrite for ids produced by other APIs: `call|item` ids (OpenAI Responses)
+/// keep the sanitized call part (≤ 40 chars); the `openai` provider caps ids at 40 chars.
+fn normalize_tool_call_id(model: &Model, id: &str) -> String {
+    if let Some((call, _)) = id.split_once('|') {
+        return call
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .take(40)
+            .collect();
+    }
+    if model.provider == "openai" && id.chars().count() > 40 {
+        return id.chars().take(40).collect();
+    }
+    id.to_owned()
+}
+
+/// The JSON request body upstream 1.6 sends for `context` (key order as upstream):
+/// `model, messages, stream, [prompt_cache_key, prompt_cache_retention], stream_options,
+/// store, max_completion_tokens|max_tokens, tools, <reasoning parameters>`.
+pub fn build_request_body(
+    model: &Model,
+    context: &Context,
+    options: &StreamOptions,
+    tuning: &RequestTuning,
+) -> Value {
+    let compat = Compat::resolve(model);
+    let mut body = Map::new();
+    body.insert("model".into(), json!(model.id));
+    body.insert(
+        "messages".into(),
+        Value::Array(convert_messages(model, context, &compat)),
+    );
+    body.insert("stream".into(), json!(true));
+
+    let retention = tuning.cache_retention;
+    let long = retention == CacheRetention::Long && compat.supports_long_cache_retention;
+    let cache_key =
+        (model.base_url.contains("api.openai.com") && retention != CacheRetention::None) || long;
+    if cache_key {
+        if let Some(session) = &options.session_id {
+            let key: String = session.chars().take(64).collect();
+            body.insert("prompt_cache_key".into(), json!(key));
+        }
+    }
+    if long {
+        body.insert("prompt_cache_retention".into(), json!("24h"));
+    }
+    if compat.supports_usage_in_streaming {
+        body.insert("stream_options".into(), json!({"include_usage": true}));
+    }
+    if compat.supports_store {
+        body.insert("store".into(), json!(false));
+    }
+    let max_tokens = effective_max_tokens(model, options);
+    let field = if compat.use_max_tokens_field {
+        "max_tokens"
+    } else {
+        "max_completion_tokens"
+    };
+    body.insert(field.into(), json!(max_tokens));
+
+    if !context.tools.is_empty() {
+        let tools = context
+            .tools
+            .iter()
+            .map(|t| {
+                let mut function = Map::new();
+                function.insert("name".into(), json!(t.name));
+                function.insert("description".into(), json!(t.description));
+                function.insert("parameters".into(), t.parameters.clone());
+                if compat.strict_tools {
+                    function.insert("strict".into(), json!(false));
+                }
+                json!({"type": "function", "function": Value::Object(function)})
+            })
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+        if compat_bool(model, "zaiToolStream") == Some(true) {
+            body.insert("tool_stream".into(), json!(true));
+        }
+    } else if has_tool_history(&context.messages) {
+        body.insert("tools".into(), json!([]));
+    }
+
+    insert_reasoning_params(&mut body, model, options, &compat);
+    Value::Object(body)
+}
+
+fn has_tool_history(messages: &[Message]) -> bool {
+    messages.iter().any(|m| match m {
+        Message::ToolResult(_) => true,
+        Message::Assistant(a) => a.tool_calls().next().is_some(),
+        _ => false,
+    })
+}
+
+fn insert_reasoning_params(
+    body: &mut Map<String, Value>,
+    model: &Model,
+    options: &StreamOptions,
+    compat: &Compat,
+) {
+    if !model.reasoning {
+        return;
+    }
+    let level = requested_reasoning(model, options);
+    let effort = level.map(|l| mapped_level(model, l).unwrap_or_else(|| l.as_str().to_owned()));
+    let off_entry = model
+        .thinking_level_map
+        .as_ref()
+        .and_then(|m| m.get("off"))
+        .cloned();
+    match compat.thinking_format.as_str() {
+        "zai" | "qwen" => {
+            body.insert("enable_thinking".into(), json!(effort.is_some()));
+        }
+        "qwen-chat-template" => {
+            body.insert(
+                "chat_template_kwargs".into(),
+                json!({"enable_thinking": effort.is_some(), "preserve_thinking": true}),
+            );
+        }
+        "deepseek" => {
+            let kind = if effort.is_some() {
+                "enabled"
+            } else {
+                "disabled"
+            };
+            body.insert("thinking".into(), json!({"type": kind}));
+            if let Some(e) = effort {
+                body.insert("reasoning_effort".into(), json!(e));
+            }
+        }
+        "openrouter" => match effort {
+            Some(e) => {
+                body.insert("reasoning".into(), json!({"effort": e}));
+            }
+            None => match off_entry {
+                Some(Value::Null) => {}
+                Some(Value::String(s)) => {
+                    body.insert("reasoning".into(), json!({"effort": s}));
+                }
+                _ => {
+                    body.insert("reasoning".into(), json!({"effort": "none"}));
+                }
+            },
+        },
+        "together" => {
+            body.insert("reasoning".into(), json!({"enabled": effort.is_some()}));
+            if let (Some(e), true) = (effort, compat.supports_reasoning_effort) {
+                body.insert("reasoning_effort".into(), json!(e));
+            }
+        }
+        _ => {
+            if !compat.supports_reasoning_effort {
+                return;
+            }
+            match effort {
+                Some(e) => {
+                    body.insert("reasoning_effort".into(), json!(e));
+                }
+                None => {
+                    if let Some(Value::String(s)) = off_entry {
+                        body.insert("reasoning_effort".into(), json!(s));
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn image_url(mime: &str, data: &str) -> Value {
+    json!({"type": "image_url", "image_url": {"url": format!("data:{mime};base64,{data}")}})
+}
+
+fn convert_messages(model: &Model, context: &Context, compat: &Compat) -> Vec<Value> {
+    let normalize = |id: &str| normalize_tool_call_id(model, id);
+    let messages = transform_messages(&context.messages, model, Some(&normalize));
+    let mut out = Vec::new();
+
+    if !context.system_prompt.is_empty() {
+        let role = if model.reasoning && compat.supports_developer_role {
+            "developer"
+        } else {
+            "system"
+        };
+        out.push(json!({"role": role, "content": context.system_prompt}));
+    }
+
+    let mut last_role: Option<&'static str> = None;
+    let mut i = 0;
+    while i < messages.len() {
+        let msg = &messages[i];
+        if compat.requires_assistant_after_tool_result
+            && last_role == Some("toolResult")
+            && matches!(msg, Message::User(_))
+        {
+            out.push(json!({"role": "assistant", "content": "I have processed the tool results."}));
+        }
+        match msg {
+            Message::User(u) => {
+                match &u.content {
+                    UserContent::Text(s) => out.push(json!({"role": "user", "content": s})),
+                    UserContent::Blocks(blocks) => {
+                        let parts: Vec<Value> = blocks
+                            .iter()
+                            .filter_map(|b| match b {
+                                Content::Text(t) => Some(json!({"type": "text", "text": t.text})),
+                                Content::Image(img) => Some(image_url(&img.mime_type, &img.data)),
+                                _ => None,
+                            })
+                            .collect();
+                        if parts.is_empty() {
+                            i += 1;
+                            continue;
+                        }
+                        out.push(json!({"role": "user", "content": parts}));
+                    }
+                }
+                last_role = Some("user");
+            }
+            Message::Assistant(a) => {
+                if let Some(v) = convert_assistant(model, a, compat) {
+                    out.push(v);
+                }
+                last_role = Some("assistant");
+            }
+            Message::ToolResult(_) => {
+                let mut images = Vec::new();
+                let mut j = i;
+                while let Some(Message::ToolResult(tr)) = messages.get(j) {
+                    let text = joined_text(&tr.content, "\n");
+                    let has_images = tr.content.iter().any(|c| matches!(c, Content::Image(_)));
+                    let content = if text.is_empty() {
+                        "(see attached image)".to_owned()
+                    } else {
+                        text
+                    };
+                    let mut m = Map::new();
+                    m.insert("role".into(), json!("tool"));
+                    m.insert("content".into(), json!(content));
+                    m.insert("tool_call_id".into(), json!(tr.tool_call_id));
+                    if compat.requires_tool_result_name && !tr.tool_name.is_empty() {
+                        m.insert("name".into(), json!(tr.tool_name));
+                    }
+                    out.push(Value::Object(m));
+                    if has_images && model.supports_images() {
+                        for c in &tr.content {
+                            if let Content::Image(img) = c {
+                                images.push(image_url(&img.mime_type, &img.data));
+                            }
+                        }
+                    }
+                    j += 1;
+                }
+                i = j;
+                if images.is_empty() {
+                    last_role = Some("toolResult");
+                } else {
+                    if compat.requires_assistant_after_tool_result {
+                        out.push(json!({"role": "assistant", "content": "I have processed the tool results."}));
+                    }
+                    let mut parts = vec![
+                        json!({"type": "text", "text": "Attached image(s) from tool result:"}),
+                    ];
+                    parts.extend(images);
+                    out.push(json!({"role": "user", "content": parts}));
+                    last_role = Some("user");
+                }
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out
+}
+
+fn convert_assistant(model: &Model, a: &AssistantMessage, compat: &Compat) -> Option<Value> {
+    let mut m = Map::new();
+    m.insert("role".into(), json!("assistant"));
+    let empty_content = if compat.requires_assistant_after_tool_result {
+        json!("")
+    } else {
+        Value::Null
+    };
+    m.insert("content".into(), empty_content);
+
+    let texts: Vec<&str> = a
+        .content
+        .iter()
+        .filter_map(Content::as_text)
+        .filter(|t| !t.trim().is_empty())
+        .collect();
+    let text: String = texts.concat();
+    let thinking: Vec<&ThinkingContent> = a
+        .content
+        .iter()
+        .filter_map(|c| match c {
+            Content::Thinking(t) if !t.thinking.trim().is_empty() => Some(t),
+            _ => None,
+        })
+        .collect();
+
+    if !thinking.is_empty() && compat.requires_thinking_as_text {
+        let joined = thinking
+            .iter()
+            .map(|t| t.thinking.as_str())
+            .collect::<Vec<_>>()
+            .join("\n\n");
+        let mut parts = vec![json!({"type": "text", "text": joined})];
+        parts.extend(texts.iter().map(|t| json!({"type": "text", "text": t})));
+        m.insert("content".into(), Value::Array(parts));
+    } else {
+        if !text.is_empty() {
+            m.insert("content".into(), json!(text));
+        }
+        if let Some(first) = thinking.first() {
+            let mut field = first.thinking_signature.clone().unwrap_or_default();
+            if model.provider == "opencode-go" && field == "reasoning" {
+                field = "reasoning_content".into();
+            }
+            if !field.is_empty() {
+                let joined = thinking
+                    .iter()
+                    .map(|t| t.thinking.as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                m.insert(field, json!(joined));
+            }
+        }
+    }
+
+    let calls: Vec<&ToolCall> = a.tool_calls().collect();
+    if !calls.is_empty() {
+        let tool_calls: Vec<Value> = calls
+            .iter()
+            .map(|tc| {
+                json!({
+                    "id": tc.id,
+                    "type": "function",
+                    "function": {"name": tc.name, "arguments": compact(&tc.arguments)},
+                })
+            })
+            .collect();
+        m.insert("tool_calls".into(), Value::Array(tool_calls));
+        let details: Vec<Value> = calls
+            .iter()
+            .filter_map(|tc| tc.thought_signature.as_deref())
+            .filter_map(|s| serde_json::from_str::<Value>(s).ok())
+            .filter(|v| !v.is_null())
+            .collect();
+        if !details.is_empty() {
+            m.insert("reasoning_details".into(), Value::Array(details));
+        }
+    }
+    if compat.requires_reasoning_content_on_assistant && !m.contains_key("reasoning_content") {
+        m.insert("reasoning_content".into(), json!(""));
+    }
+
+    let has_content = match m.get("content") {
+        Some(Value::String(s)) => !s.is_empty(),
+        Some(Value::Array(a)) => !a.is_empty(),
+        _ => false,
+    };
+    if !has_content && !m.contains_key("tool_calls") {
+        return None;
+    }
+    Some(Value::Object(m))
+}
+
+/// A number field as `u64` (absent, negative or non-numeric → 0).
+fn num(v: Option<&Value>) -> u64 {
+    match v {
+        Some(Value::Number(n)) => n
+            .as_u64()
+            .or_else(|| n.as_f64().filter(|f| *f > 0.0).map(|f| f as u64))
+            .unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// Usage of a chunk (agent-loop.md §11): `cacheRead` = `cached_tokens`, `cacheWrite` =
+/// `cache_write_tokens`, `input` = `prompt_tokens` minus both, `output` =
+/// `completion_tokens`, `reasoning` = `completion_tokens_details.reasoning_tokens`.
+fn parse_usage(raw: &Value, model: &Model) -> Usage {
+    let details = raw.get("prompt_tokens_details");
+    let prompt = num(raw.get("prompt_tokens"));
+    let cache_read = match details.and_then(|d| d.get("cached_tokens")) {
+        Some(v) if !v.is_null() => num(Some(v)),
+        _ => num(raw.get("prompt_cache_hit_tokens")),
+    };
+    let cache_write = num(details.and_then(|d| d.get("cache_write_tokens")));
+    let input = prompt.saturating_sub(cache_read.saturating_add(cache_write));
+    let output = num(raw.get("completion_tokens"));
+    let reasoning = num(raw
+        .get("completion_tokens_details")
+        .and_then(|d| d.get("reasoning_tokens")));
+    let mut usage = Usage {
+        input,
+        output,
+        cache_read,
+        cache_write,
+        cache_write_1h: None,
+        reasoning: Some(reasoning),
+        total_tokens: input + output + cache_read + cache_write,
+        cost: Cost {
+            total_from_provider: Some(false),
+            ..Cost::default()
+        },
+    };
+    usage.compute_cost(&model.cost);
+    usage
+}
+
+/// `finish_reason` → (stopReason, errorMessage).
+fn map_finish_reason(reason: &str) -> (StopReason, Option<String>) {
+    match reason {
+        "stop" | "end" => (StopReason::Stop, None),
+        "length" => (StopReason::Length, None),
+        "tool_calls" | "function_call" => (StopReason::ToolUse, None),
+        other => (
+            StopReason::Error,
+            Some(format!("Provider finish_reason: {other}")),
+        ),
+    }
+}
+
+/// Streaming tool call bookkeeping: where it lives in `content` and its raw argument text.
+struct ToolSlot {
+    content_index: usize,
+    stream_index: Option<i64>,
+    partial: String,
+}
+
+#[derive(Default)]
+struct StreamState {
+    text_index: Option<usize>,
+    thinking_index: Option<usize>,
+    tools: Vec<ToolSlot>,
+    unmatched_details: HashMap<String, Value>,
+    has_finish_reason: bool,
+}
+
+impl StreamState {
+    /// Apply one `chat.completion.chunk`. Returns an error text for an in-band `error`.
+    fn handle_chunk(
+        &mut self,
+        chunk: &Value,
+        out: &mut AssistantMessage,
+        em: &Emitter,
+        model: &Model,
+    ) -> Result<(), String> {
+        if let Some(err) = chunk.get("error").filter(|e| !e.is_null()) {
+            return Err(match err.get("message").and_then(Value::as_str) {
+                Some(m) => m.to_owned(),
+                None => compact(err),
+            });
+        }
+        if out.response_id.is_none() {
+            if let Some(id) = chunk
+                .get("id")
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+            {
+                out.response_id = Some(id.to_owned());
+            }
+        }
+        let chunk_usage = chunk.get("usage").filter(|u| u.is_object());
+        if let Some(u) = chunk_usage {
+            out.usage = parse_usage(u, model);
+        }
+        let Some(choice) = chunk
+            .get("choices")
+            .and_then(Value::as_array)
+            .and_then(|c| c.first())
+        else {
+            return Ok(());
+        };
+        if chunk_usage.is_none() {
+            if let Some(u) = choice.get("usage").filter(|u| u.is_object()) {
+                out.usage = parse_usage(u, model);
+            }
+        }
+        if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+            let (stop, err) = map_finish_reason(reason);
+            out.stop_reason = stop;
+            out.raw_stop_reason = Some(reason.to_owned());
+            if err.is_some() {
+                out.error_message = err;
+            }
+            self.has_finish_reason = true;
+        }
+        let Some(delta) = choice.get("delta").filter(|d| d.is_object()) else {
+            return Ok(());
+        };
+
+        if let Some(text) = delta.get("content").and_then(Value::as_str) {
+            if !text.is_empty() {
+                let idx = match self.text_index {
+                    Some(i) => i,
+                    None => {
+                        out.content.push(Content::text(""));
+                        let i = out.content.len() - 1;
+                        self.text_index = Some(i);
+                        em.emit(AssistantMessageEvent::TextStart { content_index: i });
+                        i
+                    }
+                };
+                if let Some(Content::Text(t)) = out.content.get_mut(idx) {
+                    t.text.push_str(text);
+                }
+                em.emit(AssistantMessageEvent::TextDelta {
+                    content_index: idx,
+                    delta: text.to_owned(),
+                });
+            }
+        }
+
+        let reasoning = ["reasoning_content", "reasoning", "reasoning_text"]
+            .into_iter()
+            .find_map(|f| {
+                delta
+                    .get(f)
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.is_empty())
+                    .map(|s| (f, s))
+            });
+        if let Some((field, text)) = reasoning {
+            let signature = if model.provider == "opencode-go" && field == "reasoning" {
+                "reasoning_content"
+            } else {
+                field
+            };
+            let idx = match self.thinking_index {
+                Some(i) => i,
+                None => {
+                    out.content.push(Content::Thinking(ThinkingContent {
+                        thinking: String::new(),
+                        thinking_signature: Some(signature.to_owned()),
+                        redacted: None,
+                    }));
+                    let i = out.content.len() - 1;
+                    self.thinking_index = Some(i);
+                    em.emit(AssistantMessageEvent::ThinkingStart { content_index: i });
+                    i
+                }
+            };
+            if let Some(Content::Thinking(t)) = out.content.get_mut(idx) {
+                t.thinking.push_str(text);
+            }
+            em.emit(AssistantMessageEvent::ThinkingDelta {
+                content_index: idx,
+                delta: text.to_owned(),
+            });
+        }
+
+        if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
+            for call in calls {
+                self.handle_tool_delta(call, out, em);
+            }
+        }
+
+        if let Some(details) = delta.get("reasoning_details").and_then(Value::as_array) {
+            for d in details {
+                let encrypted =
+                    d.get("type").and_then(Value::as_str) == Some("reasoning.encrypted");
+                let id = d
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.is_empty());
+                let has_data = d.get("data").is_some_and(|v| !v.is_null());
+                if let (true, Some(id), true) = (encrypted, id, has_data) {
+                    let target = out.content.iter_mut().find_map(|c| match c {
+                        Content::ToolCall(tc) if tc.id == id => Some(tc),
+                        _ => None,
+                    });
+                    match target {
+                        Some(tc) => tc.thought_signature = Some(compact(d)),
+                        None => {
+                            self.unmatched_details.insert(id.to_owned(), d.clone());
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn handle_tool_delta(&mut self, call: &Value, out: &mut AssistantMessage, em: &Emitter) {
+        let stream_index = call.get("index").and_then(Value::as_i64);
+        let id = call
+            .get("id")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty());
+        let function = call.get("function");
+        let name = function
+            .and_then(|f| f.get("name"))
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty());
+        let args = function
+            .and_then(|f| f.get("arguments"))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+
+        let existing = stream_index
+            .and_then(|si| self.tools.iter().position(|t| t.stream_index == Some(si)))
+            .or_else(|| {
+                id.and_then(|id| {
+                    self.tools.iter().position(|t| {
+                        matches!(out.content.get(t.content_index),
+                            Some(Content::ToolCall(tc)) if tc.id == id)
+                    })
+                })
+            });
+        let slot = match existing {
+            Some(s) => s,
+            None => {
+                let mut tc = ToolCall {
+                    id: id.unwrap_or("").to_owned(),
+                    name: name.unwrap_or("").to_owned(),
+                    arguments: Value::Object(Map::new()),
+                    thought_signature: None,
+                };
+                if let Some(d) = self.unmatched_details.remove(&tc.id) {
+                    tc.thought_signature = Some(compact(&d));
+                }
+                let (start_id, start_name) = (tc.id.clone(), tc.name.clone());
+                out.content.push(Content::ToolCall(tc));
+                let content_index = out.content.len() - 1;
+                self.tools.push(ToolSlot {
+                    content_index,
+                    stream_index,
+                    partial: String::new(),
+                });
+                em.emit(AssistantMessageEvent::ToolCallStart {
+                    content_index,
+                    id: start_id,
+                    tool_name: start_name,
+                });
+                self.tools.len() - 1
+            }
+        };
+        let tool = &mut self.tools[slot];
+        if tool.stream_index.is_none() {
+            tool.stream_index = stream_index;
+        }
+        if let Some(Content::ToolCall(tc)) = out.content.get_mut(tool.content_index) {
+            if tc.id.is_empty() {
+                if let Some(id) = id {
+                    tc.id = id.to_owned();
+                }
+            }
+            if tc.name.is_empty() {
+                if let Some(name) = name {
+                    tc.name = name.to_owned();
+                }
+            }
+        }
+        tool.partial.push_str(args);
+        em.emit(AssistantMessageEvent::ToolCallDelta {
+            content_index: tool.content_index,
+            delta: args.to_owned(),
+        });
+    }
+
+    /// Parse every tool call's collected arguments into its content block and, when `emit`,
+    /// push each block's `*_end` event in content order.
+    fn finish_blocks(&self, out: &mut AssistantMessage, em: Option<&Emitter>) {
+        for slot in &self.tools {
+            if let Some(Content::ToolCall(tc)) = out.content.get_mut(slot.content_index) {
+                tc.arguments = parse_streaming_json(&slot.partial);
+            }
+        }
+        let Some(em) = em else { return };
+        for (i, block) in out.content.iter().enumerate() {
+            let event = match block {
+                Content::Text(TextContent { text, .. }) => AssistantMessageEvent::TextEnd {
+                    content_index: i,
+                    content: text.clone(),
+                },
+                Content::Thinking(t) => AssistantMessageEvent::ThinkingEnd {
+                    content_index: i,
+                    content: t.thinking.clone(),
+                },
+                Content::ToolCall(tc) => AssistantMessageEvent::ToolCallEnd {
+                    content_index: i,
+                    tool_call: tc.clone(),
+                },
+                Content::Image(_) => continue,
+            };
+            em.emit(event);
+        }
+    }
+}
+
+/// How reading the event stream ended.
+enum StreamEnd {
+    Finished,
+    Aborted,
+    Failed(String),
+}
+
+async fn run(em: Emitter, model: Model, body: Value, options: StreamOptions) {
+    let started = Instant::now();
+    let mut output = AssistantMessage::empty(&model);
+    let cancel = options.cancel.clone();
+    if cancel.is_cancelled() {
+        em.fail(output, true, ABORTED_MESSAGE, started);
+        return;
+    }
+
+    let url = format!("{}/chat/completions", model.base_url.trim_end_matches('/'));
+    let api_key = options
+        .api_key
+        .clone()
+        .filter(|k| !k.is_empty())
+        .or_else(|| env_api_key(&model.provider));
+    let mut headers = HeaderMap::new();
+    headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
+    if let Some(key) = api_key {
+        if let Ok(v) = HeaderValue::from_str(&format!("Bearer {key}")) {
+            headers.insert(AUTHORIZATION, v);
+        }
+    }
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    apply_headers(&mut headers, extra_headers(&model, &options));
+    let payload = serde_json::to_vec(&body).unwrap_or_default();
+    let request = http_client().post(url).headers(headers).body(payload);
+
+    let response = tokio::select! {
+        _ = cancel.cancelled() => {
+            em.fail(output, true, ABORTED_MESSAGE, started);
+            return;
+        }
+        r = request.send() => r,
+    };
+    let response = match response {
+        Ok(r) => r,
+        Err(e) => {
+            let text = if e.is_timeout() {
+                "Request timed out.".to_owned()
+            } else {
+                CONNECTION_ERROR_MESSAGE.to_owned()
+            };
+            em.fail(output, false, text, started);
+            return;
+        }
+    };
+    let status = response.status();
+    if !status.is_success() {
+        let text = tokio::select! {
+            _ = cancel.cancelled() => {
+                em.fail(output, true, ABORTED_MESSAGE, started);
+                return;
+            }
+            t = response.text() => t.unwrap_or_default(),
+        };
+        em.fail(
+            output,
+            false,
+            openai_http_error(status.as_u16(), &text),
+            started,
+        );
+        return;
+    }
+
+    em.start(&output);
+    let mut events = response.bytes_stream().eventsource();
+    let mut state = StreamState::default();
+    let end = loop {
+        let next = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => break StreamEnd::Aborted,
+            n = events.next() => n,
+        };
+        match next {
+            None => break StreamEnd::Finished,
+            Some(Err(eventsource_stream::EventStreamError::Transport(_))) => {
+                break StreamEnd::Failed(BODY_TERMINATED_MESSAGE.to_owned())
+            }
+            Some(Err(e)) => break StreamEnd::Failed(e.to_string()),
+            Some(Ok(event)) => {
+                let data = event.data.trim();
+                if data == "[DONE]" {
+                    break StreamEnd::Finished;
+                }
+                if data.is_empty() {
+                    continue;
+                }
+                let Ok(chunk) = serde_json::from_str::<Value>(data) else {
+                    continue;
+                };
+                if let Err(text) = state.handle_chunk(&chunk, &mut output, &em, &model) {
+                    break StreamEnd::Failed(text);
+                }
+            }
+        }
+    };
+
+    match end {
+        StreamEnd::Failed(text) => {
+            state.finish_blocks(&mut output, None);
+            em.fail(output, cancel.is_cancelled(), text, started);
+        }
+        StreamEnd::Aborted => {
+            state.finish_blocks(&mut output, Some(&em));
+            em.fail(output, true, ABORTED_MESSAGE, started);
+        }
+        StreamEnd::Finished => {
+            state.finish_blocks(&mut output, Some(&em));
+            if cancel.is_cancelled() {
+                em.fail(output, true, ABORTED_MESSAGE, started);
+            } else if output.stop_reason == StopReason::Error {
+                let text = output
+                    .error_message
+                    .clone()
+                    .unwrap_or_else(|| "Provider returned an error stop reason".to_owned());
+                em.fail(output, false, text, started);
+            } else if !state.has_finish_reason {
+                em.fail(output, false, "Stream ended without finish_reason", started);
+            } else {
+                em.done(output, started);
+            }
+        }
+    }
+}

@@ -1,0 +1,163 @@
+//! `auth.json` credentials (spec config.md §5.1; upstream `core/auth-storage.ts`).
+//!
+//! ```json
+//! {"anthropic": {"type": "api_key", "key": "sk-ant-..."},
+//!  "openai-codex": {"type": "oauth", "refresh": "...", "access": "...", "expires": 1760000000000}}
+//! ```
+//! `api_key` entries are resolved like every config value ([`super::resolve_config_value`]).
+//! OAuth entries are recognised; their access token is used while it has not expired, but this
+//! implementation never refreshes them. Runtime keys (`--api-key`) live only in memory and win
+//! over the file.
+
+use super::value::resolve_config_value;
+use super::{read_json_file, warn, JsonFile};
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// One `auth.json` entry.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AuthCredential {
+    /// `{"type":"api_key","key":…}`; `key` is an unresolved config value.
+    ApiKey {
+        /// The configured value (literal, env var name or `!command`).
+        key: String,
+    },
+    /// `{"type":"oauth","access","refresh","expires",…}`; provider-specific extras kept raw.
+    OAuth {
+        /// Access token.
+        access: Option<String>,
+        /// Refresh token (never used here).
+        refresh: Option<String>,
+        /// Expiry in ms since the epoch.
+        expires: Option<i64>,
+        /// The whole entry.
+        raw: Map<String, Value>,
+    },
+    /// Any other shape, kept verbatim.
+    Other(Value),
+}
+
+impl AuthCredential {
+    fn from_value(v: &Value) -> Self {
+        let Some(obj) = v.as_object() else {
+            return AuthCredential::Other(v.clone());
+        };
+        let s = |k: &str| obj.get(k).and_then(Value::as_str).map(str::to_string);
+        match obj.get("type").and_then(Value::as_str) {
+            Some("api_key") => match s("key") {
+                Some(key) => AuthCredential::ApiKey { key },
+                None => AuthCredential::Other(v.clone()),
+            },
+            Some("oauth") => AuthCredential::OAuth {
+                access: s("access"),
+                refresh: s("refresh"),
+                expires: obj.get("expires").and_then(Value::as_i64),
+                raw: obj.clone(),
+            },
+            _ => AuthCredential::Other(v.clone()),
+        }
+    }
+}
+
+/// The credential store: `auth.json` entries plus runtime keys.
+#[derive(Debug, Clone, Default)]
+pub struct AuthStorage {
+    path: Option<PathBuf>,
+    entries: Map<String, Value>,
+    runtime: HashMap<String, String>,
+}
+
+impl AuthStorage {
+    /// Reads `<agent_dir>/auth.json`. A missing file is empty; a broken one is warned about and
+    /// treated as empty.
+    pub fn load(agent_dir: &Path) -> Self {
+        let path = agent_dir.join("auth.json");
+        let entries = match read_json_file(&path) {
+            JsonFile::Missing => Map::new(),
+            JsonFile::Parsed(Value::Object(m)) => m,
+            JsonFile::Parsed(_) => {
+                warn(&format!(
+                    "Ignoring {}: the top level is not a JSON object",
+                    path.display()
+                ));
+                Map::new()
+            }
+            JsonFile::Invalid(e) => {
+                warn(&format!("Could not read {}: {e}", path.display()));
+                Map::new()
+            }
+        };
+        AuthStorage {
+            path: Some(path),
+            entries,
+            runtime: HashMap::new(),
+        }
+    }
+
+    /// A store backed by the given entries only (no file).
+    pub fn from_entries(entries: Map<String, Value>) -> Self {
+        AuthStorage {
+            path: None,
+            entries,
+            runtime: HashMap::new(),
+        }
+    }
+
+    /// The file this store was read from, if any.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// Sets a runtime key (`--api-key`) for `provider`; it wins over every other source.
+    pub fn set_runtime_api_key(&mut self, provider: &str, key: impl Into<String>) {
+        self.runtime.insert(provider.to_string(), key.into());
+    }
+
+    /// The runtime key of `provider`, if one was set.
+    pub fn runtime_api_key(&self, provider: &str) -> Option<&str> {
+        self.runtime.get(provider).map(String::as_str)
+    }
+
+    /// The `auth.json` entry of `provider`.
+    pub fn get(&self, provider: &str) -> Option<AuthCredential> {
+        self.entries.get(provider).map(AuthCredential::from_value)
+    }
+
+    /// Whether a runtime key or an `auth.json` entry exists for `provider` (no resolution, no
+    /// refresh).
+    pub fn has_entry(&self, provider: &str) -> bool {
+        self.runtime.contains_key(provider)
+            || matches!(
+                self.get(provider),
+                Some(AuthCredential::ApiKey { .. } | AuthCredential::OAuth { .. })
+            )
+    }
+
+    /// The key from the runtime map or `auth.json` (spec §5.3 steps 1–3): the runtime key, else
+    /// the resolved `api_key`, else an unexpired OAuth access token.
+    pub fn stored_api_key(&self, provider: &str) -> Option<String> {
+        if let Some(k) = self.runtime.get(provider) {
+            return Some(k.clone());
+        }
+        match self.get(provider)? {
+            AuthCredential::ApiKey { key } => resolve_config_value(&key).filter(|k| !k.is_empty()),
+            AuthCredential::OAuth {
+                access, expires, ..
+            } => {
+                let fresh = match expires {
+                    Some(e) => pi_ai::now_ms() < e,
+                    None => true,
+                };
+                access.filter(|a| fresh && !a.is_empty())
+            }
+            AuthCredential::Other(_) => None,
+        }
+    }
+
+    /// Whether `provider`'s credential is an OAuth entry.
+    pub fn is_oauth(&self, provider: &str) -> bool {
+        !self.runtime.contains_key(provider)
+            && matches!(self.get(provider), Some(AuthCredential::OAuth { .. }))
+    }
+}

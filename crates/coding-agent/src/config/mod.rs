@@ -1,0 +1,173 @@
+//! Configuration: the agent directory, `settings.json`, `models.json`, `auth.json`, the model
+//! registry and model/thinking-level resolution.
+//!
+//! Source: spec `config.md` §1–§5 and §7.3–§7.5, `messages-and-models.md` §7–§9, and
+//! `upstream-1.6-notes.md` §8/§15 (upstream `config.ts`, `core/settings-manager.ts`,
+//! `core/model-registry.ts`, `core/model-resolver.ts`, `core/auth-storage.ts`,
+//! `core/resolve-config-value.ts`).
+//!
+//! Nothing here panics on bad input: unreadable or malformed files produce a warning on stderr
+//! (see [`warn`]) and the defaults are used instead.
+
+pub mod auth;
+pub mod models;
+pub mod resolve;
+pub mod settings;
+pub mod value;
+
+pub use auth::{AuthCredential, AuthStorage};
+pub use models::{ModelRegistry, ModelsConfig, ProviderConfig, RequestAuth};
+pub use resolve::{
+    clamp_thinking_level, cycle_thinking_level, find_initial_model, no_api_key_message,
+    no_models_available_message, parse_model_pattern, resolve_cli_model, resolve_model_scope,
+    thinking_level_for_model_change, CliModel, InitialModel, InitialModelOptions, ParsedModel,
+    ScopedModel, DEFAULT_THINKING_LEVEL,
+};
+pub use settings::{CompactionSettings, QueueMode, RetrySettings, Settings};
+pub use value::{resolve_config_value, resolve_headers};
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// Environment variable that overrides the agent directory (spec config.md §1).
+pub const AGENT_DIR_ENV: &str = "PI_CODING_AGENT_DIR";
+
+/// The user's home directory: `$HOME`, if set and non-empty.
+pub fn home_dir() -> Option<PathBuf> {
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+}
+
+/// Expands a leading `~` or `~/` against `$HOME` (other paths are returned unchanged).
+pub fn expand_home(path: &str) -> PathBuf {
+    match (path, home_dir()) {
+        ("~", Some(home)) => home,
+        (p, Some(home)) if p.starts_with("~/") => home.join(&p[2..]),
+        (p, _) => PathBuf::from(p),
+    }
+}
+
+/// The agent directory: `$PI_CODING_AGENT_DIR` (with `~` expansion) else `~/.pi/agent`
+/// (spec config.md §1). Falls back to `./.pi/agent` when `$HOME` is unset.
+pub fn agent_dir() -> PathBuf {
+    match std::env::var(AGENT_DIR_ENV) {
+        Ok(dir) if !dir.is_empty() => expand_home(&dir),
+        _ => home_dir()
+            .unwrap_or_else(|| PathBuf::from("."))
+            .join(".pi")
+            .join("agent"),
+    }
+}
+
+/// Creates the agent directory (mode 0700) and the files upstream 1.6 creates on startup when
+/// they are missing: `auth.json` (`{}`, mode 0600) and `models-store.json` (`{}`). The
+/// conformance snapshot of the agent dir shows both after every run. Failures are ignored
+/// (a read-only agent dir must not stop the agent).
+pub fn ensure_agent_files(agent_dir: &Path) {
+    if !agent_dir.exists() {
+        let _ = std::fs::create_dir_all(agent_dir);
+        set_mode(agent_dir, 0o700);
+    }
+    for (name, mode) in [("auth.json", Some(0o600)), ("models-store.json", None)] {
+        let path = agent_dir.join(name);
+        if !path.exists() && std::fs::write(&path, "{}").is_ok() {
+            if let Some(mode) = mode {
+                set_mode(&path, mode);
+            }
+        }
+    }
+}
+
+#[cfg(unix)]
+fn set_mode(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode));
+}
+
+#[cfg(not(unix))]
+fn set_mode(_path: &Path, _mode: u32) {}
+
+/// Prints `Warning: <message>` on stderr (the form upstream uses for configuration problems).
+pub fn warn(message: &str) {
+    eprintln!("Warning: {message}");
+}
+
+/// Outcome of reading a JSON configuration file.
+#[derive(Debug, Clone, PartialEq)]
+pub enum JsonFile {
+    /// The file does not exist.
+    Missing,
+    /// The parsed document.
+    Parsed(Value),
+    /// The file exists but could not be read or parsed; the message says why.
+    Invalid(String),
+}
+
+/// Reads a JSON file that may carry a UTF-8 BOM and `//` / `/* */` comments (upstream strips
+/// both before `JSON.parse`).
+pub fn read_json_file(path: &Path) -> JsonFile {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return JsonFile::Missing,
+        Err(e) => return JsonFile::Invalid(e.to_string()),
+    };
+    match parse_jsonc(&text) {
+        Ok(v) => JsonFile::Parsed(v),
+        Err(e) => JsonFile::Invalid(e),
+    }
+}
+
+/// Parses JSON text after removing a BOM and comments outside strings.
+pub fn parse_jsonc(text: &str) -> Result<Value, String> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    serde_json::from_str(&strip_json_comments(text)).map_err(|e| e.to_string())
+}
+
+/// Removes `//` line comments and `/* */` block comments that are not inside string literals.
+/// Comment characters are replaced by spaces (newlines kept) so error positions stay stable.
+pub fn strip_json_comments(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    let mut in_string = false;
+    while let Some(c) = chars.next() {
+        if in_string {
+            out.push(c);
+            if c == '\\' {
+                if let Some(n) = chars.next() {
+                    out.push(n);
+                }
+            } else if c == '"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match (c, chars.peek()) {
+            ('"', _) => {
+                in_string = true;
+                out.push(c);
+            }
+            ('/', Some('/')) => {
+                for n in chars.by_ref() {
+                    if n == '\n' {
+                        out.push('\n');
+                        break;
+                    }
+                }
+            }
+            ('/', Some('*')) => {
+                chars.next();
+                let mut prev = '\0';
+                for n in chars.by_ref() {
+                    if prev == '*' && n == '/' {
+                        break;
+                    }
+                    out.push(if n == '\n' { '\n' } else { ' ' });
+                    prev = n;
+                }
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}

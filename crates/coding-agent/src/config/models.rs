@@ -1,0 +1,531 @@
+//! `models.json` and the model registry (spec config.md §4–§5; messages-and-models.md §7;
+//! upstream `core/model-config.ts`, `core/model-registry.ts`).
+//!
+//! ```json
+//! {"providers": {"<name>": {
+//!   "name"?, "baseUrl"?, "api"?, "apiKey"?, "headers"?: {"k": "v"}, "authHeader"?: bool,
+//!   "compat"?: {…},
+//!   "models"?: [{"id", "name"?, "api"?, "baseUrl"?, "reasoning"?, "thinkingLevelMap"?,
+//!                "input"?, "cost"?, "contextWindow"?, "maxTokens"?, "headers"?, "compat"?}],
+//!   "modelOverrides"?: {"<built-in id>": {"name"?, "reasoning"?, "thinkingLevelMap"?, "input"?,
+//!                "cost"? (partial), "contextWindow"?, "maxTokens"?, "headers"?, "compat"?}}}}}
+//! ```
+//!
+//! Registry order = built-in catalogue order, then custom models in file order (a custom model
+//! with the id of a built-in model of the same provider replaces it and moves to the end).
+//! Any problem with the file leaves only the built-in catalogue, with the error kept in
+//! [`ModelRegistry::error`] and warned about on stderr.
+//!
+//! Credentials for a provider, first hit wins (spec config.md §5.3): runtime key (`--api-key`),
+//! `auth.json` (`api_key`, then an unexpired OAuth token), environment variables
+//! ([`env_api_key`]), the provider's `models.json` `apiKey`. Keys and header values are resolved
+//! at request time ([`ModelRegistry::request_auth`]); `!command` results are cached for the
+//! process lifetime.
+
+use super::auth::AuthStorage;
+use super::value::{resolve_config_value, resolve_headers};
+use super::{read_json_file, warn, JsonFile};
+use pi_ai::{Model, ModelCost};
+use serde::Deserialize;
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// Defaults for custom models (spec config.md §4).
+pub const DEFAULT_CONTEXT_WINDOW: u64 = 128_000;
+/// Default `maxTokens` of a custom model.
+pub const DEFAULT_MAX_TOKENS: u64 = 16_384;
+
+/// The built-in model catalogue (`pi_ai::models::builtin_models`), in catalogue order.
+pub fn builtin_catalogue() -> Vec<Model> {
+    pi_ai::models::builtin_models()
+}
+
+/// The API key a provider gets from the environment (spec config.md §2.2;
+/// `pi_ai::env_keys::env_api_key`).
+pub fn env_api_key(provider: &str) -> Option<String> {
+    pi_ai::env_keys::env_api_key(provider)
+}
+
+/// Per-model cost as written in `models.json` (every rate optional; missing = 0 for custom
+/// models, unchanged for overrides).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CostConfig {
+    /// $ per million input tokens.
+    pub input: Option<f64>,
+    /// $ per million output tokens.
+    pub output: Option<f64>,
+    /// $ per million cache-read tokens.
+    pub cache_read: Option<f64>,
+    /// $ per million cache-write tokens.
+    pub cache_write: Option<f64>,
+}
+
+/// One entry of a provider's `models` array, or (without `id`/`api`/`baseUrl`) of its
+/// `modelOverrides` map.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelConfig {
+    /// Model id (required in `models`, ignored in `modelOverrides`).
+    #[serde(default)]
+    pub id: String,
+    /// Display name (default: the id).
+    pub name: Option<String>,
+    /// Wire API (default: the provider's).
+    pub api: Option<String>,
+    /// Endpoint (default: the provider's).
+    pub base_url: Option<String>,
+    /// Supports thinking (default false).
+    pub reasoning: Option<bool>,
+    /// Level → provider value, `null` = unsupported (messages-and-models.md §8.1).
+    pub thinking_level_map: Option<Map<String, Value>>,
+    /// `"text"` / `"image"` (default `["text"]`).
+    pub input: Option<Vec<String>>,
+    /// Prices.
+    pub cost: Option<CostConfig>,
+    /// Context window in tokens (default 128000; must be > 0).
+    pub context_window: Option<f64>,
+    /// Max output tokens (default 16384; must be > 0).
+    pub max_tokens: Option<f64>,
+    /// Extra request headers (values resolved at request time).
+    pub headers: Option<Map<String, Value>>,
+    /// API compatibility knobs, merged over the provider's.
+    pub compat: Option<Map<String, Value>>,
+}
+
+/// One provider entry of `models.json`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderConfig {
+    /// Display name (newer key).
+    pub name: Option<String>,
+    /// Endpoint for its models (also overrides built-in models of this provider).
+    pub base_url: Option<String>,
+    /// Default wire API of its models.
+    pub api: Option<String>,
+    /// Key source: literal, env var name or `!command`.
+    pub api_key: Option<String>,
+    /// Extra request headers for all its models (values resolved at request time).
+    pub headers: Option<Map<String, Value>>,
+    /// Adds `Authorization: Bearer <key>`; a request without a key then fails.
+    #[serde(default)]
+    pub auth_header: bool,
+    /// API compatibility knobs for all its models.
+    pub compat: Option<Map<String, Value>>,
+    /// Custom models.
+    pub models: Option<Vec<ModelConfig>>,
+    /// Patches of built-in models, by id.
+    pub model_overrides: Option<Map<String, Value>>,
+}
+
+/// A parsed and validated `models.json` (provider order preserved).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ModelsConfig {
+    /// `(provider name, config)` in file order.
+    pub providers: Vec<(String, ProviderConfig)>,
+}
+
+impl ModelsConfig {
+    /// Reads and validates `path`. `Ok(None)` when the file does not exist; `Err` carries the
+    /// user-facing error (`Failed to parse models.json: …` / `Invalid models.json schema: …` /
+    /// `Invalid models.json: …`, each followed by `\n\nFile: <path>`).
+    pub fn load(path: &Path) -> Result<Option<Self>, String> {
+        match read_json_file(path) {
+            JsonFile::Missing => Ok(None),
+            JsonFile::Invalid(e) => Err(format!(
+                "Failed to parse models.json: {e}\n\nFile: {}",
+                path.display()
+            )),
+            JsonFile::Parsed(v) => Self::from_value(&v)
+                .map(Some)
+                .map_err(|e| format!("{e}\n\nFile: {}", path.display())),
+        }
+    }
+
+    /// Validates a parsed document (errors without the `File:` trailer).
+    pub fn from_value(v: &Value) -> Result<Self, String> {
+        let schema_err = |msg: String| format!("Invalid models.json schema:\n  - {msg}");
+        let providers = v
+            .as_object()
+            .and_then(|o| o.get("providers"))
+            .ok_or_else(|| schema_err("providers: required object".into()))?
+            .as_object()
+            .ok_or_else(|| schema_err("providers: must be an object".into()))?;
+        let mut out = Vec::new();
+        let mut problems = Vec::new();
+        for (name, raw) in providers {
+            let cfg: ProviderConfig = serde_json::from_value(raw.clone())
+                .map_err(|e| schema_err(format!("providers.{name}: {e}")))?;
+            validate_provider(name, &cfg, &mut problems);
+            out.push((name.clone(), cfg));
+        }
+        if !problems.is_empty() {
+            return Err(format!(
+                "Invalid models.json:\n  - {}",
+                problems.join("\n  - ")
+            ));
+        }
+        Ok(ModelsConfig { providers: out })
+    }
+
+    /// The config of provider `name`.
+    pub fn provider(&self, name: &str) -> Option<&ProviderConfig> {
+        self.providers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, c)| c)
+    }
+}
+
+fn validate_provider(name: &str, p: &ProviderConfig, problems: &mut Vec<String>) {
+    let configures_something = p.models.is_some()
+        || p.base_url.is_some()
+        || p.compat.is_some()
+        || p.model_overrides.is_some()
+        || p.api_key.is_some()
+        || p.headers.is_some();
+    if !configures_something {
+        problems.push(format!(
+            "provider \"{name}\" configures nothing: give it models, baseUrl, apiKey, headers, compat or modelOverrides"
+        ));
+    }
+    for m in p.models.iter().flatten() {
+        if m.id.is_empty() {
+            problems.push(format!("provider \"{name}\": a model has no \"id\""));
+            continue;
+        }
+        if m.base_url.is_none() && p.base_url.is_none() {
+            problems.push(format!(
+                "provider \"{name}\", model \"{}\": no \"baseUrl\" on the model or the provider",
+                m.id
+            ));
+        }
+        if m.api.is_none() && p.api.is_none() {
+            problems.push(format!(
+                "provider \"{name}\", model \"{}\": no \"api\" on the model or the provider",
+                m.id
+            ));
+        }
+        check_positive(name, &m.id, "contextWindow", m.context_window, problems);
+        check_positive(name, &m.id, "maxTokens", m.max_tokens, problems);
+    }
+    for (id, raw) in p.model_overrides.iter().flatten() {
+        if let Err(e) = serde_json::from_value::<ModelConfig>(raw.clone()) {
+            problems.push(format!("provider \"{name}\", modelOverrides.{id}: {e}"));
+        }
+    }
+}
+
+fn check_positive(
+    provider: &str,
+    id: &str,
+    field: &str,
+    v: Option<f64>,
+    problems: &mut Vec<String>,
+) {
+    if let Some(n) = v {
+        if n.is_nan() || n <= 0.0 {
+            problems.push(format!(
+                "provider \"{provider}\", model \"{id}\": \"{field}\" must be greater than 0"
+            ));
+        }
+    }
+}
+
+fn to_u64(v: f64) -> u64 {
+    if v.is_finite() && v > 0.0 {
+        v as u64
+    } else {
+        0
+    }
+}
+
+/// Shallow object merge: `over`'s keys win.
+fn merge_maps(
+    base: Option<&Map<String, Value>>,
+    over: Option<&Map<String, Value>>,
+) -> Option<Map<String, Value>> {
+    match (base, over) {
+        (None, None) => None,
+        (Some(b), None) => Some(b.clone()),
+        (None, Some(o)) => Some(o.clone()),
+        (Some(b), Some(o)) => {
+            let mut out = b.clone();
+            for (k, v) in o {
+                // Routing objects merge one level deeper (spec config.md §4).
+                let merged = match (out.get(k), v) {
+                    (Some(Value::Object(bv)), Value::Object(ov)) => {
+                        let mut m = bv.clone();
+                        m.extend(ov.clone());
+                        Value::Object(m)
+                    }
+                    _ => v.clone(),
+                };
+                out.insert(k.clone(), merged);
+            }
+            Some(out)
+        }
+    }
+}
+
+fn custom_model(provider: &str, p: &ProviderConfig, m: &ModelConfig) -> Model {
+    let cost = m.cost.clone().unwrap_or_default();
+    Model {
+        id: m.id.clone(),
+        name: m.name.clone().unwrap_or_else(|| m.id.clone()),
+        api: m.api.clone().or_else(|| p.api.clone()).unwrap_or_default(),
+        provider: provider.to_string(),
+        base_url: m
+            .base_url
+            .clone()
+            .or_else(|| p.base_url.clone())
+            .unwrap_or_default(),
+        reasoning: m.reasoning.unwrap_or(false),
+        thinking_level_map: m.thinking_level_map.clone(),
+        input: m.input.clone().unwrap_or_else(|| vec!["text".into()]),
+        cost: ModelCost {
+            input: cost.input.unwrap_or(0.0),
+            output: cost.output.unwrap_or(0.0),
+            cache_read: cost.cache_read.unwrap_or(0.0),
+            cache_write: cost.cache_write.unwrap_or(0.0),
+        },
+        context_window: m.context_window.map_or(DEFAULT_CONTEXT_WINDOW, to_u64),
+        max_tokens: m.max_tokens.map_or(DEFAULT_MAX_TOKENS, to_u64),
+        headers: None,
+        compat: merge_maps(p.compat.as_ref(), m.compat.as_ref()),
+    }
+}
+
+fn apply_override(model: &mut Model, o: &ModelConfig) {
+    if let Some(n) = &o.name {
+        model.name = n.clone();
+    }
+    if let Some(r) = o.reasoning {
+        model.reasoning = r;
+    }
+    if let Some(map) = &o.thinking_level_map {
+        model.thinking_level_map = merge_maps(model.thinking_level_map.as_ref(), Some(map));
+    }
+    if let Some(i) = &o.input {
+        model.input = i.clone();
+    }
+    if let Some(c) = &o.cost {
+        let t = &mut model.cost;
+        t.input = c.input.unwrap_or(t.input);
+        t.output = c.output.unwrap_or(t.output);
+        t.cache_read = c.cache_read.unwrap_or(t.cache_read);
+        t.cache_write = c.cache_write.unwrap_or(t.cache_write);
+    }
+    if let Some(n) = o.context_window {
+        model.context_window = to_u64(n);
+    }
+    if let Some(n) = o.max_tokens {
+        model.max_tokens = to_u64(n);
+    }
+    if o.compat.is_some() {
+        model.compat = merge_maps(model.compat.as_ref(), o.compat.as_ref());
+    }
+}
+
+/// Key and headers for one request (spec config.md §4 headers, §5.3 key precedence).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RequestAuth {
+    /// The resolved API key, if any source has one.
+    pub api_key: Option<String>,
+    /// Resolved extra headers: the model's catalogue headers, then the provider's `models.json`
+    /// headers, then the model's (later wins), plus `Authorization` when `authHeader` is set.
+    pub headers: Map<String, Value>,
+}
+
+/// All known models with their credential sources.
+#[derive(Debug, Clone, Default)]
+pub struct ModelRegistry {
+    models: Vec<Model>,
+    config: ModelsConfig,
+    /// `models.json` header configs of individual models, by (provider, id).
+    model_headers: HashMap<(String, String), Map<String, Value>>,
+    auth: AuthStorage,
+    error: Option<String>,
+    models_json: Option<PathBuf>,
+}
+
+impl ModelRegistry {
+    /// Loads `<agent_dir>/models.json` and `<agent_dir>/auth.json` over the built-in catalogue.
+    /// A `models.json` problem is warned about on stderr and leaves the built-ins only.
+    pub fn load(agent_dir: &Path) -> Self {
+        let path = agent_dir.join("models.json");
+        let (config, error) = match ModelsConfig::load(&path) {
+            Ok(c) => (c.unwrap_or_default(), None),
+            Err(e) => {
+                warn(&e);
+                (ModelsConfig::default(), Some(e))
+            }
+        };
+        let mut reg = Self::from_parts(builtin_catalogue(), config, AuthStorage::load(agent_dir));
+        reg.error = error;
+        reg.models_json = Some(path);
+        reg
+    }
+
+    /// A registry from explicit parts (tests, embedders).
+    pub fn from_parts(builtin: Vec<Model>, config: ModelsConfig, auth: AuthStorage) -> Self {
+        let mut models = builtin;
+        let mut model_headers = HashMap::new();
+        for (provider, p) in &config.providers {
+            // Provider-level settings apply to the built-in models of that provider.
+            for m in models.iter_mut().filter(|m| &m.provider == provider) {
+                if let Some(url) = &p.base_url {
+                    m.base_url = url.clone();
+                }
+                if p.compat.is_some() {
+                    m.compat = merge_maps(m.compat.as_ref(), p.compat.as_ref());
+                }
+            }
+            for (id, raw) in p.model_overrides.iter().flatten() {
+                let Ok(o) = serde_json::from_value::<ModelConfig>(raw.clone()) else {
+                    continue;
+                };
+                if let Some(m) = models
+                    .iter_mut()
+                    .find(|m| &m.provider == provider && &m.id == id)
+                {
+                    apply_override(m, &o);
+                }
+                if let Some(h) = o.headers {
+                    model_headers.insert((provider.clone(), id.clone()), h);
+                }
+            }
+            for mc in p.models.iter().flatten() {
+                models.retain(|m| !(&m.provider == provider && m.id == mc.id));
+                models.push(custom_model(provider, p, mc));
+                match &mc.headers {
+                    Some(h) => {
+                        model_headers.insert((provider.clone(), mc.id.clone()), h.clone());
+                    }
+                    None => {
+                        model_headers.remove(&(provider.clone(), mc.id.clone()));
+                    }
+                }
+            }
+        }
+        ModelRegistry {
+            models,
+            config,
+            model_headers,
+            auth,
+            error: None,
+            models_json: None,
+        }
+    }
+
+    /// Re-reads `models.json` and `auth.json` (keeping runtime keys is the caller's job).
+    pub fn reload(&mut self, agent_dir: &Path) {
+        *self = Self::load(agent_dir);
+    }
+
+    /// The `models.json` error of the last load, if any.
+    pub fn error(&self) -> Option<&str> {
+        self.error.as_deref()
+    }
+
+    /// The `models.json` path this registry was loaded from.
+    pub fn models_json_path(&self) -> Option<&Path> {
+        self.models_json.as_deref()
+    }
+
+    /// Every known model, in registry order.
+    pub fn all(&self) -> &[Model] {
+        &self.models
+    }
+
+    /// Models whose provider has credentials ([`ModelRegistry::has_auth`]), in registry order.
+    pub fn available(&self) -> Vec<Model> {
+        self.models
+            .iter()
+            .filter(|m| self.has_auth(&m.provider))
+            .cloned()
+            .collect()
+    }
+
+    /// The model `provider`/`id` (exact, case-sensitive).
+    pub fn find(&self, provider: &str, id: &str) -> Option<&Model> {
+        self.models
+            .iter()
+            .find(|m| m.provider == provider && m.id == id)
+    }
+
+    /// Provider ids in registry order, without duplicates.
+    pub fn providers(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for m in &self.models {
+            if !out.contains(&m.provider) {
+                out.push(m.provider.clone());
+            }
+        }
+        out
+    }
+
+    /// The credential store.
+    pub fn auth(&self) -> &AuthStorage {
+        &self.auth
+    }
+
+    /// Sets a runtime (`--api-key`) key for `provider`.
+    pub fn set_runtime_api_key(&mut self, provider: &str, key: impl Into<String>) {
+        self.auth.set_runtime_api_key(provider, key);
+    }
+
+    /// Whether `provider` has credentials configured: a runtime key, an `auth.json` entry, an
+    /// environment key or a `models.json` `apiKey`. Nothing is executed or refreshed.
+    pub fn has_auth(&self, provider: &str) -> bool {
+        self.auth.has_entry(provider)
+            || env_api_key(provider).is_some()
+            || self
+                .config
+                .provider(provider)
+                .is_some_and(|p| p.api_key.is_some())
+    }
+
+    /// The API key for `provider`, resolved now (spec config.md §5.3).
+    pub fn api_key(&self, provider: &str) -> Option<String> {
+        self.auth
+            .stored_api_key(provider)
+            .or_else(|| env_api_key(provider))
+            .or_else(|| {
+                self.config
+                    .provider(provider)?
+                    .api_key
+                    .as_deref()
+                    .and_then(resolve_config_value)
+                    .filter(|k| !k.is_empty())
+            })
+    }
+
+    /// Key and headers for a request to `model`. Fails with `No API key found for "<provider>"`
+    /// when the provider sets `authHeader` but no key resolves.
+    pub fn request_auth(&self, model: &Model) -> Result<RequestAuth, String> {
+        let api_key = self.api_key(&model.provider);
+        let mut headers = model.headers.clone().unwrap_or_default();
+        let provider = self.config.provider(&model.provider);
+        if let Some(h) = provider.and_then(|p| p.headers.as_ref()) {
+            headers.extend(resolve_headers(h));
+        }
+        if let Some(h) = self
+            .model_headers
+            .get(&(model.provider.clone(), model.id.clone()))
+        {
+            headers.extend(resolve_headers(h));
+        }
+        if provider.is_some_and(|p| p.auth_header) {
+            let Some(key) = &api_key else {
+                return Err(format!("No API key found for \"{}\"", model.provider));
+            };
+            headers.insert(
+                "Authorization".into(),
+                Value::String(format!("Bearer {key}")),
+            );
+        }
+        Ok(RequestAuth { api_key, headers })
+    }
+}

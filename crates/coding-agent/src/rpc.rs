@@ -1,0 +1,271 @@
+//! RPC mode: JSON commands on stdin, responses and events on stdout, one per line
+//! (spec rpc-protocol.md §2–§4).
+//!
+//! Framing: records are split on LF only, one trailing CR is stripped, U+2028/U+2029 are never
+//! separators. Every malformed record gets exactly one response and the process keeps serving.
+//! Fast commands are answered inline in arrival order; slow ones (`abort`, a prompt's run) run
+//! as tasks so they never block the reader. stdout has exactly one writer, which writes each
+//! record as one whole line and flushes it.
+
+use crate::agent_session::{AgentSession, PromptOutcome, QueueMode};
+use crate::output::Output;
+use pi_ai::{ImageContent, ThinkingLevel};
+use serde_json::{json, Map, Value};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::task::JoinSet;
+
+/// Builds a response record (`{id?, type:"response", command?, success, data?/error?}`).
+pub fn response(id: Option<&Value>, command: Option<&str>, result: Result<Option<Value>, String>) -> Value {
+    let mut m = Map::new();
+    if let Some(id) = id {
+        m.insert("id".into(), id.clone());
+    }
+    m.insert("type".into(), json!("response"));
+    if let Some(c) = command {
+        m.insert("command".into(), json!(c));
+    }
+    match result {
+        Ok(data) => {
+            m.insert("success".into(), json!(true));
+            if let Some(d) = data {
+                m.insert("data".into(), d);
+            }
+        }
+        Err(e) => {
+            m.insert("success".into(), json!(false));
+            m.insert("error".into(), json!(e));
+        }
+    }
+    Value::Object(m)
+}
+
+/// The response to a line that is not valid JSON (rpc-protocol.md §2.3).
+pub fn parse_error(message: &str) -> Value {
+    json!({
+        "type": "response",
+        "command": "parse",
+        "success": false,
+        "error": format!("Failed to parse command: {message}"),
+    })
+}
+
+/// Splits one raw input record: strips exactly one trailing CR.
+pub fn strip_cr(line: &[u8]) -> &[u8] {
+    line.strip_suffix(b"\r").unwrap_or(line)
+}
+
+/// Runs RPC mode until stdin closes and the run in flight has settled.
+pub async fn run(session: AgentSession, out: Output) -> anyhow::Result<()> {
+    let mut reader = BufReader::new(tokio::io::stdin());
+    let mut tasks = JoinSet::new();
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        let n = reader.read_until(b'\n', &mut buf).await?;
+        if n == 0 {
+            break;
+        }
+        let at_eof = !buf.ends_with(b"\n");
+        let line = buf.strip_suffix(b"\n").unwrap_or(&buf);
+        let line = strip_cr(line);
+        handle_line(&session, &out, line, &mut tasks);
+        if at_eof {
+            break;
+        }
+    }
+    while tasks.join_next().await.is_some() {}
+    session.wait_settled().await;
+    out.flush();
+    Ok(())
+}
+
+fn handle_line(session: &AgentSession, out: &Output, line: &[u8], tasks: &mut JoinSet<()>) {
+    let text = match std::str::from_utf8(line) {
+        Ok(t) => t,
+        Err(e) => {
+            out.send(parse_error(&format!("invalid UTF-8: {e}")));
+            return;
+        }
+    };
+    let value: Value = match serde_json::from_str(text) {
+        Ok(v) => v,
+        Err(e) => {
+            let msg = if text.trim().is_empty() {
+                "Unexpected end of JSON input".to_string()
+            } else {
+                e.to_string()
+            };
+            out.send(parse_error(&msg));
+            return;
+        }
+    };
+    if value.is_null() {
+        // Upstream 1.6 crashes here (null_command_crash); we answer and keep serving.
+        out.send(parse_error("a command must be a JSON object, got null"));
+        return;
+    }
+    let id = value.get("id").cloned();
+    let Some(kind) = value.get("type").and_then(Value::as_str).map(str::to_string) else {
+        out.send(response(id.as_ref(), None, Err("Unknown command: undefined".into())));
+        return;
+    };
+    if kind == "extension_ui_response" {
+        return;
+    }
+    dispatch(session, out, &kind, id, value, tasks);
+}
+
+fn ok(data: Value) -> Result<Option<Value>, String> {
+    Ok(Some(data))
+}
+
+fn images_of(cmd: &Value) -> Result<Vec<ImageContent>, String> {
+    match cmd.get("images") {
+        None | Some(Value::Null) => Ok(vec![]),
+        Some(v) => {
+            let raw: Vec<Value> = serde_json::from_value(v.clone())
+                .map_err(|e| format!("Invalid images: {e}"))?;
+            raw.into_iter()
+                .map(|i| {
+                    serde_json::from_value::<ImageContent>(i)
+                        .map_err(|e| format!("Invalid image: {e}"))
+                })
+                .collect()
+        }
+    }
+}
+
+fn str_field<'a>(cmd: &'a Value, key: &str) -> Option<&'a str> {
+    cmd.get(key).and_then(Value::as_str)
+}
+
+fn dispatch(
+    session: &AgentSession,
+    out: &Output,
+    kind: &str,
+    id: Option<Value>,
+    cmd: Value,
+    tasks: &mut JoinSet<()>,
+) {
+    let reply = |r: Result<Option<Value>, String>| out.send(response(id.as_ref(), Some(kind), r));
+    match kind {
+        "prompt" => {
+            let message = str_field(&cmd, "message").unwrap_or_default().to_string();
+            let images = match images_of(&cmd) {
+                Ok(i) => i,
+                Err(e) => return reply(Err(e)),
+            };
+            match session.prompt(message, images, str_field(&cmd, "streamingBehavior")) {
+                Ok(PromptOutcome::Started(run)) => {
+                    reply(ok(json!({"disposition": "started"})));
+                    tasks.spawn(run);
+                }
+                Ok(PromptOutcome::Queued) => reply(ok(json!({"disposition": "queued"}))),
+                Err(e) => reply(Err(e)),
+            }
+        }
+        "steer" | "follow_up" => {
+            let message = str_field(&cmd, "message").unwrap_or_default().to_string();
+            let images = match images_of(&cmd) {
+                Ok(i) => i,
+                Err(e) => return reply(Err(e)),
+            };
+            let msg = crate::agent_session::user_message(message, images);
+            session.enqueue(msg, kind == "steer");
+            reply(ok(json!({"disposition": "queued"})));
+        }
+        "abort" => {
+            let s = session.clone();
+            let o = out.clone();
+            let id = id.clone();
+            tasks.spawn(async move {
+                s.abort().await;
+                o.send(response(id.as_ref(), Some("abort"), Ok(None)));
+            });
+        }
+        "get_state" => reply(ok(session.state_json())),
+        "get_messages" => reply(ok(json!({"messages": session.messages()}))),
+        "get_last_assistant_text" => {
+            reply(ok(json!({"text": session.last_assistant_text()})))
+        }
+        "get_available_models" => reply(ok(json!({"models": session.available_models()}))),
+        "set_model" => {
+            let provider = str_field(&cmd, "provider").unwrap_or_default();
+            let model_id = str_field(&cmd, "modelId").unwrap_or_default();
+            reply(
+                session
+                    .set_model(provider, model_id)
+                    .map(|m| Some(json!(m))),
+            )
+        }
+        "cycle_model" => {
+            let models = session.available_models();
+            if models.len() <= 1 {
+                return reply(ok(Value::Null));
+            }
+            let current = session.model();
+            let idx = current
+                .and_then(|c| {
+                    models
+                        .iter()
+                        .position(|m| m.provider == c.provider && m.id == c.id)
+                })
+                .map(|i| (i + 1) % models.len())
+                .unwrap_or(0);
+            let next = &models[idx];
+            match session.set_model(&next.provider, &next.id) {
+                Ok(m) => reply(ok(json!({
+                    "model": m,
+                    "thinkingLevel": session.thinking_level().as_str(),
+                    "isScoped": false,
+                }))),
+                Err(e) => reply(Err(e)),
+            }
+        }
+        "get_available_thinking_levels" => {
+            let levels: Vec<&str> = session
+                .available_thinking_levels()
+                .into_iter()
+                .map(ThinkingLevel::as_str)
+                .collect();
+            reply(ok(json!({"levels": levels})))
+        }
+        "set_thinking_level" => {
+            let level = str_field(&cmd, "level")
+                .and_then(ThinkingLevel::parse)
+                .unwrap_or(ThinkingLevel::Off);
+            session.set_thinking_level(level);
+            reply(Ok(None))
+        }
+        "cycle_thinking_level" => {
+            let levels = session.available_thinking_levels();
+            let has_model = session.model().is_some();
+            if !has_model || levels.len() <= 1 {
+                return reply(ok(Value::Null));
+            }
+            let cur = session.thinking_level();
+            let idx = levels
+                .iter()
+                .position(|l| *l == cur)
+                .map(|i| (i + 1) % levels.len())
+                .unwrap_or(0);
+            let level = session.set_thinking_level(levels[idx]);
+            reply(ok(json!({"level": level.as_str()})))
+        }
+        "set_steering_mode" | "set_follow_up_mode" => {
+            match str_field(&cmd, "mode").and_then(QueueMode::parse) {
+                Some(mode) => {
+                    session.set_queue_mode(kind == "set_steering_mode", mode);
+                    reply(Ok(None))
+                }
+                None => reply(Err(format!(
+                    "Invalid mode: {}",
+                    cmd.get("mode").map(|m| m.to_string()).unwrap_or_default()
+                ))),
+            }
+        }
+        "get_commands" => reply(ok(json!({"commands": []}))),
+        "get_session_stats" => reply(ok(session.session_stats_json())),
+        other => reply(Err(format!("Unknown command: {other}"))),
+    }
+}

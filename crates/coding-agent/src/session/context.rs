@@ -1,0 +1,414 @@
+//! Rebuilding the model context and the tree view from session entries.
+//!
+//! Spec: `sessions.md` §4.3 (path), §9 (context rebuild), §10.3 (`get_tree`), with upstream
+//! 1.6's projection rules: system messages before a compaction's kept range are replaced by
+//! the compaction's `systemMessage` snapshot, and `context_edit` entries on the selected
+//! range hide (`replacement: null`) or replace the content of their target.
+
+use std::collections::{HashMap, HashSet};
+
+use pi_ai::{Content, Message, SystemMessage, UserContent};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::entry::{iso_to_ms, EntryKind, SessionEntry};
+
+/// A `{provider, modelId}` reference restored from a session (spec `sessions.md` §9.2).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelRef {
+    pub provider: String,
+    pub model_id: String,
+}
+
+/// Result of [`build_session_context`] (spec `sessions.md` §9.1).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SessionContext {
+    /// The agent messages of the active branch, compaction and context edits applied.
+    pub messages: Vec<Message>,
+    /// Last `thinking_level_change` on the path, `"off"` if none.
+    pub thinking_level: String,
+    /// Last `model_change` or assistant message's model on the path.
+    pub model: Option<ModelRef>,
+}
+
+/// One node of [`SessionManager::get_tree`](super::SessionManager::get_tree), serialized as
+/// `{entry, children, label?, labelTimestamp?}` (spec `sessions.md` §10.3).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionTreeNode {
+    pub entry: SessionEntry,
+    /// Child nodes sorted by entry timestamp (stable for ties).
+    pub children: Vec<SessionTreeNode>,
+    /// Resolved label of this entry.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// Timestamp of the label entry that set `label`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label_timestamp: Option<String>,
+}
+
+/// Index from entry id to position; the last entry wins for duplicate ids.
+pub(crate) fn build_index(entries: &[SessionEntry]) -> HashMap<String, usize> {
+    entries
+        .iter()
+        .enumerate()
+        .map(|(i, e)| (e.id.clone(), i))
+        .collect()
+}
+
+/// Root-first path from `leaf` following `parentId` links. Stops at a missing parent and at
+/// cycles (malformed files), so it always terminates.
+pub(crate) fn path_to<'a>(
+    entries: &'a [SessionEntry],
+    index: &HashMap<String, usize>,
+    leaf: Option<&str>,
+) -> Vec<&'a SessionEntry> {
+    let mut path = Vec::new();
+    let mut seen = HashSet::new();
+    let mut current = leaf.and_then(|id| index.get(id)).map(|&i| &entries[i]);
+    while let Some(entry) = current {
+        if !seen.insert(entry.id.as_str()) {
+            break;
+        }
+        path.push(entry);
+        current = entry
+            .parent_id
+            .as_deref()
+            .and_then(|p| index.get(p))
+            .map(|&i| &entries[i]);
+    }
+    path.reverse();
+    path
+}
+
+/// Replay every system message into one holding the current prompt and tools (upstream
+/// `getCurrentSystemMessage`): contents are joined with a blank line, `sections` are patched
+/// by name (`null` removes), tools are resolved from `toolsAdded`/`toolsRemoved` in order.
+pub fn current_system_message(messages: &[Message]) -> Option<SystemMessage> {
+    let mut content: Vec<String> = Vec::new();
+    let mut sections = Map::new();
+    let mut timestamp = None;
+    let mut tools: Vec<(String, Value)> = Vec::new();
+    for m in messages {
+        let Message::System(s) = m else { continue };
+        timestamp.get_or_insert(s.timestamp);
+        let text = s.content.joined_text();
+        if !text.is_empty() {
+            content.push(text);
+        }
+        for (name, value) in s.sections.iter().flatten() {
+            if value.is_null() {
+                sections.shift_remove(name);
+            } else {
+                sections.insert(name.clone(), value.clone());
+            }
+        }
+        let tool_name = |t: &Value| {
+            t.get("name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        for t in s.tools_removed.iter().flatten() {
+            let name = tool_name(t);
+            tools.retain(|(n, _)| *n != name);
+        }
+        for t in s.tools_added.iter().flatten() {
+            let name = tool_name(t);
+            match tools.iter_mut().find(|(n, _)| *n == name) {
+                Some(slot) => slot.1 = t.clone(),
+                None => tools.push((name, t.clone())),
+            }
+        }
+    }
+    if timestamp.is_none() && tools.is_empty() {
+        return None;
+    }
+    Some(SystemMessage {
+        content: UserContent::Text(content.join("\n\n")),
+        sections: (!sections.is_empty()).then_some(sections),
+        timestamp: timestamp.unwrap_or(0),
+        tools_added: (!tools.is_empty()).then(|| tools.into_iter().map(|(_, t)| t).collect()),
+        tools_removed: None,
+        replace: None,
+    })
+}
+
+/// A replayed system message as JSON in upstream's field order
+/// (`role, content, sections?, toolsAdded?, timestamp`), for a compaction's `systemMessage`.
+pub(crate) fn system_message_value(s: &SystemMessage, timestamp: i64) -> Value {
+    let mut map = Map::new();
+    map.insert("role".into(), "system".into());
+    map.insert(
+        "content".into(),
+        serde_json::to_value(&s.content).unwrap_or(Value::Null),
+    );
+    if let Some(sections) = &s.sections {
+        map.insert("sections".into(), Value::Object(sections.clone()));
+    }
+    if let Some(tools) = &s.tools_added {
+        map.insert("toolsAdded".into(), Value::Array(tools.clone()));
+    }
+    map.insert("timestamp".into(), timestamp.into());
+    Value::Object(map)
+}
+
+fn ms_value(iso: &str) -> Value {
+    iso_to_ms(iso).map(Value::from).unwrap_or(Value::Null)
+}
+
+fn other_message(fields: Vec<(&str, Value)>) -> Message {
+    Message::Other(
+        fields
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+    )
+}
+
+/// The messages one entry contributes to the context (spec `sessions.md` §9.3).
+fn entry_messages(entry: &SessionEntry) -> Vec<Message> {
+    match &entry.kind {
+        EntryKind::Message(m) => vec![m.clone()],
+        EntryKind::CustomMessage(c) => {
+            let mut fields = vec![
+                ("role", Value::from("custom")),
+                ("customType", Value::from(c.custom_type.clone())),
+                (
+                    "content",
+                    serde_json::to_value(&c.content).unwrap_or(Value::Null),
+                ),
+                ("display", Value::from(c.display)),
+            ];
+            if let Some(d) = &c.details {
+                fields.push(("details", d.clone()));
+            }
+            fields.push(("timestamp", ms_value(&entry.timestamp)));
+            vec![other_message(fields)]
+        }
+        EntryKind::BranchSummary(b) if !b.summary.is_empty() => vec![other_message(vec![
+            ("role", "branchSummary".into()),
+            ("summary", b.summary.clone().into()),
+            (
+                "fromId",
+                b.from_id.clone().map(Value::String).unwrap_or(Value::Null),
+            ),
+            ("timestamp", ms_value(&entry.timestamp)),
+        ])],
+        EntryKind::Compaction(c) => {
+            let mut out = Vec::new();
+            if let Some(sys) = &c.system_message {
+                if let Ok(m) = Message::deserialize(sys) {
+                    out.push(m);
+                }
+            }
+            out.push(other_message(vec![
+                ("role", "compactionSummary".into()),
+                ("summary", c.summary.clone().into()),
+                ("tokensBefore", c.tokens_before.into()),
+                ("timestamp", ms_value(&entry.timestamp)),
+            ]));
+            out
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// Apply a non-null `context_edit` replacement `{content}` to a user/assistant/toolResult/
+/// custom message; other roles are left alone. A string replacement for assistant/toolResult
+/// becomes one text block.
+fn replace_content(message: Message, replacement: &Value) -> Message {
+    let role = message.role().to_string();
+    if !matches!(
+        role.as_str(),
+        "user" | "assistant" | "toolResult" | "custom"
+    ) {
+        return message;
+    }
+    let Some(content) = replacement.get("content") else {
+        return message;
+    };
+    let content = match content {
+        Value::String(s) if role == "assistant" || role == "toolResult" => {
+            serde_json::to_value(vec![Content::text(s.clone())]).unwrap_or(Value::Null)
+        }
+        other => other.clone(),
+    };
+    let Ok(Value::Object(mut map)) = serde_json::to_value(&message) else {
+        return message;
+    };
+    map.insert("content".into(), content);
+    serde_json::from_value(Value::Object(map.clone())).unwrap_or(Message::Other(map))
+}
+
+/// Entries selected for the context: the whole path, or with a compaction C on it:
+/// `[C, path[firstKept..C] minus system messages, path[C+1..]]` (upstream
+/// `buildContextEntries`).
+fn context_entries<'a>(path: &[&'a SessionEntry]) -> Vec<&'a SessionEntry> {
+    let Some(cidx) = path
+        .iter()
+        .rposition(|e| matches!(e.kind, EntryKind::Compaction(_)))
+    else {
+        return path.to_vec();
+    };
+    let compaction = path[cidx];
+    let first_kept = match &compaction.kind {
+        EntryKind::Compaction(c) => c.first_kept_entry_id.as_str(),
+        _ => "",
+    };
+    let mut out = vec![compaction];
+    let mut found = false;
+    for entry in &path[..cidx] {
+        if entry.id == first_kept {
+            found = true;
+        }
+        let is_system = matches!(&entry.kind, EntryKind::Message(Message::System(_)));
+        if found && !is_system {
+            out.push(entry);
+        }
+    }
+    out.extend_from_slice(&path[cidx + 1..]);
+    out
+}
+
+pub(crate) fn context_from_path(path: &[&SessionEntry]) -> SessionContext {
+    let mut thinking_level = "off".to_string();
+    let mut model = None;
+    for entry in path {
+        match &entry.kind {
+            EntryKind::ThinkingLevelChange { thinking_level: t } => thinking_level = t.clone(),
+            EntryKind::ModelChange { provider, model_id } => {
+                model = Some(ModelRef {
+                    provider: provider.clone(),
+                    model_id: model_id.clone(),
+                })
+            }
+            EntryKind::Message(Message::Assistant(a)) => {
+                model = Some(ModelRef {
+                    provider: a.provider.clone(),
+                    model_id: a.model.clone(),
+                })
+            }
+            _ => {}
+        }
+    }
+    let selected = context_entries(path);
+    let mut edits: HashMap<&str, &Option<Value>> = HashMap::new();
+    for entry in &selected {
+        if let EntryKind::ContextEdit {
+            target_id,
+            replacement,
+        } = &entry.kind
+        {
+            edits.insert(target_id.as_str(), replacement);
+        }
+    }
+    let mut messages = Vec::new();
+    for (i, entry) in selected.iter().enumerate() {
+        // An older compaction inside the kept range contributes nothing; only the newest
+        // (index 0) provides the summary.
+        if i > 0 && matches!(entry.kind, EntryKind::Compaction(_)) {
+            continue;
+        }
+        let produced = entry_messages(entry);
+        match edits.get(entry.id.as_str()) {
+            None => messages.extend(produced),
+            Some(None) => {}
+            Some(Some(replacement)) => messages.extend(
+                produced
+                    .into_iter()
+                    .map(|m| replace_content(m, replacement)),
+            ),
+        }
+    }
+    SessionContext {
+        messages,
+        thinking_level,
+        model,
+    }
+}
+
+/// Rebuild the context for `leaf_id` from `entries` (file order), spec `sessions.md` §9.1.
+/// `None` means "before the first entry" and yields an empty context; an unknown id falls back
+/// to the last entry.
+pub fn build_session_context(entries: &[SessionEntry], leaf_id: Option<&str>) -> SessionContext {
+    let Some(leaf) = leaf_id else {
+        return SessionContext {
+            thinking_level: "off".into(),
+            ..SessionContext::default()
+        };
+    };
+    let index = build_index(entries);
+    let leaf = if index.contains_key(leaf) {
+        Some(leaf)
+    } else {
+        entries.last().map(|e| e.id.as_str())
+    };
+    let path = path_to(entries, &index, leaf);
+    context_from_path(&path)
+}
+
+/// Build the tree view without recursion (deep linear sessions are common).
+pub(crate) fn build_tree(
+    entries: &[SessionEntry],
+    labels: &HashMap<String, (String, String)>,
+) -> Vec<SessionTreeNode> {
+    let index = build_index(entries);
+    // Only the last entry of a duplicated id is a node (matches upstream's Map semantics).
+    let is_node = |i: usize| index.get(&entries[i].id) == Some(&i);
+    let mut children: Vec<Vec<usize>> = vec![Vec::new(); entries.len()];
+    let mut roots = Vec::new();
+    for (i, entry) in entries.iter().enumerate() {
+        if !is_node(i) {
+            continue;
+        }
+        match entry.parent_id.as_deref() {
+            None => roots.push(i),
+            Some(p) if p == entry.id => roots.push(i),
+            Some(p) => match index.get(p) {
+                Some(&pi) => children[pi].push(i),
+                None => roots.push(i),
+            },
+        }
+    }
+    for list in &mut children {
+        list.sort_by_key(|&i| iso_to_ms(&entries[i].timestamp));
+    }
+    let make_node = |i: usize, kids: Vec<SessionTreeNode>| {
+        let label = labels.get(&entries[i].id);
+        SessionTreeNode {
+            entry: entries[i].clone(),
+            children: kids,
+            label: label.map(|l| l.0.clone()),
+            label_timestamp: label.map(|l| l.1.clone()),
+        }
+    };
+    let mut built: Vec<Option<SessionTreeNode>> = vec![None; entries.len()];
+    let mut visited = vec![false; entries.len()];
+    for &root in &roots {
+        // Iterative post-order: (node, children expanded?)
+        let mut stack = vec![(root, false)];
+        while let Some((i, expanded)) = stack.pop() {
+            if expanded {
+                let kids = children[i]
+                    .iter()
+                    .filter_map(|&c| built[c].take())
+                    .collect();
+                built[i] = Some(make_node(i, kids));
+                continue;
+            }
+            if visited[i] {
+                continue;
+            }
+            visited[i] = true;
+            stack.push((i, true));
+            for &c in children[i].iter().rev() {
+                if !visited[c] {
+                    stack.push((c, false));
+                }
+            }
+        }
+    }
+    roots.into_iter().filter_map(|r| built[r].take()).collect()
+}

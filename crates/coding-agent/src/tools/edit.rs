@@ -1,0 +1,201 @@
+//! The `edit` tool (spec tools.md §3, newer multi-edit form; result shape from the 1.6 recording
+//! `tool_edit`: `Successfully replaced <n> block(s) in <path>.` with
+//! `details: {diff, firstChangedLine, patch}`).
+
+use super::edit_diff::{
+    apply_edits, detect_line_ending, generate_diff_string, generate_unified_patch, normalize_to_lf,
+    restore_line_endings, strip_bom, Edit,
+};
+use super::schema;
+use super::util::{access, error_code, file_lock, require_str, resolve_to_cwd};
+use async_trait::async_trait;
+use pi_agent::{AgentTool, ToolContext, ToolOutput};
+use pi_ai::{Content, ToolDefinition};
+use serde_json::{json, Map, Value};
+use std::path::PathBuf;
+
+/// Context lines in the display diff and the patch.
+const DIFF_CONTEXT: usize = 4;
+
+/// The edit tool.
+pub struct EditTool {
+    cwd: PathBuf,
+}
+
+impl EditTool {
+    /// An edit tool resolving relative paths against `cwd`.
+    pub fn new(cwd: PathBuf) -> Self {
+        EditTool { cwd }
+    }
+}
+
+/// JSON-Schema of the edit tool's parameters.
+pub fn parameters() -> Value {
+    let item = schema::object(
+        &["oldText", "newText"],
+        vec![
+            (
+                "oldText",
+                schema::string(
+                    "Text to replace, copied exactly from the file. It must occur only once in the \
+                     original file and must not overlap the oldText of another edit in this call.",
+                ),
+            ),
+            ("newText", schema::string("The text that takes its place.")),
+        ],
+    );
+    let mut edits = Map::new();
+    edits.insert("type".into(), json!("array"));
+    edits.insert("items".into(), item);
+    edits.insert(
+        "description".into(),
+        json!(
+            "The replacements to make. Each one is located in the file as it was before this call, \
+             not after earlier replacements. Edits must not overlap or nest; combine changes to \
+             the same or neighbouring lines into a single edit."
+        ),
+    );
+    schema::object(
+        &["path", "edits"],
+        vec![
+            (
+                "path",
+                schema::string("File to change, absolute or relative to the working directory."),
+            ),
+            ("edits", Value::Object(edits)),
+        ],
+    )
+}
+
+/// Rewrites legacy argument shapes before validation (upstream `prepareArguments`): `edits`
+/// given as a JSON string is parsed, and top-level `oldText`/`newText` strings are moved into
+/// `edits`.
+pub fn prepare_edit_arguments(args: Value) -> Value {
+    let Value::Object(mut map) = args else {
+        return args;
+    };
+    if let Some(Value::String(s)) = map.get("edits") {
+        if let Ok(parsed @ Value::Array(_)) = serde_json::from_str::<Value>(s) {
+            map.insert("edits".into(), parsed);
+        }
+    }
+    let legacy = matches!(
+        (map.get("oldText"), map.get("newText")),
+        (Some(Value::String(_)), Some(Value::String(_)))
+    );
+    if legacy {
+        let old = map.remove("oldText").unwrap_or_default();
+        let new = map.remove("newText").unwrap_or_default();
+        let mut edits = match map.remove("edits") {
+            Some(Value::Array(a)) => a,
+            _ => Vec::new(),
+        };
+        edits.push(json!({"oldText": old, "newText": new}));
+        map.insert("edits".into(), Value::Array(edits));
+    }
+    Value::Object(map)
+}
+
+fn parse_edits(args: &Value) -> Result<Vec<Edit>, String> {
+    let invalid = || "Edit tool input is invalid. edits must contain at least one replacement.";
+    let list = args
+        .get("edits")
+        .and_then(Value::as_array)
+        .filter(|a| !a.is_empty())
+        .ok_or_else(invalid)?;
+    list.iter()
+        .map(|e| {
+            let old = e.get("oldText").and_then(Value::as_str);
+            let new = e.get("newText").and_then(Value::as_str);
+            match (old, new) {
+                (Some(o), Some(n)) => Ok(Edit {
+                    old_text: o.to_string(),
+                    new_text: n.to_string(),
+                }),
+                _ => Err(invalid().to_string()),
+            }
+        })
+        .collect()
+}
+
+#[async_trait]
+impl AgentTool for EditTool {
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition {
+            name: "edit".into(),
+            description: "Change one file by exact text replacement. Every edits[].oldText has to \
+                          match a distinct, non-overlapping part of the file as it is now. Merge \
+                          changes that touch the same or adjacent lines into one edit, and keep \
+                          oldText short instead of spanning large unchanged regions."
+                .into(),
+            parameters: parameters(),
+        }
+    }
+
+    fn prepare_arguments(&self, args: Value) -> Value {
+        prepare_edit_arguments(args)
+    }
+
+    async fn execute(&self, ctx: ToolContext, args: Value) -> Result<ToolOutput, String> {
+        let args = prepare_edit_arguments(args);
+        let edits = parse_edits(&args)?;
+        let path_arg = require_str(&args, "path")?.to_string();
+        let abs = resolve_to_cwd(&path_arg, &self.cwd);
+        let lock = file_lock(&abs);
+        let _guard = lock.lock().await;
+        let aborted = || Err("Operation aborted".to_string());
+        if ctx.cancel.is_cancelled() {
+            return aborted();
+        }
+        if let Err(e) = access(&abs, libc::R_OK | libc::W_OK) {
+            if ctx.cancel.is_cancelled() {
+                return aborted();
+            }
+            return Err(format!(
+                "Could not edit file: {path_arg}. Error code: {}.",
+                error_code(&e)
+            ));
+        }
+        let bytes = tokio::fs::read(&abs).await.map_err(|e| {
+            format!(
+                "Could not edit file: {path_arg}. Error code: {}.",
+                error_code(&e)
+            )
+        })?;
+        if ctx.cancel.is_cancelled() {
+            return aborted();
+        }
+        let raw = String::from_utf8_lossy(&bytes);
+        let (bom, content) = strip_bom(&raw);
+        let ending = detect_line_ending(content);
+        let base = normalize_to_lf(content);
+        let new_content = apply_edits(&base, &edits, &path_arg)?;
+        if ctx.cancel.is_cancelled() {
+            return aborted();
+        }
+        let final_content = format!("{bom}{}", restore_line_endings(&new_content, ending));
+        tokio::fs::write(&abs, final_content.as_bytes())
+            .await
+            .map_err(|e| super::util::node_error(&e, "open", Some(&abs)))?;
+        if ctx.cancel.is_cancelled() {
+            return aborted();
+        }
+        let (diff, first_changed) = generate_diff_string(&base, &new_content, DIFF_CONTEXT);
+        let patch = generate_unified_patch(&path_arg, &base, &new_content, DIFF_CONTEXT);
+        let mut details = Map::new();
+        details.insert("diff".into(), json!(diff));
+        if let Some(line) = first_changed {
+            details.insert("firstChangedLine".into(), json!(line));
+        }
+        details.insert("patch".into(), json!(patch));
+        Ok(ToolOutput {
+            content: vec![Content::text(format!(
+                "Successfully replaced {} block(s) in {path_arg}.",
+                edits.len()
+            ))],
+            details: Some(Value::Object(details)),
+            structured_content: None,
+            is_error: None,
+        })
+    }
+}

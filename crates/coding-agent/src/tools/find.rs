@@ -1,0 +1,184 @@
+//! The `find` tool (spec tools.md §6, newer fd semantics), implemented in-process with the
+//! `ignore` and `globset` crates: hidden files included, `.gitignore`/`.ignore`/`.fdignore`
+//! honoured inside and outside git repositories, `.git` directories skipped, smart case.
+
+use super::schema;
+use super::truncate::{format_size, truncate_head, TruncationLimits, DEFAULT_MAX_BYTES};
+use super::util::{arg_f64, arg_str, js_number, json_number, require_str, resolve_to_cwd};
+use async_trait::async_trait;
+use globset::GlobBuilder;
+use pi_agent::{AgentTool, ToolContext, ToolOutput};
+use pi_ai::{Content, ToolDefinition};
+use serde_json::{Map, Value};
+use std::path::PathBuf;
+use tokio_util::sync::CancellationToken;
+
+/// Default number of results.
+pub const DEFAULT_FIND_LIMIT: f64 = 1000.0;
+
+/// The find tool.
+pub struct FindTool {
+    cwd: PathBuf,
+}
+
+impl FindTool {
+    /// A find tool searching relative to `cwd`.
+    pub fn new(cwd: PathBuf) -> Self {
+        FindTool { cwd }
+    }
+}
+
+/// JSON-Schema of the find tool's parameters.
+pub fn parameters() -> Value {
+    schema::object(
+        &["pattern"],
+        vec![
+            (
+                "pattern",
+                schema::string(
+                    "Glob for the paths to list, for example '*.rs', '**/*.json' or 'src/**/*_test.go'.",
+                ),
+            ),
+            (
+                "path",
+                schema::string("Directory to search; defaults to the working directory."),
+            ),
+            (
+                "limit",
+                schema::number("Largest number of paths to return (default 1000)."),
+            ),
+        ],
+    )
+}
+
+fn description() -> String {
+    format!(
+        "Find files by glob pattern and list their paths relative to the search directory. Files \
+         excluded by .gitignore are skipped. The list stops after {} entries or {}KB, whichever \
+         comes first.",
+        DEFAULT_FIND_LIMIT as u64,
+        DEFAULT_MAX_BYTES / 1024
+    )
+}
+
+fn run_find(
+    pattern: &str,
+    search: &std::path::Path,
+    limit: f64,
+    cancel: &CancellationToken,
+) -> Result<ToolOutput, String> {
+    if !search.exists() {
+        return Err(format!("Path not found: {}", search.display()));
+    }
+    let full_path = pattern.contains('/');
+    let effective =
+        if full_path && !pattern.starts_with('/') && !pattern.starts_with("**/") && pattern != "**"
+        {
+            format!("**/{pattern}")
+        } else {
+            pattern.to_string()
+        };
+    let case_insensitive = !pattern.chars().any(char::is_uppercase);
+    let glob = GlobBuilder::new(&effective)
+        .literal_separator(full_path)
+        .case_insensitive(case_insensitive)
+        .build()
+        .map_err(|e| e.to_string())?
+        .compile_matcher();
+
+    let mut walk = ignore::WalkBuilder::new(search);
+    walk.hidden(false)
+        .require_git(false)
+        .add_custom_ignore_filename(".fdignore")
+        .filter_entry(|e| e.file_name() != ".git")
+        .sort_by_file_name(|a, b| a.cmp(b));
+    let mut results: Vec<String> = Vec::new();
+    for entry in walk.build() {
+        if cancel.is_cancelled() {
+            return Err("Operation aborted".into());
+        }
+        let Ok(entry) = entry else { continue };
+        if entry.depth() == 0 {
+            continue;
+        }
+        let path = entry.path();
+        let matched = if full_path {
+            glob.is_match(path)
+        } else {
+            path.file_name().is_some_and(|n| glob.is_match(n))
+        };
+        if !matched {
+            continue;
+        }
+        let rel = path
+            .strip_prefix(search)
+            .unwrap_or(path)
+            .to_string_lossy()
+            .replace('\\', "/");
+        let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
+        results.push(if is_dir { format!("{rel}/") } else { rel });
+        if (results.len() as f64) >= limit {
+            break;
+        }
+    }
+    if results.is_empty() {
+        return Ok(ToolOutput::text("No files found matching pattern"));
+    }
+    let limit_reached = (results.len() as f64) >= limit;
+    let t = truncate_head(&results.join("\n"), TruncationLimits::bytes_only());
+    let mut output = t.content.clone();
+    let mut details = Map::new();
+    let mut notices = Vec::new();
+    if limit_reached {
+        notices.push(format!(
+            "{} results limit reached. Use limit={} for more, or refine pattern",
+            js_number(limit),
+            js_number(limit * 2.0)
+        ));
+        details.insert("resultLimitReached".into(), json_number(limit));
+    }
+    if t.truncated {
+        notices.push(format!("{} limit reached", format_size(DEFAULT_MAX_BYTES)));
+        details.insert("truncation".into(), t.to_json());
+    }
+    if !notices.is_empty() {
+        output.push_str(&format!("\n\n[{}]", notices.join(". ")));
+    }
+    Ok(ToolOutput {
+        content: vec![Content::text(output)],
+        details: (!details.is_empty()).then_some(Value::Object(details)),
+        structured_content: None,
+        is_error: None,
+    })
+}
+
+#[async_trait]
+impl AgentTool for FindTool {
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition {
+            name: "find".into(),
+            description: description(),
+            parameters: parameters(),
+        }
+    }
+
+    async fn execute(&self, ctx: ToolContext, args: Value) -> Result<ToolOutput, String> {
+        if ctx.cancel.is_cancelled() {
+            return Err("Operation aborted".into());
+        }
+        let pattern = require_str(&args, "pattern")?.to_string();
+        let path_arg = arg_str(&args, "path")
+            .filter(|s| !s.is_empty())
+            .unwrap_or(".");
+        let search = resolve_to_cwd(path_arg, &self.cwd);
+        let limit = arg_f64(&args, "limit")
+            .unwrap_or(DEFAULT_FIND_LIMIT)
+            .max(1.0);
+        let cancel = ctx.cancel.clone();
+        let work = tokio::task::spawn_blocking(move || run_find(&pattern, &search, limit, &cancel));
+        tokio::select! {
+            _ = ctx.cancel.cancelled() => Err("Operation aborted".into()),
+            res = work => res.map_err(|e| format!("find failed: {e}"))?,
+        }
+    }
+}

@@ -1,0 +1,302 @@
+//! The `grep` tool (spec tools.md §5), implemented in-process with the `ignore`, `grep-regex`
+//! and `grep-searcher` crates instead of spawning ripgrep, with ripgrep's default filtering
+//! (`.gitignore` inside git repositories, `.ignore`, `.rgignore`, hidden files included, binary
+//! files skipped).
+
+use super::schema;
+use super::truncate::{
+    format_size, truncate_head, truncate_line, TruncationLimits, DEFAULT_MAX_BYTES,
+    GREP_MAX_LINE_LENGTH,
+};
+use super::util::{arg_bool, arg_f64, arg_str, js_number, require_str, resolve_to_cwd};
+use async_trait::async_trait;
+use grep_regex::RegexMatcherBuilder;
+use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch};
+use pi_agent::{AgentTool, ToolContext, ToolOutput};
+use pi_ai::{Content, ToolDefinition};
+use serde_json::{json, Map, Value};
+use std::path::{Path, PathBuf};
+use tokio_util::sync::CancellationToken;
+
+/// Default number of matching lines returned.
+pub const DEFAULT_GREP_LIMIT: f64 = 100.0;
+
+/// The grep tool.
+pub struct GrepTool {
+    cwd: PathBuf,
+}
+
+impl GrepTool {
+    /// A grep tool searching relative to `cwd`.
+    pub fn new(cwd: PathBuf) -> Self {
+        GrepTool { cwd }
+    }
+}
+
+/// JSON-Schema of the grep tool's parameters.
+pub fn parameters() -> Value {
+    schema::object(
+        &["pattern"],
+        vec![
+            (
+                "pattern",
+                schema::string("Regular expression (or plain text with literal) to look for."),
+            ),
+            (
+                "path",
+                schema::string("Directory or single file to search; defaults to the working directory."),
+            ),
+            (
+                "glob",
+                schema::string("Only search files matching this glob, such as '*.rs' or '**/*.test.ts'."),
+            ),
+            (
+                "ignoreCase",
+                schema::boolean("Match without regard to letter case (default false)."),
+            ),
+            (
+                "literal",
+                schema::boolean("Treat the pattern as plain text rather than a regular expression (default false)."),
+            ),
+            (
+                "context",
+                schema::number("Lines of surrounding context to print before and after every match (default 0)."),
+            ),
+            (
+                "limit",
+                schema::number("Stop after this many matching lines (default 100)."),
+            ),
+        ],
+    )
+}
+
+fn description() -> String {
+    format!(
+        "Search the contents of files for a pattern and list the matching lines with their file \
+         path and line number. Files excluded by .gitignore are skipped. At most {} matches or {}KB \
+         of output are returned, whichever comes first, and lines longer than {GREP_MAX_LINE_LENGTH} \
+         characters are shortened.",
+        DEFAULT_GREP_LIMIT as u64,
+        DEFAULT_MAX_BYTES / 1024
+    )
+}
+
+struct GrepParams {
+    pattern: String,
+    search_path: PathBuf,
+    glob: Option<String>,
+    ignore_case: bool,
+    literal: bool,
+    context: usize,
+    limit: f64,
+    root: PathBuf,
+}
+
+struct Hit {
+    path: PathBuf,
+    line: u64,
+    text: String,
+}
+
+struct CollectSink<'a> {
+    path: &'a Path,
+    hits: &'a mut Vec<Hit>,
+    limit: f64,
+}
+
+impl Sink for CollectSink<'_> {
+    type Error = std::io::Error;
+    fn matched(&mut self, _s: &Searcher, m: &SinkMatch<'_>) -> Result<bool, std::io::Error> {
+        self.hits.push(Hit {
+            path: self.path.to_path_buf(),
+            line: m.line_number().unwrap_or(0),
+            text: String::from_utf8_lossy(m.bytes()).into_owned(),
+        });
+        Ok((self.hits.len() as f64) < self.limit)
+    }
+}
+
+fn run_grep(p: &GrepParams, cancel: &CancellationToken) -> Result<ToolOutput, String> {
+    let meta = std::fs::metadata(&p.search_path)
+        .map_err(|_| format!("Path not found: {}", p.search_path.display()))?;
+    let is_dir = meta.is_dir();
+    let matcher = RegexMatcherBuilder::new()
+        .case_insensitive(p.ignore_case)
+        .fixed_strings(p.literal)
+        .build(&p.pattern)
+        .map_err(|e| e.to_string())?;
+    let mut searcher = SearcherBuilder::new()
+        .line_number(true)
+        .binary_detection(BinaryDetection::quit(b'\x00'))
+        .build();
+
+    let mut walk = ignore::WalkBuilder::new(&p.search_path);
+    walk.hidden(false)
+        .add_custom_ignore_filename(".rgignore")
+        .sort_by_file_name(|a, b| a.cmp(b));
+    if let Some(g) = &p.glob {
+        let mut ob = ignore::overrides::OverrideBuilder::new(&p.root);
+        ob.add(g).map_err(|e| e.to_string())?;
+        walk.overrides(ob.build().map_err(|e| e.to_string())?);
+    }
+
+    let mut hits: Vec<Hit> = Vec::new();
+    for entry in walk.build() {
+        if cancel.is_cancelled() {
+            return Err("Operation aborted".into());
+        }
+        let Ok(entry) = entry else { continue };
+        if !entry.file_type().is_some_and(|t| t.is_file()) {
+            continue;
+        }
+        let path = entry.path().to_path_buf();
+        let mut sink = CollectSink {
+            path: &path,
+            hits: &mut hits,
+            limit: p.limit,
+        };
+        // Unreadable files are skipped, like ripgrep's per-file errors.
+        let _ = searcher.search_path(&matcher, &path, &mut sink);
+        if (hits.len() as f64) >= p.limit {
+            break;
+        }
+    }
+    if hits.is_empty() {
+        return Ok(ToolOutput::text("No matches found"));
+    }
+    let limit_reached = (hits.len() as f64) >= p.limit;
+
+    let format_path = |file: &Path| -> String {
+        if is_dir {
+            if let Ok(rel) = file.strip_prefix(&p.search_path) {
+                let rel = rel.to_string_lossy().replace('\\', "/");
+                if !rel.is_empty() && !rel.starts_with("..") {
+                    return rel;
+                }
+            }
+        }
+        file.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    let mut cache: std::collections::HashMap<PathBuf, Vec<String>> = Default::default();
+    let mut lines_truncated = false;
+    let mut out_lines: Vec<String> = Vec::new();
+    for hit in &hits {
+        let shown = format_path(&hit.path);
+        if p.context == 0 {
+            let text = hit.text.replace("\r\n", "\n").replace('\r', "");
+            let text = text.strip_suffix('\n').unwrap_or(&text);
+            let (t, cut) = truncate_line(text, GREP_MAX_LINE_LENGTH);
+            lines_truncated |= cut;
+            out_lines.push(format!("{shown}:{}: {t}", hit.line));
+            continue;
+        }
+        let lines = cache.entry(hit.path.clone()).or_insert_with(|| {
+            std::fs::read(&hit.path)
+                .map(|b| {
+                    String::from_utf8_lossy(&b)
+                        .replace("\r\n", "\n")
+                        .replace('\r', "\n")
+                        .split('\n')
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default()
+        });
+        if lines.is_empty() {
+            out_lines.push(format!("{shown}:{}: (unable to read file)", hit.line));
+            continue;
+        }
+        let ln = hit.line as usize;
+        let start = ln.saturating_sub(p.context).max(1);
+        let end = ln.saturating_add(p.context).min(lines.len());
+        for current in start..=end {
+            let raw = lines.get(current - 1).map(String::as_str).unwrap_or("");
+            let clean = raw.replace('\r', "");
+            let (t, cut) = truncate_line(&clean, GREP_MAX_LINE_LENGTH);
+            lines_truncated |= cut;
+            if current == ln {
+                out_lines.push(format!("{shown}:{current}: {t}"));
+            } else {
+                out_lines.push(format!("{shown}-{current}- {t}"));
+            }
+        }
+    }
+    let raw = out_lines.join("\n");
+    let t = truncate_head(&raw, TruncationLimits::bytes_only());
+    let mut output = t.content.clone();
+    let mut details = Map::new();
+    let mut notices = Vec::new();
+    if limit_reached {
+        notices.push(format!(
+            "{} matches limit reached. Use limit={} for more, or refine pattern",
+            js_number(p.limit),
+            js_number(p.limit * 2.0)
+        ));
+        details.insert(
+            "matchLimitReached".into(),
+            super::util::json_number(p.limit),
+        );
+    }
+    if t.truncated {
+        notices.push(format!("{} limit reached", format_size(DEFAULT_MAX_BYTES)));
+        details.insert("truncation".into(), t.to_json());
+    }
+    if lines_truncated {
+        notices.push(format!(
+            "Some lines truncated to {GREP_MAX_LINE_LENGTH} chars. Use read tool to see full lines"
+        ));
+        details.insert("linesTruncated".into(), json!(true));
+    }
+    if !notices.is_empty() {
+        output.push_str(&format!("\n\n[{}]", notices.join(". ")));
+    }
+    Ok(ToolOutput {
+        content: vec![Content::text(output)],
+        details: (!details.is_empty()).then_some(Value::Object(details)),
+        structured_content: None,
+        is_error: None,
+    })
+}
+
+#[async_trait]
+impl AgentTool for GrepTool {
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition {
+            name: "grep".into(),
+            description: description(),
+            parameters: parameters(),
+        }
+    }
+
+    async fn execute(&self, ctx: ToolContext, args: Value) -> Result<ToolOutput, String> {
+        if ctx.cancel.is_cancelled() {
+            return Err("Operation aborted".into());
+        }
+        let path_arg = arg_str(&args, "path")
+            .filter(|s| !s.is_empty())
+            .unwrap_or(".");
+        let context = arg_f64(&args, "context").unwrap_or(0.0);
+        let params = GrepParams {
+            pattern: require_str(&args, "pattern")?.to_string(),
+            search_path: resolve_to_cwd(path_arg, &self.cwd),
+            glob: arg_str(&args, "glob")
+                .filter(|s| !s.is_empty())
+                .map(str::to_string),
+            ignore_case: arg_bool(&args, "ignoreCase").unwrap_or(false),
+            literal: arg_bool(&args, "literal").unwrap_or(false),
+            context: if context > 0.0 { context as usize } else { 0 },
+            limit: arg_f64(&args, "limit")
+                .unwrap_or(DEFAULT_GREP_LIMIT)
+                .max(1.0),
+            root: self.cwd.clone(),
+        };
+        let cancel = ctx.cancel.clone();
+        let work = tokio::task::spawn_blocking(move || run_grep(&params, &cancel));
+        tokio::select! {
+            _ = ctx.cancel.cancelled() => Err("Operation aborted".into()),
+            res = work => res.map_err(|e| format!("grep failed: {e}"))?,
+        }
+    }
+}

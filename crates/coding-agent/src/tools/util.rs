@@ -1,0 +1,275 @@
+//! Small helpers shared by the tools: path resolution (spec tools.md §0.3), Node-style OS error
+//! texts, JavaScript number formatting, argument access and the per-file mutation lock.
+
+use serde_json::Value;
+use std::collections::HashMap;
+use std::io;
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// The user's home directory (`$HOME`), if known.
+pub fn home_dir() -> Option<PathBuf> {
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+}
+
+fn is_unicode_space(c: char) -> bool {
+    matches!(
+        c,
+        '\u{00A0}' | '\u{2000}'..='\u{200A}' | '\u{202F}' | '\u{205F}' | '\u{3000}'
+    )
+}
+
+/// Normalises a model-supplied path without resolving it: strips one leading `@`, turns exotic
+/// Unicode spaces into plain spaces and expands `~` / `~/…` to the home directory.
+pub fn expand_path(input: &str) -> String {
+    let stripped = input.strip_prefix('@').unwrap_or(input);
+    let spaced: String = stripped
+        .chars()
+        .map(|c| if is_unicode_space(c) { ' ' } else { c })
+        .collect();
+    if let Some(home) = home_dir() {
+        if spaced == "~" {
+            return home.to_string_lossy().into_owned();
+        }
+        if let Some(rest) = spaced.strip_prefix("~/") {
+            return home.join(rest).to_string_lossy().into_owned();
+        }
+    }
+    spaced
+}
+
+/// Lexically normalises an absolute path (`.` and `..` removed, no trailing slash), like Node's
+/// `path.resolve`.
+pub fn normalize_lexically(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for comp in path.components() {
+        match comp {
+            Component::ParentDir => {
+                if out.parent().is_some() {
+                    out.pop();
+                }
+            }
+            Component::CurDir => {}
+            other => out.push(other.as_os_str()),
+        }
+    }
+    if out.as_os_str().is_empty() {
+        out.push("/");
+    }
+    out
+}
+
+/// Resolves a tool path argument against the tool's `cwd` (spec tools.md §0.3): [`expand_path`],
+/// then absolute paths are kept and relative ones joined to `cwd`; the result is normalised.
+pub fn resolve_to_cwd(input: &str, cwd: &Path) -> PathBuf {
+    let expanded = expand_path(input);
+    let p = Path::new(&expanded);
+    let joined = if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        cwd.join(p)
+    };
+    normalize_lexically(&joined)
+}
+
+/// [`resolve_to_cwd`] plus the macOS file-name variants the read tool tries when the plain path
+/// does not exist: narrow no-break space before `AM.`/`PM.`, NFD form, `'` → U+2019, and NFD with
+/// U+2019. The first existing variant wins, else the plain resolved path.
+pub fn resolve_read_path(input: &str, cwd: &Path) -> PathBuf {
+    use unicode_normalization::UnicodeNormalization;
+    let resolved = resolve_to_cwd(input, cwd);
+    if resolved.exists() {
+        return resolved;
+    }
+    let plain = resolved.to_string_lossy().into_owned();
+    let am_pm = replace_am_pm(&plain);
+    let nfd: String = plain.nfd().collect();
+    let curly = plain.replace('\'', "\u{2019}");
+    let nfd_curly = nfd.replace('\'', "\u{2019}");
+    for candidate in [am_pm, nfd, curly, nfd_curly] {
+        if candidate != plain && Path::new(&candidate).exists() {
+            return PathBuf::from(candidate);
+        }
+    }
+    resolved
+}
+
+/// ` AM.` / ` PM.` (any case) with U+202F instead of the space.
+fn replace_am_pm(s: &str) -> String {
+    let chars: Vec<char> = s.chars().collect();
+    let mut out = String::with_capacity(s.len());
+    let mut i = 0;
+    while i < chars.len() {
+        if chars[i] == ' '
+            && i + 3 < chars.len()
+            && matches!(chars[i + 1], 'a' | 'A' | 'p' | 'P')
+            && matches!(chars[i + 2], 'm' | 'M')
+            && chars[i + 3] == '.'
+        {
+            out.push('\u{202F}');
+        } else {
+            out.push(chars[i]);
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Node's error code for an I/O error (`ENOENT`, `EACCES`, …).
+pub fn error_code(err: &io::Error) -> String {
+    let Some(errno) = err.raw_os_error() else {
+        return match err.kind() {
+            io::ErrorKind::NotFound => "ENOENT".into(),
+            io::ErrorKind::PermissionDenied => "EACCES".into(),
+            io::ErrorKind::AlreadyExists => "EEXIST".into(),
+            _ => "EIO".into(),
+        };
+    };
+    let (code, _) = errno_text(errno);
+    code.to_string()
+}
+
+fn errno_text(errno: i32) -> (&'static str, &'static str) {
+    match errno {
+        libc::ENOENT => ("ENOENT", "no such file or directory"),
+        libc::EACCES => ("EACCES", "permission denied"),
+        libc::EPERM => ("EPERM", "operation not permitted"),
+        libc::EISDIR => ("EISDIR", "illegal operation on a directory"),
+        libc::ENOTDIR => ("ENOTDIR", "not a directory"),
+        libc::EEXIST => ("EEXIST", "file already exists"),
+        libc::ELOOP => ("ELOOP", "too many symbolic links encountered"),
+        libc::ENAMETOOLONG => ("ENAMETOOLONG", "name too long"),
+        libc::ENOSPC => ("ENOSPC", "no space left on device"),
+        libc::EROFS => ("EROFS", "read-only file system"),
+        libc::EBUSY => ("EBUSY", "resource busy or locked"),
+        libc::EMFILE => ("EMFILE", "too many open files"),
+        libc::EINVAL => ("EINVAL", "invalid argument"),
+        libc::ETXTBSY => ("ETXTBSY", "text file is busy"),
+        libc::EIO => ("EIO", "i/o error"),
+        _ => ("EIO", "i/o error"),
+    }
+}
+
+/// Formats an OS error as Node does: `ENOENT: no such file or directory, access '/a/b'`.
+/// `path` is omitted when `None` (e.g. `EISDIR: illegal operation on a directory, read`).
+pub fn node_error(err: &io::Error, syscall: &str, path: Option<&Path>) -> String {
+    let (code, desc) = match err.raw_os_error() {
+        Some(errno) => errno_text(errno),
+        None => return err.to_string(),
+    };
+    match path {
+        Some(p) => format!("{code}: {desc}, {syscall} '{}'", p.display()),
+        None => format!("{code}: {desc}, {syscall}"),
+    }
+}
+
+/// `access(2)` with the given mode (`libc::R_OK`, …), as an `io::Result`.
+pub fn access(path: &Path, mode: libc::c_int) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::ENOENT))?;
+    // SAFETY: `c` is a valid NUL-terminated string that outlives the call.
+    let rc = unsafe { libc::access(c.as_ptr(), mode) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Formats a number the way JavaScript's `String(n)` does for ordinary values
+/// (`2` not `2.0`, `0.5`, `1e21` style exponents are not reproduced).
+pub fn js_number(n: f64) -> String {
+    if n.is_nan() {
+        return "NaN".into();
+    }
+    if n.is_infinite() {
+        return if n > 0.0 { "Infinity" } else { "-Infinity" }.into();
+    }
+    if n.fract() == 0.0 && n.abs() < 1e21 {
+        return format!("{}", n as i128);
+    }
+    format!("{n}")
+}
+
+/// A JSON number written as JavaScript would: integral values without a fraction (`0`, not `0.0`).
+pub fn json_number(n: f64) -> Value {
+    if n.fract() == 0.0 && n.abs() < 9.0e15 {
+        Value::from(n as i64)
+    } else {
+        serde_json::Number::from_f64(n).map_or(Value::Null, Value::Number)
+    }
+}
+
+/// A string argument, if present and a string.
+pub fn arg_str<'a>(args: &'a Value, key: &str) -> Option<&'a str> {
+    args.get(key).and_then(Value::as_str)
+}
+
+/// A numeric argument, if present and a number.
+pub fn arg_f64(args: &Value, key: &str) -> Option<f64> {
+    args.get(key).and_then(Value::as_f64)
+}
+
+/// A boolean argument, if present and a boolean.
+pub fn arg_bool(args: &Value, key: &str) -> Option<bool> {
+    args.get(key).and_then(Value::as_bool)
+}
+
+/// A required string argument or the error text upstream would produce for a missing one.
+pub fn require_str<'a>(args: &'a Value, key: &str) -> Result<&'a str, String> {
+    arg_str(args, key).ok_or_else(|| format!("Missing required argument: {key}"))
+}
+
+/// One async lock per absolute path: `write` and `edit` on the same file are serialised
+/// (upstream's file mutation queue).
+pub fn file_lock(path: &Path) -> Arc<tokio::sync::Mutex<()>> {
+    static LOCKS: OnceLock<Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>> = OnceLock::new();
+    let map = LOCKS.get_or_init(Default::default);
+    let mut guard = match map.lock() {
+        Ok(g) => g,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    // Drop entries nobody holds any more so the map does not grow without bound.
+    guard.retain(|_, lock| Arc::strong_count(lock) > 1);
+    guard
+        .entry(path.to_path_buf())
+        .or_insert_with(|| Arc::new(tokio::sync::Mutex::new(())))
+        .clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolves_relative_and_at_prefix() {
+        let cwd = Path::new("/work/x");
+        assert_eq!(
+            resolve_to_cwd("@src/../a.txt", cwd),
+            PathBuf::from("/work/x/a.txt")
+        );
+        assert_eq!(
+            resolve_to_cwd("/etc/./hosts", cwd),
+            PathBuf::from("/etc/hosts")
+        );
+        assert_eq!(
+            resolve_to_cwd("a\u{00A0}b", cwd),
+            PathBuf::from("/work/x/a b")
+        );
+    }
+
+    #[test]
+    fn js_numbers() {
+        assert_eq!(js_number(2.0), "2");
+        assert_eq!(js_number(0.5), "0.5");
+        assert_eq!(js_number(-3.0), "-3");
+    }
+
+    #[test]
+    fn am_pm() {
+        assert_eq!(replace_am_pm("a 10.00 PM.png"), "a 10.00\u{202F}PM.png");
+    }
+}

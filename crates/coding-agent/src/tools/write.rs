@@ -1,0 +1,81 @@
+//! The `write` tool (spec tools.md §2; the 1.6 recording `tool_write` shows the success text
+//! `Successfully wrote to <path>` and no `details`).
+
+use super::schema;
+use super::util::{file_lock, node_error, require_str, resolve_to_cwd};
+use async_trait::async_trait;
+use pi_agent::{AgentTool, ToolContext, ToolOutput};
+use pi_ai::ToolDefinition;
+use serde_json::Value;
+use std::path::PathBuf;
+
+/// The write tool.
+pub struct WriteTool {
+    cwd: PathBuf,
+}
+
+impl WriteTool {
+    /// A write tool resolving relative paths against `cwd`.
+    pub fn new(cwd: PathBuf) -> Self {
+        WriteTool { cwd }
+    }
+}
+
+/// JSON-Schema of the write tool's parameters.
+pub fn parameters() -> Value {
+    schema::object(
+        &["path", "content"],
+        vec![
+            (
+                "path",
+                schema::string("File to write, absolute or relative to the working directory."),
+            ),
+            (
+                "content",
+                schema::string("The complete new contents of the file."),
+            ),
+        ],
+    )
+}
+
+#[async_trait]
+impl AgentTool for WriteTool {
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition {
+            name: "write".into(),
+            description:
+                "Write text to a file, replacing it if it exists and creating it (and any \
+                          missing parent directories) if it does not."
+                    .into(),
+            parameters: parameters(),
+        }
+    }
+
+    async fn execute(&self, ctx: ToolContext, args: Value) -> Result<ToolOutput, String> {
+        let path_arg = require_str(&args, "path")?.to_string();
+        let content = require_str(&args, "content")?.to_string();
+        let abs = resolve_to_cwd(&path_arg, &self.cwd);
+        let lock = file_lock(&abs);
+        let _guard = lock.lock().await;
+        if ctx.cancel.is_cancelled() {
+            return Err("Operation aborted".into());
+        }
+        if let Some(dir) = abs.parent() {
+            tokio::fs::create_dir_all(dir)
+                .await
+                .map_err(|e| node_error(&e, "mkdir", Some(dir)))?;
+        }
+        if ctx.cancel.is_cancelled() {
+            return Err("Operation aborted".into());
+        }
+        tokio::fs::write(&abs, content.as_bytes())
+            .await
+            .map_err(|e| node_error(&e, "open", Some(&abs)))?;
+        if ctx.cancel.is_cancelled() {
+            return Err("Operation aborted".into());
+        }
+        Ok(ToolOutput::text(format!(
+            "Successfully wrote to {path_arg}"
+        )))
+    }
+}

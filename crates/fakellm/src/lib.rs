@@ -1,0 +1,31 @@
+//! A scripted fake LLM HTTP server for offline tests of the pi agent.
+//!
+//! It speaks the two streaming wire formats the agent uses, exactly as the shared conformance
+//! harness's `fakellm.py` does:
+//!
+//! * OpenAI chat completions SSE: `POST /v1/chat/completions` (also `/chat/completions`);
+//! * Anthropic Messages SSE: `POST /v1/messages` (a query such as `?beta=true` is accepted).
+//!
+//! Replies come from a [`Script`]: a list of [`Turn`]s, each consumed once by the first request
+//! it fits (optional `match` substring and `api` constraints); when none fits, the script's
+//! "exhausted" turn is served. Generated ids are deterministic: `chatcmpl-fake-<seq>`,
+//! `call_fake_<seq>_<i>`, `msg_fake_<seq>`, `toolu_fake_<seq>_<i>`, where `<seq>` is the
+//! request's 1-based arrival number. Every request is recorded ([`FakeLlm::requests`]).
+//!
+//! ```no_run
+//! use pi_fakellm::{FakeLlm, Script, Turn, Usage};
+//! use serde_json::json;
+//!
+//! let fake = FakeLlm::spawn(Script::new([
+//!     Turn::tool_call("bash", json!({"command": "echo hi"})),
+//!     Turn::text("The command printed: hi").usage(Usage::new(120, 12)),
+//! ]));
+//! println!("openai base url: {}", fake.base_url_openai());
+//! ```
+
+mod script;
+mod server;
+pub mod wire;
+
+pub use script::{Api, Block, ErrorSpec, MatchSpec, Script, Turn, Usage, EXHAUSTED_TEXT};
+pub use server::{FakeLlm, Options, RecordedRequest};

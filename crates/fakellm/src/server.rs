@@ -1,0 +1,454 @@
+//! The HTTP server: routes, turn selection, streaming, request records.
+
+use crate::script::{Api, Script, Turn};
+use crate::wire;
+use axum::body::{Body, Bytes};
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
+use axum::response::Response;
+use axum::Router;
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio::sync::mpsc;
+
+/// One request the fake received (the same fields as fakellm.py's JSONL log).
+#[derive(Clone, Debug, Serialize)]
+pub struct RecordedRequest {
+    /// 1-based arrival number; also the `<seq>` in generated ids.
+    pub seq: u64,
+    /// Arrival time, seconds since the Unix epoch.
+    pub t: f64,
+    /// HTTP method.
+    pub method: String,
+    /// Request path including any query string (e.g. `/v1/messages?beta=true`).
+    pub path: String,
+    /// `openai`, `anthropic` or `unknown`.
+    pub api: String,
+    /// Headers with lower-cased names (the last value wins for repeated names).
+    pub headers: BTreeMap<String, String>,
+    /// The body parsed as JSON, or the raw text when it is not JSON (`null` when empty).
+    pub body: Value,
+    /// Index of the scripted turn served (`None` for the exhausted turn or unknown paths).
+    pub turn_index: Option<usize>,
+    /// `pending`, `ok`, `error_<status>`, `disconnected_after_<n>`, `client_disconnected`, `404`.
+    pub outcome: String,
+}
+
+impl RecordedRequest {
+    /// A header value by (case-insensitive) name.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(&name.to_ascii_lowercase()).map(String::as_str)
+    }
+
+    /// The path without its query string.
+    pub fn path_only(&self) -> &str {
+        self.path.split('?').next().unwrap_or(&self.path)
+    }
+
+    /// The body as compact JSON text (handy for substring assertions).
+    pub fn body_text(&self) -> String {
+        match &self.body {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        }
+    }
+}
+
+/// Options for [`FakeLlm::spawn_with`].
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Port to bind on 127.0.0.1 (0 = any free port).
+    pub port: u16,
+    /// Append every request (and outcome updates) to this JSONL file, like fakellm.py's `--log`.
+    pub log_path: Option<PathBuf>,
+}
+
+struct ScriptState {
+    script: Script,
+    used: Vec<bool>,
+}
+
+impl ScriptState {
+    fn pick(&mut self, api: Api, body_text: &str) -> (Option<usize>, Turn) {
+        for (i, turn) in self.script.turns.iter().enumerate() {
+            if !self.used[i] && turn.fits(api, body_text) {
+                self.used[i] = true;
+                return (Some(i), turn.clone());
+            }
+        }
+        (None, self.script.exhausted_turn())
+    }
+}
+
+struct Shared {
+    script: Mutex<ScriptState>,
+    requests: Mutex<Vec<RecordedRequest>>,
+    changed: Condvar,
+    stopping: AtomicBool,
+    log: Option<Mutex<std::fs::File>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Shared {
+    fn log_line(&self, v: &impl Serialize) {
+        if let Some(log) = &self.log {
+            let mut f = lock(log);
+            if let Ok(line) = serde_json::to_string(v) {
+                let _ = writeln!(f, "{line}");
+            }
+        }
+    }
+
+    fn record(&self, mut entry: RecordedRequest) -> u64 {
+        let seq = {
+            let mut reqs = lock(&self.requests);
+            entry.seq = reqs.len() as u64 + 1;
+            reqs.push(entry.clone());
+            entry.seq
+        };
+        self.changed.notify_all();
+        self.log_line(&entry);
+        seq
+    }
+
+    fn set_outcome(&self, seq: u64, outcome: String) {
+        {
+            let mut reqs = lock(&self.requests);
+            if let Some(e) = reqs.iter_mut().find(|e| e.seq == seq) {
+                e.outcome = outcome.clone();
+            }
+        }
+        self.changed.notify_all();
+        self.log_line(&json!({"seq": seq, "outcome_update": outcome}));
+    }
+}
+
+/// A running fake LLM server on 127.0.0.1. It runs on its own thread with its own tokio
+/// runtime, so it can be used from plain `#[test]`s and from async tests alike. Dropping it
+/// stops the server.
+pub struct FakeLlm {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for FakeLlm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FakeLlm").field("addr", &self.addr).finish_non_exhaustive()
+    }
+}
+
+impl FakeLlm {
+    /// Starts serving `script` on a free port of 127.0.0.1.
+    ///
+    /// # Panics
+    /// If no loopback port can be bound.
+    pub async fn start(script: Script) -> FakeLlm {
+        Self::spawn(script)
+    }
+
+    /// Synchronous twin of [`FakeLlm::start`] for non-async tests.
+    ///
+    /// # Panics
+    /// If no loopback port can be bound.
+    pub fn spawn(script: Script) -> FakeLlm {
+        Self::spawn_with(script, Options::default()).expect("fakellm: cannot bind 127.0.0.1")
+    }
+
+    /// Starts serving `script` with explicit options.
+    pub fn spawn_with(script: Script, options: Options) -> std::io::Result<FakeLlm> {
+        let listener = TcpListener::bind(("127.0.0.1", options.port))?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let log = match &options.log_path {
+            Some(p) => Some(Mutex::new(std::fs::File::create(p)?)),
+            None => None,
+        };
+        let used = vec![false; script.turns.len()];
+        let shared = Arc::new(Shared {
+            script: Mutex::new(ScriptState { script, used }),
+            requests: Mutex::new(Vec::new()),
+            changed: Condvar::new(),
+            stopping: AtomicBool::new(false),
+            log,
+        });
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("fakellm")
+            .enable_all()
+            .build()?;
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let app = Router::new().fallback(handle).layer(DefaultBodyLimit::disable()).with_state(shared.clone());
+        let thread = std::thread::Builder::new().name("fakellm".into()).spawn(move || {
+            runtime.block_on(async move {
+                let listener = match tokio::net::TcpListener::from_std(listener) {
+                    Ok(l) => l,
+                    Err(e) => {
+                        eprintln!("fakellm: {e}");
+                        return;
+                    }
+                };
+                tokio::select! {
+                    r = axum::serve(listener, app) => {
+                        if let Err(e) = r {
+                            eprintln!("fakellm: server error: {e}");
+                        }
+                    }
+                    _ = rx => {}
+                }
+            });
+            runtime.shutdown_background();
+        })?;
+        Ok(FakeLlm { addr, shared, shutdown: Some(tx), thread: Some(thread) })
+    }
+
+    /// The bound port.
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    /// `http://127.0.0.1:<port>/v1` — the OpenAI-compatible base URL.
+    pub fn base_url_openai(&self) -> String {
+        format!("http://127.0.0.1:{}/v1", self.port())
+    }
+
+    /// `http://127.0.0.1:<port>` — the Anthropic base URL (the client appends `/v1/messages`).
+    pub fn base_url_anthropic(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port())
+    }
+
+    /// A snapshot of every request received so far, in arrival order.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        lock(&self.shared.requests).clone()
+    }
+
+    /// The requests that went to a model endpoint (OpenAI or Anthropic), in arrival order.
+    pub fn llm_requests(&self) -> Vec<RecordedRequest> {
+        self.requests().into_iter().filter(|r| r.api != "unknown").collect()
+    }
+
+    /// Blocks until at least `n` requests have arrived; false on timeout.
+    pub fn wait_requests(&self, n: usize, timeout: Duration) -> bool {
+        self.wait_until(timeout, |reqs| reqs.len() >= n)
+    }
+
+    /// Blocks until `pred` holds for the request list; false on timeout. Outcome updates
+    /// (e.g. a stream finishing) also wake the waiter. This blocks the calling thread: from an
+    /// async test use a multi-threaded runtime (or `spawn_blocking`) so the client side keeps
+    /// running.
+    pub fn wait_until(&self, timeout: Duration, mut pred: impl FnMut(&[RecordedRequest]) -> bool) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut reqs = lock(&self.shared.requests);
+        loop {
+            if pred(&reqs) {
+                return true;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            reqs = self.shared.changed.wait_timeout(reqs, left).unwrap_or_else(|e| e.into_inner()).0;
+        }
+    }
+
+    /// How many scripted turns have not been served yet.
+    pub fn unused_turns(&self) -> usize {
+        lock(&self.shared.script).used.iter().filter(|u| !**u).count()
+    }
+}
+
+impl Drop for FakeLlm {
+    fn drop(&mut self) {
+        self.shared.stopping.store(true, Ordering::SeqCst);
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn now_secs() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+}
+
+fn json_response(status: u16, body: &Value, extra: &Map<String, Value>) -> Response {
+    let data = match body {
+        Value::String(s) => s.clone().into_bytes(),
+        other => serde_json::to_vec(other).unwrap_or_default(),
+    };
+    let mut resp = Response::new(Body::from(data));
+    *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let h = resp.headers_mut();
+    h.insert("content-type", HeaderValue::from_static("application/json"));
+    for (k, v) in extra {
+        let text = match v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        if let (Ok(name), Ok(value)) = (HeaderName::try_from(k.as_str()), HeaderValue::try_from(text)) {
+            h.insert(name, value);
+        }
+    }
+    resp
+}
+
+async fn handle(
+    State(shared): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let full_path = uri.path_and_query().map(|p| p.as_str().to_string()).unwrap_or_else(|| uri.path().to_string());
+    if method == Method::GET {
+        if uri.path().starts_with("/_fake/requests") {
+            let reqs = lock(&shared.requests).clone();
+            return json_response(200, &serde_json::to_value(reqs).unwrap_or_default(), &Map::new());
+        }
+        if uri.path().starts_with("/_fake/health") {
+            return json_response(200, &json!({"ok": true}), &Map::new());
+        }
+        return json_response(404, &json!({"error": {"message": format!("not found: {full_path}")}}), &Map::new());
+    }
+    let text = String::from_utf8_lossy(&body).into_owned();
+    let parsed = if text.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(&text).unwrap_or_else(|_| Value::String(text.clone()))
+    };
+    let api = if method != Method::POST {
+        None
+    } else if uri.path().ends_with("/chat/completions") {
+        Some(Api::Openai)
+    } else if uri.path().ends_with("/messages") {
+        Some(Api::Anthropic)
+    } else {
+        None
+    };
+    let (turn_index, turn) = match api {
+        Some(api) => {
+            let (i, t) = lock(&shared.script).pick(api, &text);
+            (i, Some(t))
+        }
+        None => (None, None),
+    };
+    let mut header_map = BTreeMap::new();
+    for (k, v) in &headers {
+        header_map.insert(k.as_str().to_ascii_lowercase(), String::from_utf8_lossy(v.as_bytes()).into_owned());
+    }
+    let seq = shared.record(RecordedRequest {
+        seq: 0,
+        t: now_secs(),
+        method: method.as_str().to_string(),
+        path: full_path.clone(),
+        api: api.map_or("unknown", Api::as_str).to_string(),
+        headers: header_map,
+        body: parsed.clone(),
+        turn_index,
+        outcome: "pending".into(),
+    });
+    let (Some(api), Some(turn)) = (api, turn) else {
+        shared.set_outcome(seq, "404".into());
+        return json_response(404, &json!({"error": {"message": format!("unknown path {full_path}")}}), &Map::new());
+    };
+    serve_turn(shared, api, turn, parsed, seq).await
+}
+
+async fn serve_turn(shared: Arc<Shared>, api: Api, turn: Turn, req: Value, seq: u64) -> Response {
+    if let Some(err) = &turn.error {
+        if err.delay_ms > 0.0 {
+            tokio::time::sleep(Duration::from_secs_f64(err.delay_ms / 1000.0)).await;
+        }
+        let body = err.body.clone().unwrap_or_else(|| wire::default_error_body(api, err.status));
+        shared.set_outcome(seq, format!("error_{}", err.status));
+        return json_response(err.status, &body, &err.headers);
+    }
+    let (chunk_size, default_delay) = {
+        let s = lock(&shared.script);
+        (s.script.default_chunk_size, s.script.default_delay_ms)
+    };
+    let chunk_size = turn.chunk_size.unwrap_or(chunk_size);
+    let delay_ms = turn.delay_ms.unwrap_or(default_delay);
+    let model = req.get("model").and_then(Value::as_str).filter(|m| !m.is_empty()).unwrap_or("fake-model").to_string();
+    let events = match (&turn.raw_sse, api) {
+        (Some(raw), _) => raw.clone(),
+        (None, Api::Openai) => wire::openai_events(&turn, &model, seq, chunk_size, &req),
+        (None, Api::Anthropic) => wire::anthropic_events(&turn, &model, seq, chunk_size),
+    };
+
+    // Capacity 1: a send completes only once hyper has taken the previous chunk, so a failed
+    // send promptly reveals a client that went away.
+    let (tx, mut rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(1);
+    let stream = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
+    let status = StatusCode::from_u16(turn.status.unwrap_or(200)).unwrap_or(StatusCode::OK);
+    let producer_shared = shared.clone();
+    tokio::spawn(async move {
+        let outcome = produce(&producer_shared, &turn, &events, delay_ms, &tx).await;
+        drop(tx);
+        producer_shared.set_outcome(seq, outcome);
+    });
+
+    let mut resp = Response::new(Body::from_stream(stream));
+    *resp.status_mut() = status;
+    let h = resp.headers_mut();
+    h.insert("content-type", HeaderValue::from_static("text/event-stream"));
+    h.insert("cache-control", HeaderValue::from_static("no-cache"));
+    let rid = HeaderValue::try_from(format!("req_fake_{seq}")).expect("ascii header value");
+    match api {
+        Api::Anthropic => h.insert("request-id", rid),
+        Api::Openai => h.insert("x-request-id", rid),
+    };
+    resp
+}
+
+async fn produce(
+    shared: &Shared,
+    turn: &Turn,
+    events: &[String],
+    delay_ms: f64,
+    tx: &mpsc::Sender<Result<Bytes, std::io::Error>>,
+) -> String {
+    const GONE: &str = "client_disconnected";
+    for (i, ev) in events.iter().enumerate() {
+        if turn.disconnect_after_events.is_some_and(|n| i >= n) {
+            // Let hyper flush what was already sent, then fail the body: hyper drops the
+            // connection without the terminating chunk.
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            let _ = tx
+                .send(Err(std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "fakellm: scripted disconnect")))
+                .await;
+            return format!("disconnected_after_{i}");
+        }
+        if turn.stall_after_events == Some(i) {
+            let stall = Duration::from_secs_f64(turn.stall_ms.unwrap_or(30_000.0) / 1000.0);
+            let deadline = Instant::now() + stall;
+            // Probe with SSE comments (ignored by parsers) to notice a client that went away.
+            while Instant::now() < deadline && !shared.stopping.load(Ordering::SeqCst) {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                if tx.send(Ok(Bytes::from_static(b":\n\n"))).await.is_err() {
+                    return GONE.into();
+                }
+            }
+        }
+        if delay_ms > 0.0 {
+            tokio::time::sleep(Duration::from_secs_f64(delay_ms / 1000.0)).await;
+        }
+        if tx.send(Ok(Bytes::from(ev.clone()))).await.is_err() {
+            return GONE.into();
+        }
+    }
+    "ok".into()
+}

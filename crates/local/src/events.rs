@@ -1,0 +1,354 @@
+//! The event side of one response: turns decoded text and the final token counts into the
+//! [`AssistantMessageEvent`] sequence every provider emits
+//! (`Start`, `TextStart`, `TextDelta`…, `TextEnd`, then exactly one `Done` or `Error`).
+
+use futures::channel::mpsc::{unbounded, UnboundedSender};
+use pi_ai::{
+    AssistantMessage, AssistantMessageEvent, AssistantStream, Content, Cost, Model, StopReason,
+    Usage,
+};
+use std::time::Instant;
+
+/// `errorMessage` of a cancelled request (same text as the hosted providers).
+pub(crate) const ABORTED_MESSAGE: &str = "Request was aborted";
+
+/// Token counts of one response.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct TokenCounts {
+    /// Prompt tokens evaluated for this response.
+    pub evaluated: u64,
+    /// Prompt tokens re-used from the KV cache of an earlier response.
+    pub reused: u64,
+    /// Tokens generated (end-of-generation token excluded).
+    pub generated: u64,
+}
+
+impl TokenCounts {
+    fn usage(self) -> Usage {
+        Usage {
+            input: self.evaluated,
+            output: self.generated,
+            cache_read: self.reused,
+            cache_write: 0,
+            total_tokens: self.evaluated + self.reused + self.generated,
+            cost: Cost {
+                total_from_provider: Some(false),
+                ..Cost::default()
+            },
+            ..Usage::default()
+        }
+    }
+}
+
+/// The sending half of one response's event stream. Dropping it before [`Reply::finish`] or
+/// [`Reply::fail`] (worker gone, panic) still ends the stream with an `Error` event.
+pub(crate) struct Reply {
+    tx: UnboundedSender<AssistantMessageEvent>,
+    message: AssistantMessage,
+    started: Instant,
+    sent_start: bool,
+    /// Index of the open text block in `message.content`.
+    text_block: Option<usize>,
+    text: String,
+    ended: bool,
+}
+
+impl Reply {
+    /// A reply for `model` and the stream its events go to.
+    pub(crate) fn channel(model: &Model) -> (Reply, AssistantStream) {
+        let (tx, rx) = unbounded();
+        let reply = Reply {
+            tx,
+            message: AssistantMessage::empty(model),
+            started: Instant::now(),
+            sent_start: false,
+            text_block: None,
+            text: String::new(),
+            ended: false,
+        };
+        (reply, Box::pin(rx))
+    }
+
+    /// Whether the consumer has dropped the stream (nothing more is worth computing).
+    pub(crate) fn is_closed(&self) -> bool {
+        self.tx.is_closed()
+    }
+
+    fn emit(&self, event: AssistantMessageEvent) -> bool {
+        self.tx.unbounded_send(event).is_ok()
+    }
+
+    /// Emit `Start` (once): the request was accepted.
+    pub(crate) fn start(&mut self) {
+        if !self.sent_start {
+            self.sent_start = true;
+            self.emit(AssistantMessageEvent::Start {
+                partial: Box::new(self.message.clone()),
+            });
+        }
+    }
+
+    /// Append decoded text, opening the text block on the first call. Returns `false` when
+    /// the consumer is gone.
+    pub(crate) fn text(&mut self, delta: &str) -> bool {
+        if delta.is_empty() {
+            return !self.is_closed();
+        }
+        self.start();
+        let index = match self.text_block {
+            Some(i) => i,
+            None => {
+                let i = self.message.content.len();
+                self.message.content.push(Content::text(""));
+                self.text_block = Some(i);
+                self.emit(AssistantMessageEvent::TextStart { content_index: i });
+                i
+            }
+        };
+        self.text.push_str(delta);
+        self.emit(AssistantMessageEvent::TextDelta {
+            content_index: index,
+            delta: delta.to_owned(),
+        })
+    }
+
+    /// Copy the streamed text into the message's text block.
+    fn sync_text(&mut self) {
+        if let Some(i) = self.text_block {
+            if let Some(block) = self.message.content.get_mut(i) {
+                *block = Content::text(self.text.clone());
+            }
+        }
+    }
+
+    fn stamp(&mut self) {
+        self.message.duration_ms =
+            Some(u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX));
+    }
+
+    /// End normally: closes the text block (`TextEnd`) and emits `Done` with `reason`
+    /// (`Stop` or `Length`) and the usage of `counts` (cost zero).
+    pub(crate) fn finish(mut self, reason: StopReason, counts: TokenCounts) {
+        self.start();
+        self.sync_text();
+        if let Some(i) = self.text_block {
+            self.emit(AssistantMessageEvent::TextEnd {
+                content_index: i,
+                content: self.text.clone(),
+            });
+        }
+        self.message.stop_reason = reason;
+        self.message.usage = counts.usage();
+        self.stamp();
+        self.ended = true;
+        let message = Box::new(self.message.clone());
+        self.emit(AssistantMessageEvent::Done { reason, message });
+    }
+
+    /// End with `Error` (`stopReason: "error"`, or `"aborted"` with `aborted`) and
+    /// `errorMessage: text`; text streamed so far stays in the message.
+    pub(crate) fn fail(self, aborted: bool, text: impl Into<String>) {
+        self.fail_with(aborted, text.into(), None);
+    }
+
+    /// Like [`Reply::fail`] but also reports the tokens processed before the failure.
+    pub(crate) fn fail_counted(self, aborted: bool, text: impl Into<String>, counts: TokenCounts) {
+        self.fail_with(aborted, text.into(), Some(counts));
+    }
+
+    /// The request was cancelled: `Error { reason: Aborted }`, "Request was aborted".
+    pub(crate) fn aborted(self, counts: Option<TokenCounts>) {
+        self.fail_with(true, ABORTED_MESSAGE.to_owned(), counts);
+    }
+
+    fn fail_with(mut self, aborted: bool, text: String, counts: Option<TokenCounts>) {
+        self.sync_text();
+        let reason = if aborted {
+            StopReason::Aborted
+        } else {
+            StopReason::Error
+        };
+        self.message.stop_reason = reason;
+        self.message.error_message = Some(text);
+        if let Some(c) = counts {
+            self.message.usage = c.usage();
+        }
+        self.stamp();
+        self.ended = true;
+        let message = Box::new(self.message.clone());
+        self.emit(AssistantMessageEvent::Error { reason, message });
+    }
+}
+
+impl Drop for Reply {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.ended = true;
+            self.sync_text();
+            self.message.stop_reason = StopReason::Error;
+            self.message.error_message =
+                Some("The local model worker stopped before finishing the response".into());
+            self.stamp();
+            let message = Box::new(self.message.clone());
+            self.emit(AssistantMessageEvent::Error {
+                reason: StopReason::Error,
+                message,
+            });
+        }
+    }
+}
+
+/// Incremental UTF-8 decoding of token pieces: a multi-byte character split across tokens is
+/// held back until complete; invalid bytes become U+FFFD.
+#[derive(Debug, Default)]
+pub(crate) struct Utf8Stream {
+    pending: Vec<u8>,
+}
+
+impl Utf8Stream {
+    /// Add bytes; returns the text that is complete so far.
+    pub(crate) fn push(&mut self, bytes: &[u8]) -> String {
+        self.pending.extend_from_slice(bytes);
+        let mut out = String::new();
+        loop {
+            match std::str::from_utf8(&self.pending) {
+                Ok(s) => {
+                    out.push_str(s);
+                    self.pending.clear();
+                    return out;
+                }
+                Err(e) => {
+                    let valid = e.valid_up_to();
+                    // `valid` bytes are UTF-8 by the error's contract.
+                    out.push_str(&String::from_utf8_lossy(&self.pending[..valid]));
+                    match e.error_len() {
+                        // Incomplete sequence at the end: wait for more bytes.
+                        None => {
+                            self.pending.drain(..valid);
+                            return out;
+                        }
+                        Some(bad) => {
+                            out.push('\u{FFFD}');
+                            self.pending.drain(..valid + bad);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whatever is left (an incomplete sequence at the end of generation), lossily.
+    pub(crate) fn finish(&mut self) -> String {
+        let s = String::from_utf8_lossy(&self.pending).into_owned();
+        self.pending.clear();
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::StreamExt;
+
+    fn model() -> Model {
+        let mut m = Model::unknown();
+        m.api = crate::API.into();
+        m.provider = crate::PROVIDER.into();
+        m.id = "m".into();
+        m
+    }
+
+    fn kinds(events: &[AssistantMessageEvent]) -> Vec<&'static str> {
+        events
+            .iter()
+            .map(|e| match e {
+                AssistantMessageEvent::Start { .. } => "start",
+                AssistantMessageEvent::TextStart { .. } => "text_start",
+                AssistantMessageEvent::TextDelta { .. } => "text_delta",
+                AssistantMessageEvent::TextEnd { .. } => "text_end",
+                AssistantMessageEvent::Done { .. } => "done",
+                AssistantMessageEvent::Error { .. } => "error",
+                _ => "other",
+            })
+            .collect()
+    }
+
+    #[test]
+    fn full_sequence() {
+        let (mut r, s) = Reply::channel(&model());
+        r.start();
+        assert!(r.text("Hel"));
+        assert!(r.text("lo"));
+        r.finish(
+            StopReason::Stop,
+            TokenCounts {
+                evaluated: 10,
+                reused: 2,
+                generated: 3,
+            },
+        );
+        let events: Vec<_> = futures::executor::block_on(s.collect());
+        assert_eq!(
+            kinds(&events),
+            ["start", "text_start", "text_delta", "text_delta", "text_end", "done"]
+        );
+        match events.last() {
+            Some(AssistantMessageEvent::Done { message, .. }) => {
+                assert_eq!(message.text(), "Hello");
+                assert_eq!(message.usage.input, 10);
+                assert_eq!(message.usage.cache_read, 2);
+                assert_eq!(message.usage.output, 3);
+                assert_eq!(message.usage.total_tokens, 15);
+                assert_eq!(message.usage.cost.total, 0.0);
+                assert_eq!(message.stop_reason, StopReason::Stop);
+            }
+            e => panic!("{e:?}"),
+        }
+    }
+
+    #[test]
+    fn abort_keeps_text() {
+        let (mut r, s) = Reply::channel(&model());
+        r.text("a");
+        r.aborted(None);
+        let events: Vec<_> = futures::executor::block_on(s.collect());
+        assert_eq!(kinds(&events), ["start", "text_start", "text_delta", "error"]);
+        match events.last() {
+            Some(AssistantMessageEvent::Error { reason, message }) => {
+                assert_eq!(*reason, StopReason::Aborted);
+                assert_eq!(message.error_message.as_deref(), Some(ABORTED_MESSAGE));
+                assert_eq!(message.text(), "a");
+            }
+            e => panic!("{e:?}"),
+        }
+    }
+
+    #[test]
+    fn drop_ends_with_error() {
+        let (r, s) = Reply::channel(&model());
+        drop(r);
+        let events: Vec<_> = futures::executor::block_on(s.collect());
+        assert_eq!(kinds(&events), ["error"]);
+    }
+
+    #[test]
+    fn utf8_split() {
+        let mut u = Utf8Stream::default();
+        let e = "é".as_bytes();
+        assert_eq!(u.push(b"a"), "a");
+        assert_eq!(u.push(&e[..1]), "");
+        assert_eq!(u.push(&e[1..]), "é");
+        assert_eq!(u.push(&[0xff, b'b']), "\u{FFFD}b");
+        assert_eq!(u.push(&e[..1]), "");
+        assert_eq!(u.finish(), "\u{FFFD}");
+    }
+
+    #[test]
+    fn closed_detected() {
+        let (mut r, s) = Reply::channel(&model());
+        drop(s);
+        assert!(r.is_closed());
+        assert!(!r.text("x"));
+        r.aborted(None);
+    }
+}

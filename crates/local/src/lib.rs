@@ -1,0 +1,288 @@
+//! `pi-local`: GGUF models run in-process on the CPU through llama.cpp (`llama-cpp-2`).
+//!
+//! * [`LocalProvider`] implements [`pi_ai::Provider`] for the wire API [`API`]
+//!   (`"local-gguf"`). It renders the conversation with the chat template stored in the GGUF
+//!   metadata (`tokenizer.chat_template`, rendered with `minijinja`), decodes on a dedicated
+//!   thread per model file and streams every decoded piece as a `text_delta`.
+//! * [`discover_models`] lists every `*.gguf` in a folder as a [`pi_ai::Model`] of provider
+//!   [`PROVIDER`] (`"local"`), id = file stem, `baseUrl` = the file's path.
+//! * [`default_models_dir`] is `${PI_CODING_AGENT_DIR:-~/.pi/agent}/models`.
+//!
+//! A model file is loaded once per process and kept (with its llama.cpp context and KV cache)
+//! by a worker thread; requests for the same file queue on that thread. A follow-up request
+//! whose prompt starts with the tokens already in the KV cache only evaluates the new suffix
+//! (reported as `usage.cacheRead`).
+
+mod discover;
+mod engine;
+mod events;
+mod template;
+
+use pi_ai::{AssistantStream, Context, Model, Provider, StreamOptions};
+use std::path::{Path, PathBuf};
+
+pub use discover::{default_models_dir, discover_models, GgufInfo};
+pub use template::{chat_messages, render_chatml, render_jinja, ChatTemplateInput};
+
+/// The `api` value of local GGUF models (`model.api`).
+pub const API: &str = "local-gguf";
+
+/// The `provider` value of models found by [`discover_models`].
+pub const PROVIDER: &str = "local";
+
+/// Context window used when a GGUF file does not state `<arch>.context_length`, in tokens.
+pub const DEFAULT_CONTEXT_WINDOW: u64 = 8192;
+
+/// Upper bound on the context window advertised for a discovered model, in tokens. The KV
+/// cache is allocated for the whole window, so a model trained for 128k tokens would otherwise
+/// need gigabytes of RAM before answering anything.
+pub const MAX_CONTEXT_WINDOW: u64 = 32_768;
+
+/// Upper bound on `maxTokens` (output tokens per response) of a discovered model.
+pub const MAX_OUTPUT_TOKENS: u64 = 4096;
+
+/// Sampling settings applied to every response of a [`LocalProvider`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct SamplingConfig {
+    /// Softmax temperature; `<= 0.0` means greedy decoding (always the most likely token).
+    pub temperature: f32,
+    /// Keep only the `top_k` most likely tokens (`<= 0` disables the filter).
+    pub top_k: i32,
+    /// Nucleus sampling: keep the smallest set of tokens whose probability sums to `top_p`
+    /// (`1.0` disables the filter).
+    pub top_p: f32,
+    /// Drop tokens whose probability is below `min_p` × the top token's (`0.0` disables it).
+    pub min_p: f32,
+    /// RNG seed; `None` picks a fresh one per response.
+    pub seed: Option<u32>,
+}
+
+impl Default for SamplingConfig {
+    /// llama.cpp's defaults, with a slightly lower temperature (small models ramble).
+    fn default() -> Self {
+        SamplingConfig {
+            temperature: 0.6,
+            top_k: 40,
+            top_p: 0.95,
+            min_p: 0.05,
+            seed: None,
+        }
+    }
+}
+
+impl SamplingConfig {
+    /// Greedy decoding: deterministic output for a given prompt and model file.
+    pub fn greedy() -> Self {
+        SamplingConfig {
+            temperature: 0.0,
+            ..SamplingConfig::default()
+        }
+    }
+}
+
+/// Runtime settings of a [`LocalProvider`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct LocalConfig {
+    /// Where bare model ids are looked up as `<models_dir>/<id>.gguf` (when `model.baseUrl`
+    /// does not name the file). Default: [`default_models_dir`].
+    pub models_dir: Option<PathBuf>,
+    /// CPU threads used for decoding; `None` uses env `PI_LOCAL_THREADS`, else all cores
+    /// (`std::thread::available_parallelism`).
+    pub threads: Option<u32>,
+    /// Sampling settings.
+    pub sampling: SamplingConfig,
+}
+
+impl Default for LocalConfig {
+    fn default() -> Self {
+        LocalConfig {
+            models_dir: default_models_dir(),
+            threads: None,
+            sampling: SamplingConfig::default(),
+        }
+    }
+}
+
+/// The in-process GGUF provider (`api: "local-gguf"`).
+///
+/// Cheap to construct and clone: loaded models live in a process-wide cache keyed by the
+/// canonical file path, shared by every `LocalProvider`.
+#[derive(Debug, Clone, Default)]
+pub struct LocalProvider {
+    config: LocalConfig,
+}
+
+impl LocalProvider {
+    /// A provider with [`LocalConfig::default`] (models in [`default_models_dir`]).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A provider with explicit settings.
+    pub fn with_config(config: LocalConfig) -> Self {
+        LocalProvider { config }
+    }
+
+    /// The settings in use.
+    pub fn config(&self) -> &LocalConfig {
+        &self.config
+    }
+
+    /// The GGUF file a model refers to: `model.baseUrl` when it names a file (a plain path or
+    /// a `file://` URL), else `<models_dir>/<model.id>.gguf`. `None` when neither is known.
+    /// The file is not required to exist.
+    pub fn model_path(&self, model: &Model) -> Option<PathBuf> {
+        model_path(model, self.config.models_dir.as_deref())
+    }
+}
+
+/// See [`LocalProvider::model_path`].
+fn model_path(model: &Model, models_dir: Option<&Path>) -> Option<PathBuf> {
+    let base = model.base_url.trim();
+    let base = base.strip_prefix("file://").unwrap_or(base);
+    if !base.is_empty() && !base.contains("://") {
+        return Some(PathBuf::from(base));
+    }
+    if model.id.is_empty() {
+        return None;
+    }
+    let file = if model.id.to_ascii_lowercase().ends_with(".gguf") {
+        model.id.clone()
+    } else {
+        format!("{}.gguf", model.id)
+    };
+    models_dir.map(|dir| dir.join(file))
+}
+
+impl Provider for LocalProvider {
+    fn api(&self) -> &'static str {
+        API
+    }
+
+    fn stream(&self, model: &Model, context: &Context, options: StreamOptions) -> AssistantStream {
+        let (reply, stream) = events::Reply::channel(model);
+        let Some(path) = self.model_path(model) else {
+            reply.fail(
+                false,
+                format!(
+                    "No GGUF file for local model \"{}\": set its baseUrl to the file path or \
+                     put {}.gguf in the models folder",
+                    model.id, model.id
+                ),
+            );
+            return stream;
+        };
+        if !path.is_file() {
+            reply.fail(
+                false,
+                format!(
+                    "Local model file not found: {}. Put a .gguf file there (scripts/\
+                     fetch-default-model.sh fetches the default SmolLM2-135M-Instruct).",
+                    path.display()
+                ),
+            );
+            return stream;
+        }
+        let job = engine::Job {
+            context: context.clone(),
+            max_tokens: effective_max_tokens(model, &options),
+            context_window: model.context_window,
+            cancel: options.cancel,
+            threads: self.config.threads,
+            sampling: self.config.sampling.clone(),
+            reply,
+        };
+        engine::submit(&path, job);
+        stream
+    }
+}
+
+/// Output-token cap: the caller's value, else `min(model.maxTokens, 32000)` (32000 when the
+/// model states none), as for the hosted providers. The engine further caps it to the room
+/// left in the context window.
+fn effective_max_tokens(model: &Model, options: &StreamOptions) -> u64 {
+    match options.max_tokens {
+        Some(n) if n > 0 => n,
+        _ if model.max_tokens == 0 => 32_000,
+        _ => model.max_tokens.min(32_000),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model(id: &str, base_url: &str) -> Model {
+        Model {
+            id: id.into(),
+            name: id.into(),
+            api: API.into(),
+            provider: PROVIDER.into(),
+            base_url: base_url.into(),
+            reasoning: false,
+            thinking_level_map: None,
+            input: vec!["text".into()],
+            cost: Default::default(),
+            context_window: 8192,
+            max_tokens: 4096,
+            headers: None,
+            compat: None,
+        }
+    }
+
+    #[test]
+    fn model_path_prefers_base_url() {
+        let dir = Path::new("/models");
+        assert_eq!(
+            model_path(&model("a", "/x/y.gguf"), Some(dir)),
+            Some(PathBuf::from("/x/y.gguf"))
+        );
+        assert_eq!(
+            model_path(&model("a", "file:///x/y.gguf"), Some(dir)),
+            Some(PathBuf::from("/x/y.gguf"))
+        );
+        assert_eq!(
+            model_path(&model("a", ""), Some(dir)),
+            Some(PathBuf::from("/models/a.gguf"))
+        );
+        assert_eq!(
+            model_path(&model("a.gguf", "http://h"), Some(dir)),
+            Some(PathBuf::from("/models/a.gguf"))
+        );
+        assert_eq!(model_path(&model("a", ""), None), None);
+    }
+
+    #[test]
+    fn max_tokens_default() {
+        let m = model("a", "");
+        let mut o = StreamOptions::default();
+        assert_eq!(effective_max_tokens(&m, &o), 4096);
+        o.max_tokens = Some(7);
+        assert_eq!(effective_max_tokens(&m, &o), 7);
+    }
+
+    #[tokio::test]
+    async fn missing_file_is_an_error_event() {
+        use futures::StreamExt;
+        let p = LocalProvider::with_config(LocalConfig {
+            models_dir: Some(PathBuf::from("/nonexistent-pi-local")),
+            ..LocalConfig::default()
+        });
+        let events: Vec<_> = p
+            .stream(&model("nope", ""), &Context::default(), StreamOptions::default())
+            .collect()
+            .await;
+        assert_eq!(events.len(), 1);
+        match &events[0] {
+            pi_ai::AssistantMessageEvent::Error { reason, message } => {
+                assert_eq!(*reason, pi_ai::StopReason::Error);
+                assert!(message
+                    .error_message
+                    .as_deref()
+                    .unwrap_or("")
+                    .contains("not found"));
+            }
+            e => panic!("unexpected {e:?}"),
+        }
+    }
+}
