@@ -180,6 +180,7 @@ async fn stream_assistant(
         session_id: cfg.session_id.clone(),
         headers: cfg.headers.clone(),
         cancel: cancel.clone(),
+        ..Default::default()
     };
     let mut partial = AssistantMessage::empty(&cfg.model);
     partial.thinking_level = Some(cfg.thinking_level);
@@ -227,16 +228,18 @@ async fn stream_assistant(
         }
         m
     });
-    if !started_emitted {
-        emit(AgentEvent::MessageStart {
-            message: Message::Assistant(partial.clone()),
-        });
-    }
     if message.thinking_level.is_none() {
         message.thinking_level = Some(cfg.thinking_level);
     }
     if message.duration_ms.is_none() {
         message.duration_ms = Some(started.elapsed().as_millis() as u64);
+    }
+    if !started_emitted {
+        // No response started (HTTP or connection error): upstream's message_start already
+        // carries the final message.
+        emit(AgentEvent::MessageStart {
+            message: Message::Assistant(message.clone()),
+        });
     }
     message
 }
@@ -306,7 +309,8 @@ async fn execute_tool_calls(
             None => Prepared::Failed(ToolOutput::error(format!("Tool {} not found", call.name))),
             Some(tool) => {
                 let def = tool.definition();
-                match validate_tool_arguments(&call.name, &def.parameters, &call.arguments) {
+                let args = tool.prepare_arguments(call.arguments.clone());
+                match validate_tool_arguments(&call.name, &def.parameters, &args) {
                     Ok(args) => Prepared::Ready(tool.clone(), args),
                     Err(e) => Prepared::Failed(ToolOutput::error(e)),
                 }

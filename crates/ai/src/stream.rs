@@ -75,7 +75,8 @@ fn serialize_tool_call_block<S: serde::Serializer>(tc: &ToolCall, s: S) -> Resul
 /// Per-request options.
 #[derive(Debug, Clone, Default)]
 pub struct StreamOptions {
-    /// Credential for the provider; `None` sends no auth header.
+    /// Credential for the provider; `None` (or empty) falls back to the provider's environment
+    /// variable ([`crate::env_keys::env_api_key`]), and without one no auth header is sent.
     pub api_key: Option<String>,
     /// Thinking level; `None` or `Off` means no reasoning parameters are sent.
     pub reasoning: Option<ThinkingLevel>,

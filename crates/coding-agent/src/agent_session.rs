@@ -7,6 +7,8 @@
 //! (spec rpc-protocol.md §5.1, upstream-1.6-notes.md §1).
 
 use crate::session::SessionManager;
+use crate::tools::shell::{execute_user_bash, BashResult, UserBashOptions};
+use pi_ai::BashExecutionMessage;
 use pi_agent::{
     run_agent_loop, AgentEvent, AgentTool, EmitFn, RunHooks, SharedMessages, TurnConfig,
 };
@@ -65,6 +67,8 @@ impl QueueMode {
 /// Everything a session needs at construction; filled by the CLI from settings and flags.
 pub struct SessionOptions {
     pub cwd: PathBuf,
+    /// Shell settings for the RPC `bash` command.
+    pub bash_options: UserBashOptions,
     /// Initial model; `None` = no model configured (get_state shows the placeholder).
     pub model: Option<Model>,
     pub thinking_level: ThinkingLevel,
@@ -110,6 +114,9 @@ struct State {
 
 struct Inner {
     cwd: PathBuf,
+    bash_options: UserBashOptions,
+    bash_cancel: Mutex<CancellationToken>,
+    deferred_bash: Mutex<Vec<Message>>,
     messages: SharedMessages,
     state: Mutex<State>,
     queues: Mutex<Queues>,
@@ -142,6 +149,9 @@ impl AgentSession {
         AgentSession {
             inner: Arc::new(Inner {
                 cwd: opts.cwd,
+                bash_options: opts.bash_options,
+                bash_cancel: Mutex::new(CancellationToken::new()),
+                deferred_bash: Mutex::new(Vec::new()),
                 messages,
                 state: Mutex::new(State {
                     model: opts.model,
@@ -420,6 +430,78 @@ impl AgentSession {
         })))
     }
 
+    /// Runs a user shell command (RPC `bash`, spec rpc-protocol.md §4.8). Output deltas are
+    /// emitted as `bash_execution_update {id?, delta}`; the `bashExecution` message is recorded
+    /// at once when idle, else when the run settles.
+    pub async fn run_user_bash(
+        &self,
+        command: &str,
+        exclude_from_context: bool,
+        id: Option<Value>,
+    ) -> Result<BashResult, String> {
+        let cancel = self.inner.bash_cancel.lock().unwrap().clone();
+        let sink = self.inner.sink.clone();
+        let mut on_chunk = |delta: &str| {
+            if delta.is_empty() {
+                return;
+            }
+            let mut v = Map::new();
+            v.insert("type".into(), json!("bash_execution_update"));
+            if let Some(id) = &id {
+                v.insert("id".into(), id.clone());
+            }
+            v.insert("delta".into(), json!(delta));
+            sink(Value::Object(v));
+        };
+        let result = execute_user_bash(
+            command,
+            &self.inner.cwd,
+            &self.inner.bash_options,
+            &cancel,
+            &mut on_chunk,
+        )
+        .await?;
+        let message = Message::BashExecution(BashExecutionMessage {
+            command: command.to_string(),
+            output: result.output.clone(),
+            exit_code: result.exit_code,
+            cancelled: result.cancelled,
+            truncated: result.truncated,
+            full_output_path: result.full_output_path.clone(),
+            exclude_from_context: exclude_from_context.then_some(true),
+            timestamp: now_ms(),
+        });
+        if self.is_streaming() {
+            self.inner.deferred_bash.lock().unwrap().push(message);
+        } else {
+            self.record_message(message);
+        }
+        Ok(result)
+    }
+
+    /// Cancels every running user shell command (`abort_bash`).
+    pub fn abort_bash(&self) {
+        let mut token = self.inner.bash_cancel.lock().unwrap();
+        token.cancel();
+        *token = CancellationToken::new();
+    }
+
+    /// Appends a message to the session and the context without emitting events.
+    fn record_message(&self, message: Message) {
+        let mut st = self.inner.state.lock().unwrap();
+        if let Err(e) = st.session.append_message(&message) {
+            tracing::warn!("could not persist message: {e}");
+        }
+        self.inner.messages.lock().unwrap().push(message);
+    }
+
+    fn flush_deferred_bash(&self) {
+        let deferred: Vec<Message> = std::mem::take(&mut *self.inner.deferred_bash.lock().unwrap());
+        for m in deferred {
+            self.record_message(m);
+        }
+    }
+
     /// Queues a steering (`steer = true`) or follow-up message and emits `queue_update`.
     pub fn enqueue(&self, message: Message, steer: bool) {
         {
@@ -509,6 +591,7 @@ impl AgentSession {
         };
         sink(json!({"type": "agent_settled", "aborted": aborted}));
         self.inner.streaming_tx.send_replace(false);
+        self.flush_deferred_bash();
     }
 
     fn hide_last_assistant(&self) {

@@ -11,3 +11,4 @@ pub mod output;
 pub mod print_mode;
 pub mod procs;
 pub mod rpc;
+pub mod json_error;

@@ -205,6 +205,11 @@ async fn run(cli: Cli) -> i32 {
 
     let opts = SessionOptions {
         cwd: cwd.clone(),
+        bash_options: tools::shell::UserBashOptions {
+            command_prefix: settings.shell_command_prefix().map(str::to_string),
+            shell_path: settings.shell_path().map(Into::into),
+            bin_dir: Some(agent_dir.join("bin")),
+        },
         model: initial.model.clone(),
         thinking_level: initial.thinking_level,
         available_models: Arc::new(move || reg_models.read().map(|r| r.available()).unwrap_or_default()),

@@ -90,11 +90,9 @@ fn handle_line(session: &AgentSession, out: &Output, line: &[u8], tasks: &mut Jo
     let value: Value = match serde_json::from_str(text) {
         Ok(v) => v,
         Err(e) => {
-            let msg = if text.trim().is_empty() {
-                "Unexpected end of JSON input".to_string()
-            } else {
-                e.to_string()
-            };
+            // Clients see the same text Node's JSON.parse gives (golden malformed_json); input
+            // V8 would accept but serde rejects (nesting > 128, ...) keeps serde's message.
+            let msg = crate::json_error::v8_json_error(text).unwrap_or_else(|| e.to_string());
             out.send(parse_error(&msg));
             return;
         }
@@ -182,6 +180,27 @@ fn dispatch(
                 s.abort().await;
                 o.send(response(id.as_ref(), Some("abort"), Ok(None)));
             });
+        }
+        "bash" => {
+            let Some(command) = str_field(&cmd, "command").map(str::to_string) else {
+                return reply(Err("bash requires a string \"command\"".into()));
+            };
+            let exclude = cmd
+                .get("excludeFromContext")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+            let s = session.clone();
+            let o = out.clone();
+            tasks.spawn(async move {
+                let r = s.run_user_bash(&command, exclude, id.clone()).await;
+                let r = r.map(|b| Some(serde_json::to_value(b).unwrap_or(Value::Null)));
+                o.send(response(id.as_ref(), Some("bash"), r));
+            });
+        }
+        "abort_bash" => {
+            // Upstream answers before the cancelled commands report back.
+            reply(Ok(None));
+            session.abort_bash();
         }
         "get_state" => reply(ok(session.state_json())),
         "get_messages" => reply(ok(json!({"messages": session.messages()}))),

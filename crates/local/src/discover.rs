@@ -47,6 +47,7 @@ impl GgufInfo {
     /// Parses the metadata header of the GGUF file at `path` (milliseconds: the vocabulary is
     /// parsed, the weights are not). `None` when it is not a readable GGUF file.
     pub fn read(path: &Path) -> Option<GgufInfo> {
+        crate::engine::route_logs();
         let ctx = GgufContext::from_file(path)?;
         let string = |key: &str| -> Option<String> {
             let idx = ctx.find_key(key);
@@ -141,7 +142,10 @@ fn model_for_file(path: &Path) -> Option<Model> {
         .filter(|&n| n > 0)
         .map_or(DEFAULT_CONTEXT_WINDOW, |n| n.min(MAX_CONTEXT_WINDOW));
     Some(Model {
-        name: info.name.filter(|n| !n.is_empty()).unwrap_or_else(|| id.clone()),
+        name: info
+            .name
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| id.clone()),
         id,
         api: API.into(),
         provider: PROVIDER.into(),

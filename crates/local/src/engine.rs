@@ -48,12 +48,18 @@ pub(crate) struct Job {
     pub reply: Reply,
 }
 
-/// The process-wide llama.cpp backend (initialised once; its logs go to `tracing`).
+/// Route llama.cpp's and ggml's log lines to `tracing` instead of stderr (once per process).
+pub(crate) fn route_logs() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default()));
+}
+
+/// The process-wide llama.cpp backend (initialised once).
 fn backend() -> Result<&'static LlamaBackend, String> {
     static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
     BACKEND
         .get_or_init(|| {
-            llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default());
+            route_logs();
             LlamaBackend::init().map_err(|e| format!("llama.cpp backend: {e}"))
         })
         .as_ref()
@@ -95,9 +101,10 @@ pub(crate) fn submit(path: &Path, job: Job) {
             let _ = tx.send(job);
             map.insert(key, tx);
         }
-        Err(e) => job
-            .reply
-            .fail(false, format!("Could not start the local model thread: {e}")),
+        Err(e) => job.reply.fail(
+            false,
+            format!("Could not start the local model thread: {e}"),
+        ),
     }
 }
 
@@ -154,9 +161,8 @@ fn load(backend: &LlamaBackend, path: &Path) -> Result<Loaded, String> {
         .or_else(|| model.meta_val_str("tokenizer.chat_template").ok())
         .filter(|t| !t.trim().is_empty());
     let vocab = model.vocab();
-    let piece = |t: LlamaToken| {
-        String::from_utf8_lossy(&vocab.token_to_piece(t, true, None)).into_owned()
-    };
+    let piece =
+        |t: LlamaToken| String::from_utf8_lossy(&vocab.token_to_piece(t, true, None)).into_owned();
     let bos_text = piece(vocab.bos());
     let eos_text = piece(vocab.eos());
     drop(vocab);

@@ -290,7 +290,14 @@ mod tests {
         let events: Vec<_> = futures::executor::block_on(s.collect());
         assert_eq!(
             kinds(&events),
-            ["start", "text_start", "text_delta", "text_delta", "text_end", "done"]
+            [
+                "start",
+                "text_start",
+                "text_delta",
+                "text_delta",
+                "text_end",
+                "done"
+            ]
         );
         match events.last() {
             Some(AssistantMessageEvent::Done { message, .. }) => {
@@ -312,7 +319,10 @@ mod tests {
         r.text("a");
         r.aborted(None);
         let events: Vec<_> = futures::executor::block_on(s.collect());
-        assert_eq!(kinds(&events), ["start", "text_start", "text_delta", "error"]);
+        assert_eq!(
+            kinds(&events),
+            ["start", "text_start", "text_delta", "error"]
+        );
         match events.last() {
             Some(AssistantMessageEvent::Error { reason, message }) => {
                 assert_eq!(*reason, StopReason::Aborted);

@@ -269,7 +269,11 @@ mod tests {
             ..LocalConfig::default()
         });
         let events: Vec<_> = p
-            .stream(&model("nope", ""), &Context::default(), StreamOptions::default())
+            .stream(
+                &model("nope", ""),
+                &Context::default(),
+                StreamOptions::default(),
+            )
             .collect()
             .await;
         assert_eq!(events.len(), 1);

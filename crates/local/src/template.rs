@@ -334,8 +334,9 @@ mod tests {
             "{\"type\": \"function\", \"function\": {\"name\": \"ls\", \"description\": \"List <files>\", \
              \"parameters\": {\"type\": \"object\", \"properties\": {\"path\": {\"type\": \"string\"}}}}}[user:x]"
         );
-        let none = render_jinja("{{ tools is none }}", &input(&msgs, &[])).unwrap();
-        assert_eq!(none, "true");
+        let none =
+            render_jinja("{% if tools is none %}none{% endif %}", &input(&msgs, &[])).unwrap();
+        assert_eq!(none, "none");
     }
 
     #[test]
@@ -379,7 +380,10 @@ mod tests {
             timestamp: 0,
         };
         let msgs = chat_messages("", &[Message::Assistant(a), Message::ToolResult(r)]);
-        assert_eq!(msgs[0]["tool_calls"][0]["function"]["arguments"]["path"], ".");
+        assert_eq!(
+            msgs[0]["tool_calls"][0]["function"]["arguments"]["path"],
+            "."
+        );
         assert_eq!(msgs[1]["role"], "tool");
         assert_eq!(msgs[1]["content"], "a.txt");
     }

@@ -162,6 +162,24 @@ pub fn kill_process_group(pid: u32) {
     }
 }
 
+/// Keeps a running child's process group in [`crate::procs`] so that it is killed if the agent
+/// exits while the command runs.
+struct ProcessRegistration(i32);
+
+impl ProcessRegistration {
+    fn new(pid: u32) -> Self {
+        let pid = pid as i32;
+        crate::procs::register(pid);
+        ProcessRegistration(pid)
+    }
+}
+
+impl Drop for ProcessRegistration {
+    fn drop(&mut self) {
+        crate::procs::unregister(self.0);
+    }
+}
+
 /// Kills the process group when dropped while armed (the caller's future was dropped mid-run).
 struct GroupGuard {
     pid: Option<u32>,
@@ -217,6 +235,7 @@ pub async fn run_shell(
         .spawn()
         .map_err(|e| format!("Failed to spawn {}: {e}", shell.display()))?;
     let mut guard = GroupGuard { pid: child.id() };
+    let _registered = child.id().map(ProcessRegistration::new);
 
     let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
     let mut readers = Vec::new();
