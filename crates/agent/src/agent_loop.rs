@@ -118,7 +118,12 @@ pub async fn run_agent_loop(
                 execute_tool_calls(&calls, &cfg.tools, cancel, emit).await
             };
             for r in &results {
-                push_message(&messages, &mut created, emit, Message::ToolResult(r.clone()));
+                push_message(
+                    &messages,
+                    &mut created,
+                    emit,
+                    Message::ToolResult(r.clone()),
+                );
             }
             emit(AgentEvent::TurnEnd {
                 message: assistant_msg,
@@ -139,12 +144,7 @@ pub async fn run_agent_loop(
     created
 }
 
-fn push_message(
-    messages: &SharedMessages,
-    created: &mut Vec<Message>,
-    emit: &EmitFn,
-    m: Message,
-) {
+fn push_message(messages: &SharedMessages, created: &mut Vec<Message>, emit: &EmitFn, m: Message) {
     emit(AgentEvent::MessageStart { message: m.clone() });
     messages.lock().unwrap().push(m.clone());
     created.push(m.clone());
@@ -180,7 +180,6 @@ async fn stream_assistant(
         session_id: cfg.session_id.clone(),
         headers: cfg.headers.clone(),
         cancel: cancel.clone(),
-        ..Default::default()
     };
     let mut partial = AssistantMessage::empty(&cfg.model);
     partial.thinking_level = Some(cfg.thinking_level);

@@ -8,10 +8,10 @@
 
 use crate::session::SessionManager;
 use crate::tools::shell::{execute_user_bash, BashResult, UserBashOptions};
-use pi_ai::BashExecutionMessage;
 use pi_agent::{
     run_agent_loop, AgentEvent, AgentTool, EmitFn, RunHooks, SharedMessages, TurnConfig,
 };
+use pi_ai::BashExecutionMessage;
 use pi_ai::{
     now_ms, AssistantMessage, Content, ImageContent, Message, Model, Provider, StopReason,
     SystemMessage, ThinkingLevel, UserContent, UserMessage,
@@ -218,7 +218,10 @@ impl AgentSession {
         let q = self.inner.queues.lock().unwrap();
         let model = st.model.clone().unwrap_or_else(Model::unknown);
         let mut data = Map::new();
-        data.insert("model".into(), serde_json::to_value(&model).unwrap_or(Value::Null));
+        data.insert(
+            "model".into(),
+            serde_json::to_value(&model).unwrap_or(Value::Null),
+        );
         data.insert("thinkingLevel".into(), json!(st.thinking_level.as_str()));
         data.insert("isStreaming".into(), json!(self.is_streaming()));
         data.insert("isCompacting".into(), json!(false));
@@ -287,6 +290,21 @@ impl AgentSession {
         let current = self.thinking_level();
         self.set_thinking_level(current);
         Ok(model)
+    }
+
+    /// Turns automatic compaction on or off (`set_auto_compaction`).
+    pub fn set_auto_compaction(&self, enabled: bool) {
+        self.inner.state.lock().unwrap().auto_compaction = enabled;
+    }
+
+    /// Turns automatic retry of transient errors on or off (`set_auto_retry`).
+    pub fn set_auto_retry(&self, enabled: bool) {
+        self.inner.state.lock().unwrap().auto_retry = enabled;
+    }
+
+    /// Whether transient provider errors are retried automatically.
+    pub fn auto_retry(&self) -> bool {
+        self.inner.state.lock().unwrap().auto_retry
     }
 
     /// Sets the steering (`steer = true`) or follow-up delivery mode.
@@ -570,14 +588,8 @@ impl AgentSession {
         let hooks = Hooks {
             session: self.clone(),
         };
-        let created = run_agent_loop(
-            self.inner.messages.clone(),
-            prompts,
-            &hooks,
-            &cancel,
-            &emit,
-        )
-        .await;
+        let created =
+            run_agent_loop(self.inner.messages.clone(), prompts, &hooks, &cancel, &emit).await;
         // A reply cut at the output limit is hidden from the context (1.6 notes §5).
         if let Some(Message::Assistant(last)) = created.last() {
             if last.stop_reason == StopReason::Length {
@@ -602,7 +614,7 @@ impl AgentSession {
             };
             match st.session.append_context_edit(&target, None) {
                 Ok(e) => {
-                    let entry = serde_json::to_value(&*e).unwrap_or(Value::Null);
+                    let entry = serde_json::to_value(e).unwrap_or(Value::Null);
                     Some((entry, st.session.build_context()))
                 }
                 Err(e) => {

@@ -2,9 +2,7 @@
 
 use clap::Parser;
 use pi_ai::{Model, ThinkingLevel};
-use pi_coding_agent::agent_session::{
-    AgentSession, QueueMode, RequestCredentials, SessionOptions,
-};
+use pi_coding_agent::agent_session::{AgentSession, QueueMode, RequestCredentials, SessionOptions};
 use pi_coding_agent::cli::Cli;
 use pi_coding_agent::config::{self, InitialModelOptions, ModelRegistry, Settings};
 use pi_coding_agent::output::Output;
@@ -212,7 +210,9 @@ async fn run(cli: Cli) -> i32 {
         },
         model: initial.model.clone(),
         thinking_level: initial.thinking_level,
-        available_models: Arc::new(move || reg_models.read().map(|r| r.available()).unwrap_or_default()),
+        available_models: Arc::new(move || {
+            reg_models.read().map(|r| r.available()).unwrap_or_default()
+        }),
         api_key: Arc::new(move |m: &Model| {
             let reg = reg_keys.read().map_err(|e| e.to_string())?;
             let auth = reg.request_auth(m)?;

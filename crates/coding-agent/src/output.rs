@@ -34,7 +34,10 @@ impl Output {
                 match msg {
                     Msg::Line(mut line) => {
                         line.push('\n');
-                        if w.write_all(line.as_bytes()).and_then(|_| w.flush()).is_err() {
+                        if w.write_all(line.as_bytes())
+                            .and_then(|_| w.flush())
+                            .is_err()
+                        {
                             crate::procs::kill_all();
                             std::process::exit(0);
                         }

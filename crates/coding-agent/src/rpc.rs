@@ -15,7 +15,11 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::task::JoinSet;
 
 /// Builds a response record (`{id?, type:"response", command?, success, data?/error?}`).
-pub fn response(id: Option<&Value>, command: Option<&str>, result: Result<Option<Value>, String>) -> Value {
+pub fn response(
+    id: Option<&Value>,
+    command: Option<&str>,
+    result: Result<Option<Value>, String>,
+) -> Value {
     let mut m = Map::new();
     if let Some(id) = id {
         m.insert("id".into(), id.clone());
@@ -103,8 +107,16 @@ fn handle_line(session: &AgentSession, out: &Output, line: &[u8], tasks: &mut Jo
         return;
     }
     let id = value.get("id").cloned();
-    let Some(kind) = value.get("type").and_then(Value::as_str).map(str::to_string) else {
-        out.send(response(id.as_ref(), None, Err("Unknown command: undefined".into())));
+    let Some(kind) = value
+        .get("type")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+    else {
+        out.send(response(
+            id.as_ref(),
+            None,
+            Err("Unknown command: undefined".into()),
+        ));
         return;
     };
     if kind == "extension_ui_response" {
@@ -121,8 +133,8 @@ fn images_of(cmd: &Value) -> Result<Vec<ImageContent>, String> {
     match cmd.get("images") {
         None | Some(Value::Null) => Ok(vec![]),
         Some(v) => {
-            let raw: Vec<Value> = serde_json::from_value(v.clone())
-                .map_err(|e| format!("Invalid images: {e}"))?;
+            let raw: Vec<Value> =
+                serde_json::from_value(v.clone()).map_err(|e| format!("Invalid images: {e}"))?;
             raw.into_iter()
                 .map(|i| {
                     serde_json::from_value::<ImageContent>(i)
@@ -204,9 +216,7 @@ fn dispatch(
         }
         "get_state" => reply(ok(session.state_json())),
         "get_messages" => reply(ok(json!({"messages": session.messages()}))),
-        "get_last_assistant_text" => {
-            reply(ok(json!({"text": session.last_assistant_text()})))
-        }
+        "get_last_assistant_text" => reply(ok(json!({"text": session.last_assistant_text()}))),
         "get_available_models" => reply(ok(json!({"models": session.available_models()}))),
         "set_model" => {
             let provider = str_field(&cmd, "provider").unwrap_or_default();
@@ -282,6 +292,15 @@ fn dispatch(
                     cmd.get("mode").map(|m| m.to_string()).unwrap_or_default()
                 ))),
             }
+        }
+        "set_auto_compaction" | "set_auto_retry" => {
+            let enabled = cmd.get("enabled").and_then(Value::as_bool).unwrap_or(false);
+            if kind == "set_auto_compaction" {
+                session.set_auto_compaction(enabled);
+            } else {
+                session.set_auto_retry(enabled);
+            }
+            reply(Ok(None))
         }
         "get_commands" => reply(ok(json!({"commands": []}))),
         "get_session_stats" => reply(ok(session.session_stats_json())),

@@ -17,14 +17,20 @@ fn shape(records: &[Value]) -> Vec<String> {
     for v in records {
         let k = kind(v);
         let label = match k {
-            "message_start" | "message_end" => format!("{k}:{}", v["message"]["role"].as_str().unwrap_or("?")),
+            "message_start" | "message_end" => {
+                format!("{k}:{}", v["message"]["role"].as_str().unwrap_or("?"))
+            }
             "response" => format!("response:{}", v["command"].as_str().unwrap_or("?")),
             _ => k.to_string(),
         };
         if label == "message_update" && out.last().is_some_and(|l| l == "message_update*") {
             continue;
         }
-        out.push(if label == "message_update" { "message_update*".into() } else { label });
+        out.push(if label == "message_update" {
+            "message_update*".into()
+        } else {
+            label
+        });
     }
     out
 }
@@ -32,20 +38,33 @@ fn shape(records: &[Value]) -> Vec<String> {
 /// The records from index `from` through the first `agent_settled`.
 fn run_records(agent: &RpcAgent, from: usize) -> Vec<Value> {
     let (end, _) = agent.wait_from(from, LIVENESS, |v| kind(v) == "agent_settled");
-    agent.records()[from..=end].iter().filter_map(|r| r.value.clone()).collect()
+    agent.records()[from..=end]
+        .iter()
+        .filter_map(|r| r.value.clone())
+        .collect()
 }
 
 fn text_deltas(records: &[Value]) -> Vec<String> {
     records
         .iter()
-        .filter(|v| kind(v) == "message_update" && v["assistantMessageEvent"]["type"] == "text_delta")
-        .map(|v| v["assistantMessageEvent"]["delta"].as_str().unwrap().to_string())
+        .filter(|v| {
+            kind(v) == "message_update" && v["assistantMessageEvent"]["type"] == "text_delta"
+        })
+        .map(|v| {
+            v["assistantMessageEvent"]["delta"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
         .collect()
 }
 
 #[test]
 fn simple_prompt_event_order_openai() {
-    let (fake, root) = setup(Script::new([Turn::text(HELLO).usage(Usage::new(120, 12))]), DEFAULT_MODEL);
+    let (fake, root) = setup(
+        Script::new([Turn::text(HELLO).usage(Usage::new(120, 12))]),
+        DEFAULT_MODEL,
+    );
     let mut agent = root.spawn();
     agent.send(json!({"id": "p1", "type": "prompt", "message": "Say hello"}));
     let recs = run_records(&agent, 0);
@@ -69,9 +88,15 @@ fn simple_prompt_event_order_openai() {
         "{}",
         agent.dump()
     );
-    assert_eq!(recs[0], json!({"id": "p1", "type": "response", "command": "prompt", "success": true,
-                               "data": {"disposition": "started"}}));
-    assert_eq!(recs[5]["message"]["content"], json!([{"type": "text", "text": "Say hello"}]));
+    assert_eq!(
+        recs[0],
+        json!({"id": "p1", "type": "response", "command": "prompt", "success": true,
+                               "data": {"disposition": "started"}})
+    );
+    assert_eq!(
+        recs[5]["message"]["content"],
+        json!([{"type": "text", "text": "Say hello"}])
+    );
     assert_eq!(recs[5], {
         let mut end = recs[6].clone();
         end["type"] = json!("message_start");
@@ -82,12 +107,21 @@ fn simple_prompt_event_order_openai() {
     assert_eq!(start["content"], json!([]));
 
     // message_update: usage + assistantMessageEvent only; text_start, deltas (one per SSE chunk), text_end.
-    let updates: Vec<&Value> = recs.iter().filter(|v| kind(v) == "message_update").collect();
+    let updates: Vec<&Value> = recs
+        .iter()
+        .filter(|v| kind(v) == "message_update")
+        .collect();
     for u in &updates {
-        assert!(u.get("message").is_none() && u["assistantMessageEvent"].get("partial").is_none(), "{u}");
+        assert!(
+            u.get("message").is_none() && u["assistantMessageEvent"].get("partial").is_none(),
+            "{u}"
+        );
         assert!(u["usage"].is_object(), "{u}");
     }
-    assert_eq!(updates[0]["assistantMessageEvent"], json!({"type": "text_start", "contentIndex": 0}));
+    assert_eq!(
+        updates[0]["assistantMessageEvent"],
+        json!({"type": "text_start", "contentIndex": 0})
+    );
     assert_eq!(text_deltas(&recs), wire::chunks(HELLO, 8));
     assert_eq!(
         updates.last().unwrap()["assistantMessageEvent"],
@@ -103,13 +137,25 @@ fn simple_prompt_event_order_openai() {
     assert_eq!(end["responseId"], "chatcmpl-fake-1");
     assert_eq!(end["usage"]["input"], 120);
     assert_eq!(end["usage"]["output"], 12);
-    assert_eq!(recs[recs.len() - 3]["message"], *end, "turn_end carries the final assistant message");
+    assert_eq!(
+        recs[recs.len() - 3]["message"],
+        *end,
+        "turn_end carries the final assistant message"
+    );
     assert_eq!(recs[recs.len() - 3]["toolResults"], json!([]));
     let agent_end = &recs[recs.len() - 2];
     assert_eq!(agent_end["willRetry"], false);
-    let roles: Vec<&str> = agent_end["messages"].as_array().unwrap().iter().map(|m| m["role"].as_str().unwrap()).collect();
+    let roles: Vec<&str> = agent_end["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
     assert_eq!(roles, ["system", "user", "assistant"]);
-    assert_eq!(recs.last().unwrap(), &json!({"type": "agent_settled", "aborted": false}));
+    assert_eq!(
+        recs.last().unwrap(),
+        &json!({"type": "agent_settled", "aborted": false})
+    );
 
     // What reached the model.
     let reqs = fake.llm_requests();
@@ -121,7 +167,10 @@ fn simple_prompt_event_order_openai() {
     assert_eq!(r.body["stream"], true);
     let msgs = r.body["messages"].as_array().unwrap();
     assert_eq!(msgs[0]["role"], "system");
-    assert!(msgs[0]["content"].as_str().unwrap().contains(&root.cwd.to_string_lossy().into_owned()));
+    assert!(msgs[0]["content"]
+        .as_str()
+        .unwrap()
+        .contains(&root.cwd.to_string_lossy().into_owned()));
     assert_eq!(msgs.last().unwrap()["role"], "user");
     assert!(msgs.last().unwrap().to_string().contains("Say hello"));
 
@@ -138,7 +187,14 @@ fn simple_prompt_event_order_openai() {
     let status = agent.wait_exit(LIVENESS).expect("pi exits after EOF");
     assert_eq!(status.code(), Some(0), "{}", agent.dump());
     assert!(agent.trailing_fragment().is_none());
-    assert!(agent.records().iter().all(|r| r.value.as_ref().is_some_and(Value::is_object)), "{}", agent.dump());
+    assert!(
+        agent
+            .records()
+            .iter()
+            .all(|r| r.value.as_ref().is_some_and(Value::is_object)),
+        "{}",
+        agent.dump()
+    );
 }
 
 #[test]
@@ -206,7 +262,9 @@ fn malformed_lines_each_get_one_response_and_serving_continues() {
             && v["command"] == "parse"
             && v["success"] == false
             && v.get("id").is_none()
-            && v["error"].as_str().is_some_and(|e| e.starts_with("Failed to parse command: "))
+            && v["error"]
+                .as_str()
+                .is_some_and(|e| e.starts_with("Failed to parse command: "))
     };
     let unknown = |v: &Value| {
         v["type"] == "response"
@@ -219,15 +277,26 @@ fn malformed_lines_each_get_one_response_and_serving_continues() {
         (b"{not json\n", Box::new(parse)),
         (b"\n", Box::new(parse)),
         (b"   \n", Box::new(parse)),
-        (b"{\"id\": \"t1\", \"type\": \"get_state\"\n", Box::new(parse)),
+        (
+            b"{\"id\": \"t1\", \"type\": \"get_state\"\n",
+            Box::new(parse),
+        ),
         // null crashes upstream; ours must answer exactly once (parse error or unknown command).
-        (b"null\n", Box::new(|v: &Value| v["type"] == "response" && v["success"] == false && v.get("id").is_none())),
+        (
+            b"null\n",
+            Box::new(|v: &Value| {
+                v["type"] == "response" && v["success"] == false && v.get("id").is_none()
+            }),
+        ),
         (b"[1,2]\n", Box::new(unknown)),
         (b"42\n", Box::new(unknown)),
         (b"{}\n", Box::new(unknown)),
-        (b"{\"id\":\"x\"}\n", Box::new(|v: &Value| {
-            *v == json!({"id": "x", "type": "response", "success": false, "error": "Unknown command: undefined"})
-        })),
+        (
+            b"{\"id\":\"x\"}\n",
+            Box::new(|v: &Value| {
+                *v == json!({"id": "x", "type": "response", "success": false, "error": "Unknown command: undefined"})
+            }),
+        ),
     ];
     for (i, (line, check)) in cases.iter().enumerate() {
         let before = agent.len();
@@ -235,18 +304,43 @@ fn malformed_lines_each_get_one_response_and_serving_continues() {
         let sentinel = format!("ok{i}");
         agent.send(json!({"id": sentinel, "type": "get_state"}));
         let (si, s) = agent.wait_from(before, LIVENESS, |v| v["id"] == sentinel.as_str());
-        assert_eq!(s["success"], true, "sentinel after {:?}: {s}", String::from_utf8_lossy(line));
+        assert_eq!(
+            s["success"],
+            true,
+            "sentinel after {:?}: {s}",
+            String::from_utf8_lossy(line)
+        );
         // Give a late duplicate a moment to show up, then count.
         agent.wait_quiet(Duration::from_millis(200), Duration::from_secs(5));
         let recs = agent.events();
-        let answers: Vec<&Value> = recs[before..].iter().filter(|v| kind(v) == "response" && v["id"] != sentinel.as_str()).collect();
-        assert_eq!(answers.len(), 1, "line {:?} got {} responses\n{}", String::from_utf8_lossy(line), answers.len(), agent.dump());
-        assert!(check(answers[0]), "line {:?} got {}", String::from_utf8_lossy(line), answers[0]);
+        let answers: Vec<&Value> = recs[before..]
+            .iter()
+            .filter(|v| kind(v) == "response" && v["id"] != sentinel.as_str())
+            .collect();
+        assert_eq!(
+            answers.len(),
+            1,
+            "line {:?} got {} responses\n{}",
+            String::from_utf8_lossy(line),
+            answers.len(),
+            agent.dump()
+        );
+        assert!(
+            check(answers[0]),
+            "line {:?} got {}",
+            String::from_utf8_lossy(line),
+            answers[0]
+        );
         assert!(si > before);
     }
     assert!(fake.llm_requests().is_empty());
     agent.close_stdin();
-    assert_eq!(agent.wait_exit(LIVENESS).and_then(|s| s.code()), Some(0), "{}", agent.dump());
+    assert_eq!(
+        agent.wait_exit(LIVENESS).and_then(|s| s.code()),
+        Some(0),
+        "{}",
+        agent.dump()
+    );
 }
 
 #[test]
@@ -270,12 +364,18 @@ fn unknown_command_echoes_id() {
 
 #[test]
 fn crlf_split_and_batched_framing() {
-    let (fake, root) = setup(Script::new([Turn::text("Got your CRLF prompt.")]), DEFAULT_MODEL);
+    let (fake, root) = setup(
+        Script::new([Turn::text("Got your CRLF prompt.")]),
+        DEFAULT_MODEL,
+    );
     let mut agent = root.spawn();
     agent.send_raw(b"{\"id\":\"c1\",\"type\":\"get_state\"}\r\n");
     assert_eq!(agent.wait_response("c1")["success"], true);
     agent.send_raw(b"{\"id\":\"two-a\",\"type\":\"get_messages\"}\n{\"id\":\"two-b\",\"type\":\"get_state\"}\n");
-    assert_eq!(agent.wait_response("two-a")["data"], json!({"messages": []}));
+    assert_eq!(
+        agent.wait_response("two-a")["data"],
+        json!({"messages": []})
+    );
     assert_eq!(agent.wait_response("two-b")["success"], true);
     agent.send_raw(b"{\"id\":\"sp\",\"type\":");
     std::thread::sleep(Duration::from_millis(200));
@@ -283,49 +383,97 @@ fn crlf_split_and_batched_framing() {
     assert_eq!(agent.wait_response("sp")["success"], true);
 
     let before = agent.len();
-    agent.send_raw(b"{\"id\":\"p1\",\"type\":\"prompt\",\"message\":\"line one\\r\\nline two\"}\r\n");
+    agent.send_raw(
+        b"{\"id\":\"p1\",\"type\":\"prompt\",\"message\":\"line one\\r\\nline two\"}\r\n",
+    );
     let recs = run_records(&agent, before);
-    let user = recs.iter().find(|v| kind(v) == "message_end" && v["message"]["role"] == "user").expect("user message");
-    assert_eq!(user["message"]["content"][0]["text"], "line one\r\nline two");
-    assert!(fake.llm_requests()[0].body_text().contains("line one\\r\\nline two"));
+    let user = recs
+        .iter()
+        .find(|v| kind(v) == "message_end" && v["message"]["role"] == "user")
+        .expect("user message");
+    assert_eq!(
+        user["message"]["content"][0]["text"],
+        "line one\r\nline two"
+    );
+    assert!(fake.llm_requests()[0]
+        .body_text()
+        .contains("line one\\r\\nline two"));
     // No stray parse errors from the CRs.
-    assert!(agent.events().iter().all(|v| v["command"] != "parse"), "{}", agent.dump());
+    assert!(
+        agent.events().iter().all(|v| v["command"] != "parse"),
+        "{}",
+        agent.dump()
+    );
 }
 
 #[test]
 fn u2028_is_data_not_a_separator() {
     let reply = "reply\u{2028}with line sep\u{2029}and para sep";
-    let (fake, root) = setup(Script::new([Turn::text(reply), Turn::text("second reply")]), DEFAULT_MODEL);
+    let (fake, root) = setup(
+        Script::new([Turn::text(reply), Turn::text("second reply")]),
+        DEFAULT_MODEL,
+    );
     let mut agent = root.spawn();
     // Raw U+2028/U+2029 inside a JSON string on stdin.
-    agent.send_raw("{\"id\":\"p1\",\"type\":\"prompt\",\"message\":\"before\u{2028}middle\u{2029}after\"}\n".as_bytes());
+    agent.send_raw(
+        "{\"id\":\"p1\",\"type\":\"prompt\",\"message\":\"before\u{2028}middle\u{2029}after\"}\n"
+            .as_bytes(),
+    );
     let recs = run_records(&agent, 0);
-    let user = recs.iter().find(|v| kind(v) == "message_end" && v["message"]["role"] == "user").expect("user message");
-    assert_eq!(user["message"]["content"][0]["text"], "before\u{2028}middle\u{2029}after");
-    let end = recs.iter().find(|v| kind(v) == "message_end" && v["message"]["role"] == "assistant").unwrap();
+    let user = recs
+        .iter()
+        .find(|v| kind(v) == "message_end" && v["message"]["role"] == "user")
+        .expect("user message");
+    assert_eq!(
+        user["message"]["content"][0]["text"],
+        "before\u{2028}middle\u{2029}after"
+    );
+    let end = recs
+        .iter()
+        .find(|v| kind(v) == "message_end" && v["message"]["role"] == "assistant")
+        .unwrap();
     assert_eq!(end["message"]["content"][0]["text"], reply);
     // Written raw (JSON.stringify behaviour), and every stdout line is one whole JSON record.
     let raw = agent.records();
-    assert!(raw.iter().any(|r| r.raw.contains('\u{2028}') && r.raw.contains("\"message_end\"")), "{}", agent.dump());
+    assert!(
+        raw.iter()
+            .any(|r| r.raw.contains('\u{2028}') && r.raw.contains("\"message_end\"")),
+        "{}",
+        agent.dump()
+    );
     assert!(raw.iter().all(|r| r.value.is_some()), "{}", agent.dump());
-    assert!(fake.llm_requests()[0].body_text().contains("before\u{2028}middle\u{2029}after"));
+    assert!(fake.llm_requests()[0]
+        .body_text()
+        .contains("before\u{2028}middle\u{2029}after"));
 
     // The escaped form works too.
     let before = agent.len();
     agent.send_raw(b"{\"id\":\"p2\",\"type\":\"prompt\",\"message\":\"escaped \\u2028 form\"}\n");
     let recs = run_records(&agent, before);
-    let user = recs.iter().find(|v| kind(v) == "message_end" && v["message"]["role"] == "user").unwrap();
-    assert_eq!(user["message"]["content"][0]["text"], "escaped \u{2028} form");
+    let user = recs
+        .iter()
+        .find(|v| kind(v) == "message_end" && v["message"]["role"] == "user")
+        .unwrap();
+    assert_eq!(
+        user["message"]["content"][0]["text"],
+        "escaped \u{2028} form"
+    );
 }
 
 #[test]
 fn eof_lets_the_run_finish_then_exits_zero() {
     // A slow stream: stdin closes while the reply is still streaming.
     let text = "This reply streams slowly so that stdin closes in the middle of it.";
-    let (fake, root) = setup(Script::new([Turn::text(text).chunk_size(4).delay_ms(40)]), DEFAULT_MODEL);
+    let (fake, root) = setup(
+        Script::new([Turn::text(text).chunk_size(4).delay_ms(40)]),
+        DEFAULT_MODEL,
+    );
     let mut agent = root.spawn();
     agent.send(json!({"id": "p1", "type": "prompt", "message": "go"}));
-    agent.wait_for(|v| v["assistantMessageEvent"]["type"] == "text_delta", LIVENESS);
+    agent.wait_for(
+        |v| v["assistantMessageEvent"]["type"] == "text_delta",
+        LIVENESS,
+    );
     agent.close_stdin();
     let status = agent.wait_exit(LIVENESS).expect("pi exits after EOF");
     assert_eq!(status.code(), Some(0), "{}", agent.dump());
@@ -336,7 +484,12 @@ fn eof_lets_the_run_finish_then_exits_zero() {
         .unwrap_or_else(|| panic!("no assistant message_end\n{}", agent.dump()));
     assert_eq!(end["message"]["stopReason"], "stop", "{}", agent.dump());
     assert_eq!(end["message"]["content"][0]["text"], text);
-    assert_eq!(kind(recs.last().unwrap()), "agent_settled", "{}", agent.dump());
+    assert_eq!(
+        kind(recs.last().unwrap()),
+        "agent_settled",
+        "{}",
+        agent.dump()
+    );
     assert!(agent.trailing_fragment().is_none());
     assert_eq!(fake.llm_requests().len(), 1);
 }
@@ -345,7 +498,10 @@ fn eof_lets_the_run_finish_then_exits_zero() {
 fn abort_mid_stream() {
     let story = "This response will be interrupted before it finishes because the client aborts.";
     let (fake, root) = setup(
-        Script::new([Turn::text(story).chunk_size(6).stall_after(4, 20_000), Turn::text("Fresh answer after the abort.")]),
+        Script::new([
+            Turn::text(story).chunk_size(6).stall_after(4, 20_000),
+            Turn::text("Fresh answer after the abort."),
+        ]),
         DEFAULT_MODEL,
     );
     let mut agent = root.spawn();
@@ -363,29 +519,48 @@ fn abort_mid_stream() {
     );
     agent.send(json!({"id": "a1", "type": "abort"}));
     let abort = agent.wait_response("a1");
-    assert_eq!(abort, json!({"id": "a1", "type": "response", "command": "abort", "success": true}));
+    assert_eq!(
+        abort,
+        json!({"id": "a1", "type": "response", "command": "abort", "success": true})
+    );
 
     let recs = agent.events();
     let pos = |pred: &dyn Fn(&Value) -> bool| recs.iter().position(pred);
-    let end = pos(&|v| kind(v) == "message_end" && v["message"]["role"] == "assistant").expect("assistant message_end");
+    let end = pos(&|v| kind(v) == "message_end" && v["message"]["role"] == "assistant")
+        .expect("assistant message_end");
     let turn_end = pos(&|v| kind(v) == "turn_end").expect("turn_end");
     let agent_end = pos(&|v| kind(v) == "agent_end").expect("agent_end");
     let settled = pos(&|v| kind(v) == "agent_settled").expect("agent_settled");
     let resp = pos(&|v| v["id"] == "a1").unwrap();
-    assert!(end < turn_end && turn_end < agent_end && agent_end < settled && settled < resp, "{}", agent.dump());
-    assert_eq!(recs[settled], json!({"type": "agent_settled", "aborted": true}));
+    assert!(
+        end < turn_end && turn_end < agent_end && agent_end < settled && settled < resp,
+        "{}",
+        agent.dump()
+    );
+    assert_eq!(
+        recs[settled],
+        json!({"type": "agent_settled", "aborted": true})
+    );
     let msg = &recs[end]["message"];
     assert_eq!(msg["stopReason"], "aborted", "{msg}");
-    assert_eq!(msg["content"], json!([{"type": "text", "text": "This response will"}]));
+    assert_eq!(
+        msg["content"],
+        json!([{"type": "text", "text": "This response will"}])
+    );
     assert!(msg["errorMessage"].is_string(), "{msg}");
     // Upstream 1.6 closes the interrupted block with a text_end holding the partial text
     // (golden abort_mid_stream), before the aborted message_end.
     let text_end = pos(&|v| v["assistantMessageEvent"]["type"] == "text_end").expect("text_end");
     assert!(text_end < end);
-    assert_eq!(recs[text_end]["assistantMessageEvent"]["content"], "This response will");
+    assert_eq!(
+        recs[text_end]["assistantMessageEvent"]["content"],
+        "This response will"
+    );
     // The agent really dropped the HTTP stream.
     assert!(
-        fake.wait_until(LIVENESS, |r| r.first().is_some_and(|r| r.outcome == "client_disconnected")),
+        fake.wait_until(LIVENESS, |r| r
+            .first()
+            .is_some_and(|r| r.outcome == "client_disconnected")),
         "fake request outcome: {:?}",
         fake.requests().first().map(|r| r.outcome.clone())
     );
@@ -397,8 +572,14 @@ fn abort_mid_stream() {
     agent.send(json!({"id": "p2", "type": "prompt", "message": "Try again, short"}));
     let recs = run_records(&agent, before);
     assert_eq!(recs.last().unwrap()["aborted"], false);
-    let end = recs.iter().find(|v| kind(v) == "message_end" && v["message"]["role"] == "assistant").unwrap();
-    assert_eq!(end["message"]["content"][0]["text"], "Fresh answer after the abort.");
+    let end = recs
+        .iter()
+        .find(|v| kind(v) == "message_end" && v["message"]["role"] == "assistant")
+        .unwrap();
+    assert_eq!(
+        end["message"]["content"][0]["text"],
+        "Fresh answer after the abort."
+    );
     let m = agent.request(json!({"id": "m2", "type": "get_messages"}));
     let stops: Vec<&Value> = m["data"]["messages"]
         .as_array()

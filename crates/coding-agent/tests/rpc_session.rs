@@ -17,17 +17,31 @@ fn encoded_cwd(cwd: &std::path::Path) -> String {
 #[test]
 fn session_file_is_written_and_well_formed() {
     let (_fake, root) = setup(
-        Script::new([Turn::text("Running.").with_tool_call("bash", json!({"command": "echo hi"})), Turn::text("Done.")]),
+        Script::new([
+            Turn::text("Running.").with_tool_call("bash", json!({"command": "echo hi"})),
+            Turn::text("Done."),
+        ]),
         DEFAULT_MODEL,
     );
     let mut agent = root.spawn_with_session();
     agent.send(json!({"id": "p1", "type": "prompt", "message": "Run echo hi"}));
     agent.wait_event("agent_settled");
     let st = agent.request(json!({"id": "s1", "type": "get_state"}));
-    let session_file = st["data"]["sessionFile"].as_str().unwrap_or_else(|| panic!("no sessionFile: {st}")).to_string();
-    let session_id = st["data"]["sessionId"].as_str().unwrap_or_default().to_string();
+    let session_file = st["data"]["sessionFile"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no sessionFile: {st}"))
+        .to_string();
+    let session_id = st["data"]["sessionId"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     agent.close_stdin();
-    assert_eq!(agent.wait_exit(LIVENESS).and_then(|s| s.code()), Some(0), "{}", agent.dump());
+    assert_eq!(
+        agent.wait_exit(LIVENESS).and_then(|s| s.code()),
+        Some(0),
+        "{}",
+        agent.dump()
+    );
 
     let files = root.session_files();
     assert_eq!(files.len(), 1, "{files:?}");
@@ -35,7 +49,10 @@ fn session_file_is_written_and_well_formed() {
     assert_eq!(file.to_string_lossy(), session_file);
     let dir = file.parent().unwrap();
     assert_eq!(dir.parent().unwrap(), root.agent_dir.join("sessions"));
-    assert_eq!(dir.file_name().unwrap().to_string_lossy(), encoded_cwd(&root.cwd));
+    assert_eq!(
+        dir.file_name().unwrap().to_string_lossy(),
+        encoded_cwd(&root.cwd)
+    );
 
     let lines = check_session_file(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
     let header = &lines[0];
@@ -46,18 +63,35 @@ fn session_file_is_written_and_well_formed() {
     }
     let name = file.file_name().unwrap().to_string_lossy().into_owned();
     assert!(name.ends_with(&format!("_{id}.jsonl")), "{name}");
-    assert_eq!(name.len(), "2026-01-01T00-00-00-000Z_".len() + id.len() + ".jsonl".len(), "{name}");
+    assert_eq!(
+        name.len(),
+        "2026-01-01T00-00-00-000Z_".len() + id.len() + ".jsonl".len(),
+        "{name}"
+    );
 
     // A linear chain: each entry's parent is the entry before it.
     for w in lines[1..].windows(2) {
         assert_eq!(w[1]["parentId"], w[0]["id"], "{}", w[1]);
     }
     assert!(lines[1]["parentId"].is_null());
-    let types: Vec<&str> = lines[1..].iter().map(|e| e["type"].as_str().unwrap()).collect();
-    assert_eq!(&types[..2], ["model_change", "thinking_level_change"], "{types:?}");
-    let roles: Vec<&str> =
-        lines.iter().filter(|e| e["type"] == "message").map(|e| e["message"]["role"].as_str().unwrap()).collect();
-    assert_eq!(roles, ["system", "user", "assistant", "toolResult", "assistant"]);
+    let types: Vec<&str> = lines[1..]
+        .iter()
+        .map(|e| e["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        &types[..2],
+        ["model_change", "thinking_level_change"],
+        "{types:?}"
+    );
+    let roles: Vec<&str> = lines
+        .iter()
+        .filter(|e| e["type"] == "message")
+        .map(|e| e["message"]["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        roles,
+        ["system", "user", "assistant", "toolResult", "assistant"]
+    );
     let last = lines.iter().rfind(|e| e["type"] == "message").unwrap();
     assert_eq!(last["message"]["content"][0]["text"], "Done.");
 }
@@ -69,8 +103,15 @@ fn no_session_writes_nothing() {
     agent.send(json!({"id": "p1", "type": "prompt", "message": "hello"}));
     agent.wait_event("agent_settled");
     let st = agent.request(json!({"id": "s1", "type": "get_state"}));
-    assert!(st["data"].get("sessionFile").is_none_or(|v| v.is_null()), "{st}");
+    assert!(
+        st["data"].get("sessionFile").is_none_or(|v| v.is_null()),
+        "{st}"
+    );
     agent.close_stdin();
     assert_eq!(agent.wait_exit(LIVENESS).and_then(|s| s.code()), Some(0));
-    assert!(root.session_files().is_empty(), "{:?}", root.session_files());
+    assert!(
+        root.session_files().is_empty(),
+        "{:?}",
+        root.session_files()
+    );
 }

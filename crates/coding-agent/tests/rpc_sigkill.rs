@@ -21,12 +21,21 @@ const MAX_RUN: Duration = Duration::from_millis(3000);
 
 /// A reply with a large text and a bash call that prints a lot.
 fn noisy_turn(rng: &mut StdRng, i: usize) -> Turn {
-    let text: String = (0..rng.gen_range(200..600)).map(|j| format!("turn {i} sentence {j} with some filler text. ")).collect();
+    let text: String = (0..rng.gen_range(200..600))
+        .map(|j| format!("turn {i} sentence {j} with some filler text. "))
+        .collect();
     let lines = rng.gen_range(500..4000);
-    let command = format!("for i in $(seq 1 {lines}); do echo \"output line $i of a noisy command {i}\"; done");
-    let mut turn = Turn::text(text).chunk_size(rng.gen_range(32..256)).usage(Usage::new(1000, 500));
+    let command = format!(
+        "for i in $(seq 1 {lines}); do echo \"output line $i of a noisy command {i}\"; done"
+    );
+    let mut turn = Turn::text(text)
+        .chunk_size(rng.gen_range(32..256))
+        .usage(Usage::new(1000, 500));
     if rng.gen_bool(0.3) {
-        turn.blocks.insert(0, Block::thinking("thinking ".repeat(rng.gen_range(10..200)), "sig"));
+        turn.blocks.insert(
+            0,
+            Block::thinking("thinking ".repeat(rng.gen_range(10..200)), "sig"),
+        );
     }
     if rng.gen_bool(0.85) {
         turn = turn.with_tool_call("bash", json!({"command": command}));
@@ -59,12 +68,19 @@ fn sigkill_leaves_only_complete_session_lines() {
         let started = Instant::now();
         loop {
             let elapsed = started.elapsed();
-            if elapsed >= MAX_RUN || (!by_records && elapsed >= kill_at) || (by_records && agent.len() >= records_goal) {
+            if elapsed >= MAX_RUN
+                || (!by_records && elapsed >= kill_at)
+                || (by_records && agent.len() >= records_goal)
+            {
                 break;
             }
             std::thread::sleep(Duration::from_millis(rng.gen_range(1..10)));
         }
-        let point = format!("run {run}: killed after {:?} / {} records", started.elapsed(), agent.len());
+        let point = format!(
+            "run {run}: killed after {:?} / {} records",
+            started.elapsed(),
+            agent.len()
+        );
         agent.kill();
 
         for file in root.session_files() {
@@ -74,7 +90,10 @@ fn sigkill_leaves_only_complete_session_lines() {
             match check_session_file(&file) {
                 Ok(lines) => {
                     entries_checked += lines.len() - 1;
-                    if lines.iter().any(|e| e["type"] == "message" && e["message"]["role"] == "assistant") {
+                    if lines
+                        .iter()
+                        .any(|e| e["type"] == "message" && e["message"]["role"] == "assistant")
+                    {
                         with_assistant += 1;
                     }
                 }
@@ -83,10 +102,21 @@ fn sigkill_leaves_only_complete_session_lines() {
         }
     }
     eprintln!("checked {} session files, {with_assistant} with an assistant reply, {entries_checked} entries", seen.len());
-    assert!(failures.is_empty(), "{} broken session file(s):\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} broken session file(s):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
     // The test must have exercised real sessions, not just early kills.
-    assert!(with_assistant >= KILLS / 3, "only {with_assistant} of {KILLS} runs left a session with an assistant message");
-    assert!(entries_checked >= KILLS * 3, "only {entries_checked} entries checked");
+    assert!(
+        with_assistant >= KILLS / 3,
+        "only {with_assistant} of {KILLS} runs left a session with an assistant message"
+    );
+    assert!(
+        entries_checked >= KILLS * 3,
+        "only {entries_checked} entries checked"
+    );
 }
 
 /// The checker itself must catch the damage a badly timed kill can do.
@@ -103,11 +133,19 @@ fn session_checker_rejects_torn_and_dangling_files() {
         (format!("{header}\n{e1}\n{}\n", &e2[..30]), false),
         (format!("{e1}\n{header}\n"), false),
         (format!("{header}\n{e2}\n{e1}\n"), false),
-        (format!("{header}\n{}\n", e1.replace("\"parentId\":null,", "")), false),
+        (
+            format!("{header}\n{}\n", e1.replace("\"parentId\":null,", "")),
+            false,
+        ),
     ];
     for (i, (text, ok)) in cases.iter().enumerate() {
         let p = dir.path().join(format!("{i}.jsonl"));
         std::fs::write(&p, text).unwrap();
-        assert_eq!(check_session_file(&p).is_ok(), *ok, "case {i}: {:?}", check_session_file(&p));
+        assert_eq!(
+            check_session_file(&p).is_ok(),
+            *ok,
+            "case {i}: {:?}",
+            check_session_file(&p)
+        );
     }
 }

@@ -39,9 +39,10 @@ fn main() -> ExitCode {
     }
     let script = match &script_path {
         None => Script::default(),
-        Some(p) => match std::fs::read_to_string(p).map_err(|e| e.to_string()).and_then(|t| {
-            Script::from_json_str(&t).map_err(|e| e.to_string())
-        }) {
+        Some(p) => match std::fs::read_to_string(p)
+            .map_err(|e| e.to_string())
+            .and_then(|t| Script::from_json_str(&t).map_err(|e| e.to_string()))
+        {
             Ok(s) => s,
             Err(e) => {
                 eprintln!("fakellm: cannot load {}: {e}", p.display());

@@ -68,14 +68,22 @@ fn default_chunk_size() -> usize {
 
 impl Default for Script {
     fn default() -> Self {
-        Script { default_chunk_size: default_chunk_size(), default_delay_ms: 0.0, turns: Vec::new(), exhausted: None }
+        Script {
+            default_chunk_size: default_chunk_size(),
+            default_delay_ms: 0.0,
+            turns: Vec::new(),
+            exhausted: None,
+        }
     }
 }
 
 impl Script {
     /// A script serving `turns` in order with the default chunk size (8) and no delay.
     pub fn new(turns: impl IntoIterator<Item = Turn>) -> Self {
-        Script { turns: turns.into_iter().collect(), ..Script::default() }
+        Script {
+            turns: turns.into_iter().collect(),
+            ..Script::default()
+        }
     }
 
     /// Parses a script from JSON text. A scenario file (an object with an `llm` key and no
@@ -120,7 +128,9 @@ impl Script {
 
     /// The turn served when the script is exhausted.
     pub fn exhausted_turn(&self) -> Turn {
-        self.exhausted.clone().unwrap_or_else(|| Turn::text(EXHAUSTED_TEXT))
+        self.exhausted
+            .clone()
+            .unwrap_or_else(|| Turn::text(EXHAUSTED_TEXT))
     }
 }
 
@@ -181,17 +191,33 @@ impl Block {
 
     /// A thinking block with a signature.
     pub fn thinking(text: impl Into<String>, signature: impl Into<String>) -> Self {
-        Block::Thinking { text: text.into(), signature: Some(signature.into()), field: None }
+        Block::Thinking {
+            text: text.into(),
+            signature: Some(signature.into()),
+            field: None,
+        }
     }
 
     /// A tool call with a generated id.
     pub fn tool_call(name: impl Into<String>, arguments: Value) -> Self {
-        Block::ToolCall { name: name.into(), arguments, id: None }
+        Block::ToolCall {
+            name: name.into(),
+            arguments,
+            id: None,
+        }
     }
 
     /// A tool call with an explicit id.
-    pub fn tool_call_with_id(name: impl Into<String>, arguments: Value, id: impl Into<String>) -> Self {
-        Block::ToolCall { name: name.into(), arguments, id: Some(id.into()) }
+    pub fn tool_call_with_id(
+        name: impl Into<String>,
+        arguments: Value,
+        id: impl Into<String>,
+    ) -> Self {
+        Block::ToolCall {
+            name: name.into(),
+            arguments,
+            id: Some(id.into()),
+        }
     }
 }
 
@@ -222,14 +248,24 @@ fn default_output() -> u64 {
 
 impl Default for Usage {
     fn default() -> Self {
-        Usage { input: default_input(), output: default_output(), cache_read: 0, cache_write: 0 }
+        Usage {
+            input: default_input(),
+            output: default_output(),
+            cache_read: 0,
+            cache_write: 0,
+        }
     }
 }
 
 impl Usage {
     /// Usage with the given input/output tokens and no cache.
     pub fn new(input: u64, output: u64) -> Self {
-        Usage { input, output, cache_read: 0, cache_write: 0 }
+        Usage {
+            input,
+            output,
+            cache_read: 0,
+            cache_write: 0,
+        }
     }
 
     /// Sets the cache-read and cache-write tokens.
@@ -335,7 +371,10 @@ pub struct Turn {
 impl Turn {
     /// A turn with these blocks.
     pub fn blocks(blocks: impl IntoIterator<Item = Block>) -> Self {
-        Turn { blocks: blocks.into_iter().collect(), ..Turn::default() }
+        Turn {
+            blocks: blocks.into_iter().collect(),
+            ..Turn::default()
+        }
     }
 
     /// A plain text reply.
@@ -351,7 +390,12 @@ impl Turn {
     /// An HTTP error answer with the provider's default error body.
     pub fn error(status: u16) -> Self {
         Turn {
-            error: Some(ErrorSpec { status, body: None, headers: Map::new(), delay_ms: 0.0 }),
+            error: Some(ErrorSpec {
+                status,
+                body: None,
+                headers: Map::new(),
+                delay_ms: 0.0,
+            }),
             ..Turn::default()
         }
     }
@@ -428,8 +472,12 @@ impl Turn {
 
     /// Sets the error body (turning the turn into an error answer if it was not one).
     pub fn error_body(mut self, status: u16, body: Value) -> Self {
-        let mut spec =
-            self.error.take().unwrap_or(ErrorSpec { status, body: None, headers: Map::new(), delay_ms: 0.0 });
+        let mut spec = self.error.take().unwrap_or(ErrorSpec {
+            status,
+            body: None,
+            headers: Map::new(),
+            delay_ms: 0.0,
+        });
         spec.status = status;
         spec.body = Some(body);
         self.error = Some(spec);
@@ -441,7 +489,13 @@ impl Turn {
     pub fn effective_stop_reason(&self) -> String {
         match &self.stop_reason {
             Some(s) if !s.is_empty() => s.clone(),
-            _ if self.blocks.iter().any(|b| matches!(b, Block::ToolCall { .. })) => "tool_use".into(),
+            _ if self
+                .blocks
+                .iter()
+                .any(|b| matches!(b, Block::ToolCall { .. })) =>
+            {
+                "tool_use".into()
+            }
             _ => "stop".into(),
         }
     }
@@ -477,7 +531,15 @@ mod tests {
         let t = &s.turns[0];
         assert_eq!(t.blocks.len(), 4);
         assert_eq!(t.blocks[3], Block::Unknown);
-        assert_eq!(t.usage, Some(Usage { input: 7, output: 5, cache_read: 0, cache_write: 0 }));
+        assert_eq!(
+            t.usage,
+            Some(Usage {
+                input: 7,
+                output: 5,
+                cache_read: 0,
+                cache_write: 0
+            })
+        );
         assert_eq!(t.api, Some(Api::Anthropic));
         assert!(t.fits(Api::Anthropic, "xx b yy"));
         assert!(!t.fits(Api::Anthropic, "nothing"));
@@ -496,6 +558,11 @@ mod tests {
         let back: Turn = serde_json::from_value(serde_json::to_value(&t).unwrap()).unwrap();
         assert_eq!(back, t);
         assert_eq!(Turn::text("x").effective_stop_reason(), "stop");
-        assert_eq!(Turn::text("x").stop_reason("length").effective_stop_reason(), "length");
+        assert_eq!(
+            Turn::text("x")
+                .stop_reason("length")
+                .effective_stop_reason(),
+            "length"
+        );
     }
 }

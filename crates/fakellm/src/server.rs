@@ -44,7 +44,9 @@ pub struct RecordedRequest {
 impl RecordedRequest {
     /// A header value by (case-insensitive) name.
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(&name.to_ascii_lowercase()).map(String::as_str)
+        self.headers
+            .get(&name.to_ascii_lowercase())
+            .map(String::as_str)
     }
 
     /// The path without its query string.
@@ -145,7 +147,9 @@ pub struct FakeLlm {
 
 impl std::fmt::Debug for FakeLlm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FakeLlm").field("addr", &self.addr).finish_non_exhaustive()
+        f.debug_struct("FakeLlm")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
     }
 }
 
@@ -189,28 +193,38 @@ impl FakeLlm {
             .enable_all()
             .build()?;
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let app = Router::new().fallback(handle).layer(DefaultBodyLimit::disable()).with_state(shared.clone());
-        let thread = std::thread::Builder::new().name("fakellm".into()).spawn(move || {
-            runtime.block_on(async move {
-                let listener = match tokio::net::TcpListener::from_std(listener) {
-                    Ok(l) => l,
-                    Err(e) => {
-                        eprintln!("fakellm: {e}");
-                        return;
-                    }
-                };
-                tokio::select! {
-                    r = axum::serve(listener, app) => {
-                        if let Err(e) = r {
-                            eprintln!("fakellm: server error: {e}");
+        let app = Router::new()
+            .fallback(handle)
+            .layer(DefaultBodyLimit::disable())
+            .with_state(shared.clone());
+        let thread = std::thread::Builder::new()
+            .name("fakellm".into())
+            .spawn(move || {
+                runtime.block_on(async move {
+                    let listener = match tokio::net::TcpListener::from_std(listener) {
+                        Ok(l) => l,
+                        Err(e) => {
+                            eprintln!("fakellm: {e}");
+                            return;
                         }
+                    };
+                    tokio::select! {
+                        r = axum::serve(listener, app) => {
+                            if let Err(e) = r {
+                                eprintln!("fakellm: server error: {e}");
+                            }
+                        }
+                        _ = rx => {}
                     }
-                    _ = rx => {}
-                }
-            });
-            runtime.shutdown_background();
-        })?;
-        Ok(FakeLlm { addr, shared, shutdown: Some(tx), thread: Some(thread) })
+                });
+                runtime.shutdown_background();
+            })?;
+        Ok(FakeLlm {
+            addr,
+            shared,
+            shutdown: Some(tx),
+            thread: Some(thread),
+        })
     }
 
     /// The bound port.
@@ -235,7 +249,10 @@ impl FakeLlm {
 
     /// The requests that went to a model endpoint (OpenAI or Anthropic), in arrival order.
     pub fn llm_requests(&self) -> Vec<RecordedRequest> {
-        self.requests().into_iter().filter(|r| r.api != "unknown").collect()
+        self.requests()
+            .into_iter()
+            .filter(|r| r.api != "unknown")
+            .collect()
     }
 
     /// Blocks until at least `n` requests have arrived; false on timeout.
@@ -247,7 +264,11 @@ impl FakeLlm {
     /// (e.g. a stream finishing) also wake the waiter. This blocks the calling thread: from an
     /// async test use a multi-threaded runtime (or `spawn_blocking`) so the client side keeps
     /// running.
-    pub fn wait_until(&self, timeout: Duration, mut pred: impl FnMut(&[RecordedRequest]) -> bool) -> bool {
+    pub fn wait_until(
+        &self,
+        timeout: Duration,
+        mut pred: impl FnMut(&[RecordedRequest]) -> bool,
+    ) -> bool {
         let deadline = Instant::now() + timeout;
         let mut reqs = lock(&self.shared.requests);
         loop {
@@ -258,13 +279,22 @@ impl FakeLlm {
             if left.is_zero() {
                 return false;
             }
-            reqs = self.shared.changed.wait_timeout(reqs, left).unwrap_or_else(|e| e.into_inner()).0;
+            reqs = self
+                .shared
+                .changed
+                .wait_timeout(reqs, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
         }
     }
 
     /// How many scripted turns have not been served yet.
     pub fn unused_turns(&self) -> usize {
-        lock(&self.shared.script).used.iter().filter(|u| !**u).count()
+        lock(&self.shared.script)
+            .used
+            .iter()
+            .filter(|u| !**u)
+            .count()
     }
 }
 
@@ -281,7 +311,10 @@ impl Drop for FakeLlm {
 }
 
 fn now_secs() -> f64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
 }
 
 fn json_response(status: u16, body: &Value, extra: &Map<String, Value>) -> Response {
@@ -298,7 +331,10 @@ fn json_response(status: u16, body: &Value, extra: &Map<String, Value>) -> Respo
             Value::String(s) => s.clone(),
             other => other.to_string(),
         };
-        if let (Ok(name), Ok(value)) = (HeaderName::try_from(k.as_str()), HeaderValue::try_from(text)) {
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::try_from(k.as_str()),
+            HeaderValue::try_from(text),
+        ) {
             h.insert(name, value);
         }
     }
@@ -312,16 +348,27 @@ async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let full_path = uri.path_and_query().map(|p| p.as_str().to_string()).unwrap_or_else(|| uri.path().to_string());
+    let full_path = uri
+        .path_and_query()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| uri.path().to_string());
     if method == Method::GET {
         if uri.path().starts_with("/_fake/requests") {
             let reqs = lock(&shared.requests).clone();
-            return json_response(200, &serde_json::to_value(reqs).unwrap_or_default(), &Map::new());
+            return json_response(
+                200,
+                &serde_json::to_value(reqs).unwrap_or_default(),
+                &Map::new(),
+            );
         }
         if uri.path().starts_with("/_fake/health") {
             return json_response(200, &json!({"ok": true}), &Map::new());
         }
-        return json_response(404, &json!({"error": {"message": format!("not found: {full_path}")}}), &Map::new());
+        return json_response(
+            404,
+            &json!({"error": {"message": format!("not found: {full_path}")}}),
+            &Map::new(),
+        );
     }
     let text = String::from_utf8_lossy(&body).into_owned();
     let parsed = if text.is_empty() {
@@ -347,7 +394,10 @@ async fn handle(
     };
     let mut header_map = BTreeMap::new();
     for (k, v) in &headers {
-        header_map.insert(k.as_str().to_ascii_lowercase(), String::from_utf8_lossy(v.as_bytes()).into_owned());
+        header_map.insert(
+            k.as_str().to_ascii_lowercase(),
+            String::from_utf8_lossy(v.as_bytes()).into_owned(),
+        );
     }
     let seq = shared.record(RecordedRequest {
         seq: 0,
@@ -362,7 +412,11 @@ async fn handle(
     });
     let (Some(api), Some(turn)) = (api, turn) else {
         shared.set_outcome(seq, "404".into());
-        return json_response(404, &json!({"error": {"message": format!("unknown path {full_path}")}}), &Map::new());
+        return json_response(
+            404,
+            &json!({"error": {"message": format!("unknown path {full_path}")}}),
+            &Map::new(),
+        );
     };
     serve_turn(shared, api, turn, parsed, seq).await
 }
@@ -372,7 +426,10 @@ async fn serve_turn(shared: Arc<Shared>, api: Api, turn: Turn, req: Value, seq: 
         if err.delay_ms > 0.0 {
             tokio::time::sleep(Duration::from_secs_f64(err.delay_ms / 1000.0)).await;
         }
-        let body = err.body.clone().unwrap_or_else(|| wire::default_error_body(api, err.status));
+        let body = err
+            .body
+            .clone()
+            .unwrap_or_else(|| wire::default_error_body(api, err.status));
         shared.set_outcome(seq, format!("error_{}", err.status));
         return json_response(err.status, &body, &err.headers);
     }
@@ -382,7 +439,12 @@ async fn serve_turn(shared: Arc<Shared>, api: Api, turn: Turn, req: Value, seq: 
     };
     let chunk_size = turn.chunk_size.unwrap_or(chunk_size);
     let delay_ms = turn.delay_ms.unwrap_or(default_delay);
-    let model = req.get("model").and_then(Value::as_str).filter(|m| !m.is_empty()).unwrap_or("fake-model").to_string();
+    let model = req
+        .get("model")
+        .and_then(Value::as_str)
+        .filter(|m| !m.is_empty())
+        .unwrap_or("fake-model")
+        .to_string();
     let events = match (&turn.raw_sse, api) {
         (Some(raw), _) => raw.clone(),
         (None, Api::Openai) => wire::openai_events(&turn, &model, seq, chunk_size, &req),
@@ -404,7 +466,10 @@ async fn serve_turn(shared: Arc<Shared>, api: Api, turn: Turn, req: Value, seq: 
     let mut resp = Response::new(Body::from_stream(stream));
     *resp.status_mut() = status;
     let h = resp.headers_mut();
-    h.insert("content-type", HeaderValue::from_static("text/event-stream"));
+    h.insert(
+        "content-type",
+        HeaderValue::from_static("text/event-stream"),
+    );
     h.insert("cache-control", HeaderValue::from_static("no-cache"));
     let rid = HeaderValue::try_from(format!("req_fake_{seq}")).expect("ascii header value");
     match api {
@@ -428,7 +493,10 @@ async fn produce(
             // connection without the terminating chunk.
             tokio::time::sleep(Duration::from_millis(30)).await;
             let _ = tx
-                .send(Err(std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "fakellm: scripted disconnect")))
+                .send(Err(std::io::Error::new(
+                    std::io::ErrorKind::ConnectionAborted,
+                    "fakellm: scripted disconnect",
+                )))
                 .await;
             return format!("disconnected_after_{i}");
         }

@@ -22,32 +22,48 @@ pub fn chunks(text: &str, size: usize) -> Vec<String> {
 pub fn python_json(value: &Value) -> String {
     struct PyFormatter;
     impl serde_json::ser::Formatter for PyFormatter {
-        fn begin_array_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W, first: bool) -> std::io::Result<()> {
+        fn begin_array_value<W: ?Sized + std::io::Write>(
+            &mut self,
+            w: &mut W,
+            first: bool,
+        ) -> std::io::Result<()> {
             if first {
                 Ok(())
             } else {
                 w.write_all(b", ")
             }
         }
-        fn begin_object_key<W: ?Sized + std::io::Write>(&mut self, w: &mut W, first: bool) -> std::io::Result<()> {
+        fn begin_object_key<W: ?Sized + std::io::Write>(
+            &mut self,
+            w: &mut W,
+            first: bool,
+        ) -> std::io::Result<()> {
             if first {
                 Ok(())
             } else {
                 w.write_all(b", ")
             }
         }
-        fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        fn begin_object_value<W: ?Sized + std::io::Write>(
+            &mut self,
+            w: &mut W,
+        ) -> std::io::Result<()> {
             w.write_all(b": ")
         }
     }
     let mut out = Vec::new();
     let mut ser = serde_json::Serializer::with_formatter(&mut out, PyFormatter);
-    value.serialize(&mut ser).expect("serializing a Value cannot fail");
+    value
+        .serialize(&mut ser)
+        .expect("serializing a Value cannot fail");
     String::from_utf8(out).expect("serde_json writes UTF-8")
 }
 
 fn sse_data(v: &Value) -> String {
-    format!("data: {}\n\n", serde_json::to_string(v).expect("serializing a Value cannot fail"))
+    format!(
+        "data: {}\n\n",
+        serde_json::to_string(v).expect("serializing a Value cannot fail")
+    )
 }
 
 fn sse_event(name: &str, v: &Value) -> String {
@@ -77,9 +93,21 @@ pub fn default_error_body(api: Api, status: u16) -> Value {
         }
         Api::Openai => {
             let (t, m, c) = match status {
-                400 => ("invalid_request_error", "Invalid request".to_string(), Value::Null),
-                401 => ("invalid_request_error", "Incorrect API key provided".to_string(), json!("invalid_api_key")),
-                429 => ("rate_limit_error", "Rate limit exceeded".to_string(), json!("rate_limit_exceeded")),
+                400 => (
+                    "invalid_request_error",
+                    "Invalid request".to_string(),
+                    Value::Null,
+                ),
+                401 => (
+                    "invalid_request_error",
+                    "Incorrect API key provided".to_string(),
+                    json!("invalid_api_key"),
+                ),
+                429 => (
+                    "rate_limit_error",
+                    "Rate limit exceeded".to_string(),
+                    json!("rate_limit_exceeded"),
+                ),
                 500 => (
                     "server_error",
                     "The server had an error while processing your request".to_string(),
@@ -96,7 +124,13 @@ pub fn default_error_body(api: Api, status: u16) -> Value {
 /// The OpenAI chat-completions SSE events (`data: …\n\n` strings, ending with `[DONE]`) for a
 /// turn. `req` is the request body: the usage chunk is sent only when it asked for
 /// `stream_options.include_usage` (or the turn sets `always_usage`).
-pub fn openai_events(turn: &Turn, model: &str, seq: u64, chunk_size: usize, req: &Value) -> Vec<String> {
+pub fn openai_events(
+    turn: &Turn,
+    model: &str,
+    seq: u64,
+    chunk_size: usize,
+    req: &Value,
+) -> Vec<String> {
     let cid = format!("chatcmpl-fake-{seq}");
     let chunk = |delta: Value, finish: Value| {
         sse_data(&json!({
@@ -104,7 +138,10 @@ pub fn openai_events(turn: &Turn, model: &str, seq: u64, chunk_size: usize, req:
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
         }))
     };
-    let mut out = vec![chunk(json!({"role": "assistant", "content": ""}), Value::Null)];
+    let mut out = vec![chunk(
+        json!({"role": "assistant", "content": ""}),
+        Value::Null,
+    )];
     let mut tool_idx = 0usize;
     for block in &turn.blocks {
         match block {
@@ -121,8 +158,14 @@ pub fn openai_events(turn: &Turn, model: &str, seq: u64, chunk_size: usize, req:
                     out.push(chunk(Value::Object(delta), Value::Null));
                 }
             }
-            Block::ToolCall { name, arguments, id } => {
-                let tid = id.clone().unwrap_or_else(|| format!("call_fake_{seq}_{tool_idx}"));
+            Block::ToolCall {
+                name,
+                arguments,
+                id,
+            } => {
+                let tid = id
+                    .clone()
+                    .unwrap_or_else(|| format!("call_fake_{seq}_{tool_idx}"));
                 out.push(chunk(
                     json!({"tool_calls": [{"index": tool_idx, "id": tid, "type": "function",
                                            "function": {"name": name, "arguments": ""}}]}),
@@ -147,7 +190,12 @@ pub fn openai_events(turn: &Turn, model: &str, seq: u64, chunk_size: usize, req:
         other => other,
     };
     out.push(chunk(json!({}), json!(finish)));
-    let Usage { input, output, cache_read: cr, cache_write: cw } = turn.usage.unwrap_or_default();
+    let Usage {
+        input,
+        output,
+        cache_read: cr,
+        cache_write: cw,
+    } = turn.usage.unwrap_or_default();
     let details = if cw != 0 {
         json!({"cached_tokens": cr + cw, "cache_write_tokens": cw})
     } else {
@@ -157,7 +205,10 @@ pub fn openai_events(turn: &Turn, model: &str, seq: u64, chunk_size: usize, req:
         "prompt_tokens": input + cr + cw, "completion_tokens": output,
         "total_tokens": input + cr + cw + output, "prompt_tokens_details": details,
     });
-    let include_usage = req.pointer("/stream_options/include_usage").and_then(Value::as_bool).unwrap_or(false);
+    let include_usage = req
+        .pointer("/stream_options/include_usage")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
     if include_usage || turn.always_usage.unwrap_or(false) {
         out.push(sse_data(&json!({
             "id": cid, "object": "chat.completion.chunk", "created": FIXED_CREATED, "model": model,
@@ -170,7 +221,12 @@ pub fn openai_events(turn: &Turn, model: &str, seq: u64, chunk_size: usize, req:
 
 /// The Anthropic Messages SSE events (`event: …\ndata: …\n\n` strings) for a turn.
 pub fn anthropic_events(turn: &Turn, model: &str, seq: u64, chunk_size: usize) -> Vec<String> {
-    let Usage { input, output, cache_read, cache_write } = turn.usage.unwrap_or_default();
+    let Usage {
+        input,
+        output,
+        cache_read,
+        cache_write,
+    } = turn.usage.unwrap_or_default();
     let mut out = vec![sse_event(
         "message_start",
         &json!({"type": "message_start", "message": {
@@ -191,7 +247,10 @@ pub fn anthropic_events(turn: &Turn, model: &str, seq: u64, chunk_size: usize) -
             )
         };
         let delta = |delta: Value| {
-            sse_event("content_block_delta", &json!({"type": "content_block_delta", "index": idx, "delta": delta}))
+            sse_event(
+                "content_block_delta",
+                &json!({"type": "content_block_delta", "index": idx, "delta": delta}),
+            )
         };
         match block {
             Block::Text { text } => {
@@ -200,28 +259,47 @@ pub fn anthropic_events(turn: &Turn, model: &str, seq: u64, chunk_size: usize) -
                     out.push(delta(json!({"type": "text_delta", "text": piece})));
                 }
             }
-            Block::Thinking { text, signature, .. } => {
-                out.push(start(json!({"type": "thinking", "thinking": "", "signature": ""})));
+            Block::Thinking {
+                text, signature, ..
+            } => {
+                out.push(start(
+                    json!({"type": "thinking", "thinking": "", "signature": ""}),
+                ));
                 for piece in chunks(text, chunk_size) {
                     out.push(delta(json!({"type": "thinking_delta", "thinking": piece})));
                 }
-                let sig = signature.clone().unwrap_or_else(|| format!("sig_fake_{seq}_{idx}"));
+                let sig = signature
+                    .clone()
+                    .unwrap_or_else(|| format!("sig_fake_{seq}_{idx}"));
                 out.push(delta(json!({"type": "signature_delta", "signature": sig})));
             }
             Block::RedactedThinking { data } => {
                 out.push(start(json!({"type": "redacted_thinking", "data": data.as_deref().unwrap_or("redacted")})));
             }
-            Block::ToolCall { name, arguments, id } => {
-                let tid = id.clone().unwrap_or_else(|| format!("toolu_fake_{seq}_{tool_idx}"));
-                out.push(start(json!({"type": "tool_use", "id": tid, "name": name, "input": {}})));
+            Block::ToolCall {
+                name,
+                arguments,
+                id,
+            } => {
+                let tid = id
+                    .clone()
+                    .unwrap_or_else(|| format!("toolu_fake_{seq}_{tool_idx}"));
+                out.push(start(
+                    json!({"type": "tool_use", "id": tid, "name": name, "input": {}}),
+                ));
                 for piece in chunks(&arguments_text(arguments), chunk_size) {
-                    out.push(delta(json!({"type": "input_json_delta", "partial_json": piece})));
+                    out.push(delta(
+                        json!({"type": "input_json_delta", "partial_json": piece}),
+                    ));
                 }
                 tool_idx += 1;
             }
             Block::Unknown => continue,
         }
-        out.push(sse_event("content_block_stop", &json!({"type": "content_block_stop", "index": idx})));
+        out.push(sse_event(
+            "content_block_stop",
+            &json!({"type": "content_block_stop", "index": idx}),
+        ));
     }
     let sr = turn.effective_stop_reason();
     let sr = match sr.as_str() {
@@ -254,13 +332,22 @@ mod tests {
     #[test]
     fn python_json_separators() {
         let v = json!({"command": "echo hi", "list": [1, 2], "nested": {"a": "ü"}});
-        assert_eq!(python_json(&v), r#"{"command": "echo hi", "list": [1, 2], "nested": {"a": "ü"}}"#);
+        assert_eq!(
+            python_json(&v),
+            r#"{"command": "echo hi", "list": [1, 2], "nested": {"a": "ü"}}"#
+        );
     }
 
     #[test]
     fn openai_tool_call_stream_matches_fakellm_py() {
         let turn = Turn::text("I'll run it.").with_tool_call("bash", json!({"command": "echo hi"}));
-        let ev = openai_events(&turn, "m", 1, 8, &json!({"stream_options": {"include_usage": true}}));
+        let ev = openai_events(
+            &turn,
+            "m",
+            1,
+            8,
+            &json!({"stream_options": {"include_usage": true}}),
+        );
         assert_eq!(
             ev[0],
             "data: {\"id\":\"chatcmpl-fake-1\",\"object\":\"chat.completion.chunk\",\"created\":1700000000,\
@@ -270,9 +357,14 @@ mod tests {
         assert!(ev[1].contains("\"delta\":{\"content\":\"I'll run\"}"));
         assert!(ev[3].contains("\"id\":\"call_fake_1_0\""));
         assert!(ev[4].contains("\"arguments\":\"{\\\"comman\""));
-        let finish = ev.iter().find(|e| e.contains("\"finish_reason\":\"tool_calls\"")).unwrap();
+        let finish = ev
+            .iter()
+            .find(|e| e.contains("\"finish_reason\":\"tool_calls\""))
+            .unwrap();
         assert!(finish.contains("\"delta\":{}"));
-        assert!(ev[ev.len() - 2].contains("\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":5"));
+        assert!(
+            ev[ev.len() - 2].contains("\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":5")
+        );
         assert_eq!(ev.last().unwrap(), "data: [DONE]\n\n");
         // No usage chunk unless asked for.
         let ev2 = openai_events(&turn, "m", 1, 8, &json!({}));
@@ -292,7 +384,13 @@ mod tests {
         assert!(ev[5].contains("content_block_stop"));
         assert!(ev[6].contains("\"index\":1"));
         let delta = &ev[ev.len() - 2];
-        assert!(delta.contains("\"stop_reason\":\"end_turn\"") && delta.contains("\"output_tokens\":15"));
-        assert_eq!(ev.last().unwrap(), "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n");
+        assert!(
+            delta.contains("\"stop_reason\":\"end_turn\"")
+                && delta.contains("\"output_tokens\":15")
+        );
+        assert_eq!(
+            ev.last().unwrap(),
+            "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+        );
     }
 }

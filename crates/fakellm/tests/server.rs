@@ -38,8 +38,10 @@ async fn openai_stream_text_and_tool_call() {
     let resp = client()
         .post(format!("{}/chat/completions", fake.base_url_openai()))
         .header("authorization", "Bearer k")
-        .json(&json!({"model": "fake-gpt", "stream": true, "stream_options": {"include_usage": true},
-                      "messages": [{"role": "user", "content": "hi"}]}))
+        .json(
+            &json!({"model": "fake-gpt", "stream": true, "stream_options": {"include_usage": true},
+                      "messages": [{"role": "user", "content": "hi"}]}),
+        )
         .send()
         .await
         .unwrap();
@@ -49,28 +51,53 @@ async fn openai_stream_text_and_tool_call() {
     let body = resp.text().await.unwrap();
     let events = sse(&body);
     assert_eq!(events.last().unwrap().1, "[DONE]");
-    let chunks: Vec<Value> = events[..events.len() - 1].iter().map(|(_, d)| serde_json::from_str(d).unwrap()).collect();
-    assert!(chunks.iter().all(|c| c["id"] == "chatcmpl-fake-1" && c["model"] == "fake-gpt"));
-    let text: String = chunks.iter().filter_map(|c| c["choices"][0]["delta"]["content"].as_str()).collect();
+    let chunks: Vec<Value> = events[..events.len() - 1]
+        .iter()
+        .map(|(_, d)| serde_json::from_str(d).unwrap())
+        .collect();
+    assert!(chunks
+        .iter()
+        .all(|c| c["id"] == "chatcmpl-fake-1" && c["model"] == "fake-gpt"));
+    let text: String = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+        .collect();
     assert_eq!(text, "Hello there, world");
-    let pieces: Vec<&str> = chunks.iter().filter_map(|c| c["choices"][0]["delta"]["content"].as_str()).collect();
+    let pieces: Vec<&str> = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+        .collect();
     assert_eq!(pieces, ["", "Hello th", "ere, wor", "ld"]);
-    let tc_start = chunks.iter().find(|c| c["choices"][0]["delta"]["tool_calls"][0]["id"].is_string()).unwrap();
-    assert_eq!(tc_start["choices"][0]["delta"]["tool_calls"][0]["id"], "call_fake_1_0");
-    assert_eq!(tc_start["choices"][0]["delta"]["tool_calls"][0]["function"]["name"], "bash");
+    let tc_start = chunks
+        .iter()
+        .find(|c| c["choices"][0]["delta"]["tool_calls"][0]["id"].is_string())
+        .unwrap();
+    assert_eq!(
+        tc_start["choices"][0]["delta"]["tool_calls"][0]["id"],
+        "call_fake_1_0"
+    );
+    assert_eq!(
+        tc_start["choices"][0]["delta"]["tool_calls"][0]["function"]["name"],
+        "bash"
+    );
     let args: String = chunks
         .iter()
         .filter_map(|c| c["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"].as_str())
         .collect();
     assert_eq!(args, r#"{"command": "echo hi"}"#);
-    let finish: Vec<&Value> = chunks.iter().map(|c| &c["choices"][0]["finish_reason"]).filter(|f| !f.is_null()).collect();
+    let finish: Vec<&Value> = chunks
+        .iter()
+        .map(|c| &c["choices"][0]["finish_reason"])
+        .filter(|f| !f.is_null())
+        .collect();
     assert_eq!(finish, [&json!("tool_calls")]);
     let usage = &chunks.last().unwrap()["usage"];
     assert_eq!(usage["prompt_tokens"], 105);
     assert_eq!(usage["completion_tokens"], 20);
     assert_eq!(usage["prompt_tokens_details"]["cached_tokens"], 5);
 
-    assert!(fake.wait_until(Duration::from_secs(5), |r| r.len() == 1 && r[0].outcome == "ok"));
+    assert!(fake.wait_until(Duration::from_secs(5), |r| r.len() == 1
+        && r[0].outcome == "ok"));
     let reqs = fake.requests();
     assert_eq!(reqs[0].api, "openai");
     assert_eq!(reqs[0].path, "/v1/chat/completions");
@@ -90,7 +117,10 @@ async fn anthropic_stream_with_beta_query() {
     .usage(Usage::new(200, 15).cache(50, 10))]))
     .await;
     let resp = client()
-        .post(format!("{}/v1/messages?beta=true", fake.base_url_anthropic()))
+        .post(format!(
+            "{}/v1/messages?beta=true",
+            fake.base_url_anthropic()
+        ))
         .json(&json!({"model": "fake-claude", "stream": true, "messages": []}))
         .send()
         .await
@@ -121,11 +151,17 @@ async fn anthropic_stream_with_beta_query() {
             "message_stop"
         ]
     );
-    let data: Vec<Value> = events.iter().map(|(_, d)| serde_json::from_str(d).unwrap()).collect();
+    let data: Vec<Value> = events
+        .iter()
+        .map(|(_, d)| serde_json::from_str(d).unwrap())
+        .collect();
     assert_eq!(data[0]["message"]["id"], "msg_fake_1");
     assert_eq!(data[0]["message"]["model"], "fake-claude");
     assert_eq!(data[0]["message"]["usage"]["cache_read_input_tokens"], 50);
-    assert_eq!(data[5]["delta"], json!({"type": "signature_delta", "signature": "sig-1"}));
+    assert_eq!(
+        data[5]["delta"],
+        json!({"type": "signature_delta", "signature": "sig-1"})
+    );
     assert_eq!(data[10]["content_block"]["id"], "toolu_fake_1_0");
     assert_eq!(data[10]["index"], 2);
     assert_eq!(data[15]["delta"]["stop_reason"], "tool_use");
@@ -148,12 +184,22 @@ async fn match_api_constraints_and_exhaustion() {
         let c = c.clone();
         let url = format!("{}/chat/completions", fake.base_url_openai());
         async move {
-            let body = c.post(url).json(&json!({"model": "m", "msg": msg})).send().await.unwrap().text().await.unwrap();
+            let body = c
+                .post(url)
+                .json(&json!({"model": "m", "msg": msg}))
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
             sse(&body)
                 .iter()
                 .filter(|(_, d)| d.as_str() != "[DONE]")
                 .filter_map(|(_, d)| {
-                    serde_json::from_str::<Value>(d).unwrap()["choices"][0]["delta"]["content"].as_str().map(String::from)
+                    serde_json::from_str::<Value>(d).unwrap()["choices"][0]["delta"]["content"]
+                        .as_str()
+                        .map(String::from)
                 })
                 .collect::<String>()
         }
@@ -162,41 +208,80 @@ async fn match_api_constraints_and_exhaustion() {
     assert_eq!(ask("the SECOND one").await, "second");
     assert_eq!(ask("again").await, EXHAUSTED_TEXT);
     let reqs = fake.requests();
-    assert_eq!(reqs.iter().map(|r| r.turn_index).collect::<Vec<_>>(), [Some(2), Some(1), None]);
+    assert_eq!(
+        reqs.iter().map(|r| r.turn_index).collect::<Vec<_>>(),
+        [Some(2), Some(1), None]
+    );
     assert_eq!(fake.unused_turns(), 1);
 }
 
 #[tokio::test]
 async fn scripted_errors_and_unknown_paths() {
     let mut t = Turn::error(529);
-    t.error.as_mut().unwrap().headers.insert("retry-after".into(), json!("0"));
-    let fake = FakeLlm::start(Script::new([t, Turn::error_body(Turn::default(), 400, json!("plain text body"))])).await;
+    t.error
+        .as_mut()
+        .unwrap()
+        .headers
+        .insert("retry-after".into(), json!("0"));
+    let fake = FakeLlm::start(Script::new([
+        t,
+        Turn::error_body(Turn::default(), 400, json!("plain text body")),
+    ]))
+    .await;
     let c = client();
-    let r = c.post(format!("{}/v1/messages", fake.base_url_anthropic())).json(&json!({})).send().await.unwrap();
+    let r = c
+        .post(format!("{}/v1/messages", fake.base_url_anthropic()))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status().as_u16(), 529);
     assert_eq!(r.headers()["retry-after"], "0");
     assert_eq!(
         r.json::<Value>().await.unwrap(),
         json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
     );
-    let r = c.post(format!("{}/chat/completions", fake.base_url_openai())).json(&json!({})).send().await.unwrap();
+    let r = c
+        .post(format!("{}/chat/completions", fake.base_url_openai()))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status().as_u16(), 400);
     assert_eq!(r.text().await.unwrap(), "plain text body");
-    let r = c.post(format!("{}/v1/other", fake.base_url_anthropic())).body("x").send().await.unwrap();
+    let r = c
+        .post(format!("{}/v1/other", fake.base_url_anthropic()))
+        .body("x")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status().as_u16(), 404);
-    let r = c.get(format!("{}/_fake/health", fake.base_url_anthropic())).send().await.unwrap();
+    let r = c
+        .get(format!("{}/_fake/health", fake.base_url_anthropic()))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.json::<Value>().await.unwrap(), json!({"ok": true}));
     let outcomes: Vec<String> = fake.requests().into_iter().map(|r| r.outcome).collect();
     assert_eq!(outcomes, ["error_529", "error_400", "404"]);
-    let listed: Value =
-        c.get(format!("{}/_fake/requests", fake.base_url_anthropic())).send().await.unwrap().json().await.unwrap();
+    let listed: Value = c
+        .get(format!("{}/_fake/requests", fake.base_url_anthropic()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(listed.as_array().unwrap().len(), 3);
     assert_eq!(listed[2]["body"], "x");
 }
 
 #[tokio::test]
 async fn disconnect_after_events_breaks_the_stream() {
-    let fake = FakeLlm::start(Script::new([Turn::text("abcdefghijklmnop").chunk_size(2).disconnect_after(3)])).await;
+    let fake = FakeLlm::start(Script::new([Turn::text("abcdefghijklmnop")
+        .chunk_size(2)
+        .disconnect_after(3)]))
+    .await;
     let resp = client()
         .post(format!("{}/chat/completions", fake.base_url_openai()))
         .json(&json!({"model": "m"}))
@@ -212,15 +297,23 @@ async fn disconnect_after_events_breaks_the_stream() {
             Err(e) => break e,
         }
     };
-    assert_eq!(sse(&got).len(), 3, "events before the drop: {got:?} ({err})");
-    assert!(fake.wait_until(Duration::from_secs(5), |r| r[0].outcome == "disconnected_after_3"));
+    assert_eq!(
+        sse(&got).len(),
+        3,
+        "events before the drop: {got:?} ({err})"
+    );
+    assert!(fake.wait_until(Duration::from_secs(5), |r| r[0].outcome
+        == "disconnected_after_3"));
 }
 
 // Multi-threaded: `wait_until` blocks this thread while reqwest's connection task must run
 // to close the socket.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stall_holds_the_stream_and_notices_a_client_that_leaves() {
-    let fake = FakeLlm::start(Script::new([Turn::text("abcdefghijklmnop").chunk_size(2).stall_after(3, 20_000)])).await;
+    let fake = FakeLlm::start(Script::new([Turn::text("abcdefghijklmnop")
+        .chunk_size(2)
+        .stall_after(3, 20_000)]))
+    .await;
     let mut resp = client()
         .post(format!("{}/chat/completions", fake.base_url_openai()))
         .json(&json!({"model": "m"}))
@@ -229,15 +322,24 @@ async fn stall_holds_the_stream_and_notices_a_client_that_leaves() {
         .unwrap();
     let mut got = String::new();
     while sse(&got).len() < 3 {
-        let b = resp.chunk().await.unwrap().expect("stream ended before the stall");
+        let b = resp
+            .chunk()
+            .await
+            .unwrap()
+            .expect("stream ended before the stall");
         got.push_str(&String::from_utf8_lossy(&b));
     }
     // During the stall only SSE comments arrive.
-    let more = tokio::time::timeout(Duration::from_millis(500), resp.chunk()).await.unwrap().unwrap().unwrap();
+    let more = tokio::time::timeout(Duration::from_millis(500), resp.chunk())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     assert_eq!(&more[..], b":\n\n");
     drop(resp);
     assert!(
-        fake.wait_until(Duration::from_secs(10), |r| r[0].outcome == "client_disconnected"),
+        fake.wait_until(Duration::from_secs(10), |r| r[0].outcome
+            == "client_disconnected"),
         "outcome: {}",
         fake.requests()[0].outcome
     );
@@ -248,8 +350,11 @@ fn binary_serves_a_scenario_file() {
     let dir = std::env::temp_dir().join(format!("fakellm-bin-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let script = dir.join("scenario.json");
-    std::fs::write(&script, r#"{"llm": {"turns": [{"blocks": [{"type": "text", "text": "from file"}]}]}, "steps": []}"#)
-        .unwrap();
+    std::fs::write(
+        &script,
+        r#"{"llm": {"turns": [{"blocks": [{"type": "text", "text": "from file"}]}]}, "steps": []}"#,
+    )
+    .unwrap();
     let log = dir.join("log.jsonl");
     let mut child = Command::new(env!("CARGO_BIN_EXE_fakellm"))
         .arg("--script")
@@ -260,12 +365,22 @@ fn binary_serves_a_scenario_file() {
         .spawn()
         .unwrap();
     let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let port: u16 = line.trim().strip_prefix("LISTENING ").expect("LISTENING line").parse().unwrap();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port: u16 = line
+        .trim()
+        .strip_prefix("LISTENING ")
+        .expect("LISTENING line")
+        .parse()
+        .unwrap();
     let body = post_blocking(port);
     let _ = child.kill();
     let _ = child.wait();
-    assert!(body.contains("\"content\":\"from fil\"") && body.ends_with("data: [DONE]\n\n"), "{body}");
+    assert!(
+        body.contains("\"content\":\"from fil\"") && body.ends_with("data: [DONE]\n\n"),
+        "{body}"
+    );
     let logged = std::fs::read_to_string(&log).unwrap();
     let first: Value = serde_json::from_str(logged.lines().next().unwrap()).unwrap();
     assert_eq!(first["seq"], 1);
@@ -275,7 +390,10 @@ fn binary_serves_a_scenario_file() {
 
 /// POSTs a chat completion to the fake on `port` from a throwaway runtime; returns the body.
 fn post_blocking(port: u16) -> String {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async move {
         client()
             .post(format!("http://127.0.0.1:{port}/v1/chat/completions"))

@@ -74,8 +74,15 @@ impl RunRoot {
 
     /// A run root whose settings select `model` (`provider/id`) on the fake at `port`.
     pub fn with_model(port: u16, model: &str) -> RunRoot {
-        let parent = if Path::new("/tmp").is_dir() { PathBuf::from("/tmp") } else { std::env::temp_dir() };
-        let dir = tempfile::Builder::new().prefix("pi-rundir-").tempdir_in(parent).expect("temp run root");
+        let parent = if Path::new("/tmp").is_dir() {
+            PathBuf::from("/tmp")
+        } else {
+            std::env::temp_dir()
+        };
+        let dir = tempfile::Builder::new()
+            .prefix("pi-rundir-")
+            .tempdir_in(parent)
+            .expect("temp run root");
         let root = dir.path().canonicalize().expect("canonical run root");
         let rr = RunRoot {
             cwd: root.join("cwd"),
@@ -89,7 +96,10 @@ impl RunRoot {
         }
         rr.write_agent_file("models.json", &models_json(port));
         let (provider, id) = model.split_once('/').expect("model is provider/id");
-        rr.write_agent_file("settings.json", &json!({"defaultProvider": provider, "defaultModel": id}));
+        rr.write_agent_file(
+            "settings.json",
+            &json!({"defaultProvider": provider, "defaultModel": id}),
+        );
         rr
     }
 
@@ -126,7 +136,10 @@ impl RunRoot {
     pub fn env(&self) -> Vec<(String, String)> {
         let s = |p: &Path| p.to_string_lossy().into_owned();
         vec![
-            ("PATH".into(), std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into())),
+            (
+                "PATH".into(),
+                std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into()),
+            ),
             ("HOME".into(), s(&self.home)),
             ("TMPDIR".into(), s(&self.tmp)),
             ("LANG".into(), "C.UTF-8".into()),
@@ -180,7 +193,9 @@ impl RunRoot {
 }
 
 fn collect_jsonl(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(rd) = std::fs::read_dir(dir) else { return };
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
     for e in rd.flatten() {
         let p = e.path();
         if p.is_dir() {
@@ -236,7 +251,10 @@ impl RpcAgent {
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().unwrap();
         let mut stderr = child.stderr.take().unwrap();
-        let shared = Arc::new(Shared { state: Mutex::new(OutState::default()), cond: Condvar::new() });
+        let shared = Arc::new(Shared {
+            state: Mutex::new(OutState::default()),
+            cond: Condvar::new(),
+        });
         let sh = shared.clone();
         std::thread::spawn(move || read_stdout(stdout, &sh));
         let sh = shared.clone();
@@ -245,11 +263,20 @@ impl RpcAgent {
             loop {
                 match stderr.read(&mut buf) {
                     Ok(0) | Err(_) => break,
-                    Ok(n) => sh.lock().stderr.push_str(&String::from_utf8_lossy(&buf[..n])),
+                    Ok(n) => sh
+                        .lock()
+                        .stderr
+                        .push_str(&String::from_utf8_lossy(&buf[..n])),
                 }
             }
         });
-        RpcAgent { child, stdin, shared, last_send: 0, exit: None }
+        RpcAgent {
+            child,
+            stdin,
+            shared,
+            last_send: 0,
+            exit: None,
+        }
     }
 
     /// The child's pid (also its process-group id).
@@ -268,9 +295,12 @@ impl RpcAgent {
     pub fn send_raw(&mut self, bytes: &[u8]) {
         self.last_send = self.shared.lock().records.len();
         let stdin = self.stdin.as_mut().expect("stdin already closed");
-        stdin.write_all(bytes).and_then(|_| stdin.flush()).unwrap_or_else(|e| {
-            panic!("writing to pi's stdin failed: {e}\n{}", self.dump());
-        });
+        stdin
+            .write_all(bytes)
+            .and_then(|_| stdin.flush())
+            .unwrap_or_else(|e| {
+                panic!("writing to pi's stdin failed: {e}\n{}", self.dump());
+            });
     }
 
     /// Like [`RpcAgent::send_raw`] but tolerates a dead agent (for kill tests).
@@ -293,7 +323,12 @@ impl RpcAgent {
 
     /// Every stdout record parsed as JSON (non-JSON lines are skipped).
     pub fn events(&self) -> Vec<Value> {
-        self.shared.lock().records.iter().filter_map(|r| r.value.clone()).collect()
+        self.shared
+            .lock()
+            .records
+            .iter()
+            .filter_map(|r| r.value.clone())
+            .collect()
     }
 
     /// Number of stdout records so far.
@@ -308,7 +343,12 @@ impl RpcAgent {
 
     /// Waits for the first record at index ≥ `from` matching `pred`; returns its index and
     /// value. Panics (with a transcript dump) on timeout or when stdout closes first.
-    pub fn wait_from(&self, from: usize, timeout: Duration, mut pred: impl FnMut(&Value) -> bool) -> (usize, Value) {
+    pub fn wait_from(
+        &self,
+        from: usize,
+        timeout: Duration,
+        mut pred: impl FnMut(&Value) -> bool,
+    ) -> (usize, Value) {
         let deadline = Instant::now() + timeout;
         let mut st = self.shared.lock();
         let mut checked = from;
@@ -328,9 +368,17 @@ impl RpcAgent {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 drop(st);
-                panic!("timed out after {timeout:?} waiting for a record\n{}", self.dump());
+                panic!(
+                    "timed out after {timeout:?} waiting for a record\n{}",
+                    self.dump()
+                );
             }
-            st = self.shared.cond.wait_timeout(st, left).unwrap_or_else(|e| e.into_inner()).0;
+            st = self
+                .shared
+                .cond
+                .wait_timeout(st, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
         }
     }
 
@@ -347,7 +395,8 @@ impl RpcAgent {
 
     /// Waits for the response whose `id` is `id` (searched from the start).
     pub fn wait_response(&self, id: &str) -> Value {
-        self.wait_from(0, LIVENESS, |v| v["type"] == "response" && v["id"] == id).1
+        self.wait_from(0, LIVENESS, |v| v["type"] == "response" && v["id"] == id)
+            .1
     }
 
     /// Sends `cmd` and waits for its response (the command must carry an `id`).
@@ -387,7 +436,12 @@ impl RpcAgent {
                 let until = Instant::now() + Duration::from_secs(5);
                 let mut st = self.shared.lock();
                 while !st.stdout_closed && Instant::now() < until {
-                    st = self.shared.cond.wait_timeout(st, Duration::from_millis(50)).unwrap().0;
+                    st = self
+                        .shared
+                        .cond
+                        .wait_timeout(st, Duration::from_millis(50))
+                        .unwrap()
+                        .0;
                 }
                 return Some(s);
             }
@@ -427,7 +481,15 @@ impl RpcAgent {
         if let Some(t) = &st.trailing {
             s.push_str(&format!("(unterminated) {t}\n"));
         }
-        let err: String = st.stderr.chars().rev().take(4000).collect::<Vec<_>>().into_iter().rev().collect();
+        let err: String = st
+            .stderr
+            .chars()
+            .rev()
+            .take(4000)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
         s.push_str(&format!("--- stderr (tail) ---\n{err}\n"));
         s
     }
@@ -500,14 +562,28 @@ pub fn check_session_file(path: &Path) -> Result<Vec<Value>, String> {
         return Err("empty file (no header)".into());
     }
     if !text.ends_with('\n') {
-        let tail: String = text.chars().rev().take(200).collect::<Vec<_>>().into_iter().rev().collect();
-        return Err(format!("file does not end with a newline (torn last line): …{tail}"));
+        let tail: String = text
+            .chars()
+            .rev()
+            .take(200)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        return Err(format!(
+            "file does not end with a newline (torn last line): …{tail}"
+        ));
     }
     let mut out = Vec::new();
     let mut ids: std::collections::HashSet<String> = std::collections::HashSet::new();
     for (i, line) in text.split_terminator('\n').enumerate() {
-        let v: Value = serde_json::from_str(line)
-            .map_err(|e| format!("line {}: not valid JSON ({e}): {}", i + 1, line.chars().take(200).collect::<String>()))?;
+        let v: Value = serde_json::from_str(line).map_err(|e| {
+            format!(
+                "line {}: not valid JSON ({e}): {}",
+                i + 1,
+                line.chars().take(200).collect::<String>()
+            )
+        })?;
         if !v.is_object() {
             return Err(format!("line {}: not an object", i + 1));
         }
@@ -521,14 +597,21 @@ pub fn check_session_file(path: &Path) -> Result<Vec<Value>, String> {
                 return Err(format!("line 1 is not a v3 session header: {v}"));
             }
         } else {
-            let id = v["id"].as_str().ok_or_else(|| format!("line {}: entry without string id: {v}", i + 1))?;
+            let id = v["id"]
+                .as_str()
+                .ok_or_else(|| format!("line {}: entry without string id: {v}", i + 1))?;
             if !v["type"].is_string() || !v["timestamp"].is_string() {
                 return Err(format!("line {}: entry without type/timestamp: {v}", i + 1));
             }
             match v.get("parentId") {
                 Some(Value::Null) => {}
                 Some(Value::String(p)) if ids.contains(p) => {}
-                Some(other) => return Err(format!("line {}: parentId {other} names no earlier entry", i + 1)),
+                Some(other) => {
+                    return Err(format!(
+                        "line {}: parentId {other} names no earlier entry",
+                        i + 1
+                    ))
+                }
                 None => return Err(format!("line {}: entry without parentId: {v}", i + 1)),
             }
             if !ids.insert(id.to_string()) {
