@@ -122,6 +122,8 @@ struct Inner {
     queues: Mutex<Queues>,
     sink: EventSink,
     streaming_tx: watch::Sender<bool>,
+    /// True once the last run's `agent_settled` has been queued (what `abort` waits for).
+    settled_tx: watch::Sender<bool>,
     available_models: Arc<dyn Fn() -> Vec<Model> + Send + Sync>,
     api_key: KeyResolver,
     provider: ProviderResolver,
@@ -146,6 +148,7 @@ impl AgentSession {
             .iter()
             .any(|m| matches!(m, Message::System(_)));
         let (streaming_tx, _) = watch::channel(false);
+        let (settled_tx, _) = watch::channel(true);
         AgentSession {
             inner: Arc::new(Inner {
                 cwd: opts.cwd,
@@ -171,6 +174,7 @@ impl AgentSession {
                 }),
                 sink,
                 streaming_tx,
+                settled_tx,
                 available_models: opts.available_models,
                 api_key: opts.api_key,
                 provider: opts.provider,
@@ -261,8 +265,10 @@ impl AgentSession {
     /// Clamps `level` to the model's supported levels and records a change
     /// (`thinking_level_change` entry). Returns the effective level.
     pub fn set_thinking_level(&self, level: ThinkingLevel) -> ThinkingLevel {
-        let supported = self.available_thinking_levels();
-        let effective = clamp_level(level, &supported);
+        let effective = match self.model() {
+            Some(m) => crate::config::clamp_thinking_level(Some(&m), level),
+            None => ThinkingLevel::Off,
+        };
         let mut st = self.inner.state.lock().unwrap();
         if st.thinking_level != effective {
             st.thinking_level = effective;
@@ -441,6 +447,7 @@ impl AgentSession {
             st.cancel = Some(CancellationToken::new());
         }
         prompts.push(user);
+        self.inner.settled_tx.send_replace(false);
         self.inner.streaming_tx.send_replace(true);
         let this = self.clone();
         Ok(PromptOutcome::Started(Box::pin(async move {
@@ -565,8 +572,8 @@ impl AgentSession {
 
     /// Resolves once no run is in flight.
     pub async fn wait_settled(&self) {
-        let mut rx = self.inner.streaming_tx.subscribe();
-        while *rx.borrow_and_update() {
+        let mut rx = self.inner.settled_tx.subscribe();
+        while !*rx.borrow_and_update() {
             if rx.changed().await.is_err() {
                 break;
             }
@@ -601,9 +608,12 @@ impl AgentSession {
             st.cancel = None;
             st.aborted || cancel.is_cancelled()
         };
-        sink(json!({"type": "agent_settled", "aborted": aborted}));
-        self.inner.streaming_tx.send_replace(false);
+        // The flag drops before the event is queued, so a client that reacts to
+        // `agent_settled` with a new prompt always finds the session idle.
         self.flush_deferred_bash();
+        self.inner.streaming_tx.send_replace(false);
+        sink(json!({"type": "agent_settled", "aborted": aborted}));
+        self.inner.settled_tx.send_replace(true);
     }
 
     fn hide_last_assistant(&self) {
@@ -880,21 +890,6 @@ pub fn convert_to_llm(messages: &[Message]) -> Vec<Message> {
         }
     }
     out
-}
-
-/// Clamps a requested level to the supported list: the level itself if supported, else the
-/// nearest supported level below it, else the first supported level.
-pub fn clamp_level(level: ThinkingLevel, supported: &[ThinkingLevel]) -> ThinkingLevel {
-    if supported.contains(&level) {
-        return level;
-    }
-    supported
-        .iter()
-        .rev()
-        .find(|l| **l <= level)
-        .or_else(|| supported.first())
-        .copied()
-        .unwrap_or(ThinkingLevel::Off)
 }
 
 /// Context size in tokens from the last assistant usage (spec agent-loop.md §10.3); `None`
