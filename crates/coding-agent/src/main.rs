@@ -44,9 +44,28 @@ fn main() {
             std::process::exit(1);
         }
     };
-    let code = runtime.block_on(run(cli));
+    let code = runtime.block_on(async {
+        install_signal_handlers();
+        run(cli).await
+    });
     procs::kill_all();
     std::process::exit(code);
+}
+
+/// SIGTERM → exit 143, SIGHUP → exit 129, after killing running tool process groups
+/// (spec rpc-protocol.md §1).
+fn install_signal_handlers() {
+    use tokio::signal::unix::{signal, SignalKind};
+    for (kind, code) in [(SignalKind::terminate(), 143), (SignalKind::hangup(), 129)] {
+        if let Ok(mut s) = signal(kind) {
+            tokio::spawn(async move {
+                if s.recv().await.is_some() {
+                    procs::kill_all();
+                    std::process::exit(code);
+                }
+            });
+        }
+    }
 }
 
 fn fail(msg: &str) -> i32 {
