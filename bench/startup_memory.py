@@ -167,6 +167,9 @@ def one_run(argv, idle_s, keep_tmp=False):
                     response = msg
         if not response.get("success", False):
             raise RunError(f"get_state failed: {json.dumps(response)[:300]}")
+        model = ((response.get("data") or {}).get("model") or {})
+        if model.get("provider") != PROVIDER or model.get("id") != MODEL:
+            raise RunError(f"agent did not pick up the bench model: {json.dumps(model)[:300]}")
 
         # Idle ~1 s, still draining stdout so that a chatty agent never blocks on a full pipe.
         idle_end = time.perf_counter() + idle_s

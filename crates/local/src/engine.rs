@@ -160,12 +160,13 @@ fn load(backend: &LlamaBackend, path: &Path) -> Result<Loaded, String> {
         .and_then(|t| t.to_string().ok())
         .or_else(|| model.meta_val_str("tokenizer.chat_template").ok())
         .filter(|t| !t.trim().is_empty());
-    let vocab = model.vocab();
-    let piece =
-        |t: LlamaToken| String::from_utf8_lossy(&vocab.token_to_piece(t, true, None)).into_owned();
-    let bos_text = piece(vocab.bos());
-    let eos_text = piece(vocab.eos());
-    drop(vocab);
+    let (bos_text, eos_text) = {
+        let vocab = model.vocab();
+        let piece = |t: LlamaToken| {
+            String::from_utf8_lossy(&vocab.token_to_piece(t, true, None)).into_owned()
+        };
+        (piece(vocab.bos()), piece(vocab.eos()))
+    };
     tracing::info!(
         path = %path.display(),
         ms = started.elapsed().as_millis() as u64,
@@ -238,7 +239,8 @@ fn render_builtin(loaded: &Loaded, messages: &[serde_json::Value]) -> Option<Str
 }
 
 fn build_sampler(s: &SamplingConfig) -> LlamaSampler {
-    if !(s.temperature > 0.0) || !s.temperature.is_finite() {
+    // NaN or infinite temperatures also mean greedy.
+    if !s.temperature.is_finite() || s.temperature <= 0.0 {
         return LlamaSampler::greedy();
     }
     let seed = s.seed.unwrap_or_else(|| {

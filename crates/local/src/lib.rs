@@ -13,6 +13,8 @@
 //! whose prompt starts with the tokens already in the KV cache only evaluates the new suffix
 //! (reported as `usage.cacheRead`).
 
+#![warn(missing_docs)]
+
 mod discover;
 mod engine;
 mod events;

@@ -10,7 +10,7 @@ use pi_ai::{
     StreamOptions,
 };
 use pi_local::{discover_models, LocalConfig, LocalProvider, SamplingConfig};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 const DEFAULT_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
@@ -36,10 +36,10 @@ fn model_file() -> Option<PathBuf> {
 }
 
 /// The discovered model for `path` (checks `discover_models` on the way).
-fn model_for(path: &PathBuf) -> Model {
+fn model_for(path: &Path) -> Model {
     let dir = path.parent().expect("model file has a parent folder");
     let models = discover_models(dir);
-    let canonical = |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.into());
+    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.into());
     let found = models
         .into_iter()
         .find(|m| canonical(m.base_url.as_ref()) == canonical(path))
