@@ -20,7 +20,7 @@ async fn main() {
     let dir = path.parent().map(PathBuf::from).unwrap_or_default();
     let Some(model) = discover_models(&dir)
         .into_iter()
-        .find(|m| PathBuf::from(&m.base_url) == path)
+        .find(|m| std::path::Path::new(&m.base_url) == path)
     else {
         eprintln!("not a readable GGUF file: {}", path.display());
         std::process::exit(1);
