@@ -251,54 +251,62 @@ fn simple_prompt_anthropic_format() {
     assert_eq!(reqs[0].body["messages"][0]["role"], "user");
 }
 
+/// What the single response to a malformed line must look like.
+enum Expect {
+    /// `{"type":"response","command":"parse","success":false,"error":"Failed to parse command: …"}`
+    Parse,
+    /// `{"type":"response","success":false,"error":"Unknown command: undefined"}` (no id/command).
+    Unknown,
+    /// Any failure response without an id.
+    AnyFailure,
+    /// Exactly this record.
+    Exact(Value),
+}
+
+impl Expect {
+    fn accepts(&self, v: &Value) -> bool {
+        let failure = v["type"] == "response" && v["success"] == false && v.get("id").is_none();
+        match self {
+            Expect::Parse => {
+                failure
+                    && v["command"] == "parse"
+                    && v["error"]
+                        .as_str()
+                        .is_some_and(|e| e.starts_with("Failed to parse command: "))
+            }
+            Expect::Unknown => {
+                failure && v.get("command").is_none() && v["error"] == "Unknown command: undefined"
+            }
+            Expect::AnyFailure => failure,
+            Expect::Exact(want) => v == want,
+        }
+    }
+}
+
 #[test]
 fn malformed_lines_each_get_one_response_and_serving_continues() {
     let (fake, root) = setup(Script::default(), DEFAULT_MODEL);
     let mut agent = root.spawn();
-    // Each raw line with a check for its single response; sent one at a time, each followed
-    // by a get_state sentinel.
-    let parse = |v: &Value| {
-        v["type"] == "response"
-            && v["command"] == "parse"
-            && v["success"] == false
-            && v.get("id").is_none()
-            && v["error"]
-                .as_str()
-                .is_some_and(|e| e.starts_with("Failed to parse command: "))
-    };
-    let unknown = |v: &Value| {
-        v["type"] == "response"
-            && v["success"] == false
-            && v.get("id").is_none()
-            && v.get("command").is_none()
-            && v["error"] == "Unknown command: undefined"
-    };
-    let cases: Vec<(&[u8], Box<dyn Fn(&Value) -> bool>)> = vec![
-        (b"{not json\n", Box::new(parse)),
-        (b"\n", Box::new(parse)),
-        (b"   \n", Box::new(parse)),
-        (
-            b"{\"id\": \"t1\", \"type\": \"get_state\"\n",
-            Box::new(parse),
-        ),
+    // Each raw line is sent on its own, followed by a get_state sentinel; it must get exactly
+    // one response of the expected kind.
+    let cases: Vec<(&[u8], Expect)> = vec![
+        (b"{not json\n", Expect::Parse),
+        (b"\n", Expect::Parse),
+        (b"   \n", Expect::Parse),
+        (b"{\"id\": \"t1\", \"type\": \"get_state\"\n", Expect::Parse),
         // null crashes upstream; ours must answer exactly once (parse error or unknown command).
-        (
-            b"null\n",
-            Box::new(|v: &Value| {
-                v["type"] == "response" && v["success"] == false && v.get("id").is_none()
-            }),
-        ),
-        (b"[1,2]\n", Box::new(unknown)),
-        (b"42\n", Box::new(unknown)),
-        (b"{}\n", Box::new(unknown)),
+        (b"null\n", Expect::AnyFailure),
+        (b"[1,2]\n", Expect::Unknown),
+        (b"42\n", Expect::Unknown),
+        (b"{}\n", Expect::Unknown),
         (
             b"{\"id\":\"x\"}\n",
-            Box::new(|v: &Value| {
-                *v == json!({"id": "x", "type": "response", "success": false, "error": "Unknown command: undefined"})
-            }),
+            Expect::Exact(
+                json!({"id": "x", "type": "response", "success": false, "error": "Unknown command: undefined"}),
+            ),
         ),
     ];
-    for (i, (line, check)) in cases.iter().enumerate() {
+    for (i, (line, expect)) in cases.iter().enumerate() {
         let before = agent.len();
         agent.send_raw(line);
         let sentinel = format!("ok{i}");
@@ -326,7 +334,7 @@ fn malformed_lines_each_get_one_response_and_serving_continues() {
             agent.dump()
         );
         assert!(
-            check(answers[0]),
+            expect.accepts(answers[0]),
             "line {:?} got {}",
             String::from_utf8_lossy(line),
             answers[0]

@@ -14,7 +14,7 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-const SEED: u64 = 0x5EED_0F_5E55;
+const SEED: u64 = 0x005E_ED0F_5E55;
 const KILLS: usize = 30;
 /// Upper bound for one run before it is killed anyway.
 const MAX_RUN: Duration = Duration::from_millis(3000);

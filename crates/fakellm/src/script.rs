@@ -504,7 +504,10 @@ impl Turn {
         if self.api.is_some_and(|a| a != api) {
             return false;
         }
-        self.match_.as_ref().map_or(true, |m| m.matches(body_text))
+        match &self.match_ {
+            Some(m) => m.matches(body_text),
+            None => true,
+        }
     }
 }
 
