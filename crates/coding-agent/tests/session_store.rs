@@ -698,8 +698,14 @@ fn norm(v: Value) -> Value {
 /// same JSON object (same keys in the same order, same values).
 #[test]
 fn golden_session_files_round_trip() {
-    let root = Path::new("/work/shared/conformance/golden");
+    // The shared conformance recordings sit beside the checkout (CI copies them there too).
+    let root_buf = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance/golden");
+    let root = root_buf.as_path();
     if !root.exists() {
+        eprintln!(
+            "skipped: no shared conformance recordings at {}",
+            root.display()
+        );
         return;
     }
     let mut checked = 0;
