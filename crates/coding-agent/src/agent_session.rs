@@ -365,10 +365,7 @@ impl AgentSession {
                 _ => {}
             }
         }
-        let total_messages = all
-            .iter()
-            .filter(|m| !matches!(m, Message::System(_)))
-            .count();
+        let total_messages = all.len();
         let window = st.model.as_ref().map(|m| m.context_window).unwrap_or(0);
         let msgs = self.inner.messages.lock().unwrap();
         let context_tokens = context_tokens(&msgs);
@@ -387,19 +384,14 @@ impl AgentSession {
             json!({"input": input, "output": output, "cacheRead": cr, "cacheWrite": cw,
                    "total": input + output + cr + cw}),
         );
-        data.insert("cost".into(), json!(cost));
-        let percent = context_tokens.map(|t| {
-            if window > 0 {
-                json!(t as f64 / window as f64 * 100.0)
-            } else {
-                json!(0)
-            }
-        });
-        data.insert(
-            "contextUsage".into(),
-            json!({"tokens": context_tokens, "contextWindow": window,
-                   "percent": percent.unwrap_or(Value::Null)}),
-        );
+        data.insert("cost".into(), js_number(cost));
+        if window > 0 {
+            data.insert(
+                "contextUsage".into(),
+                json!({"tokens": context_tokens, "contextWindow": window,
+                       "percent": js_number(context_tokens as f64 / window as f64 * 100.0)}),
+            );
+        }
         Value::Object(data)
     }
 
@@ -892,15 +884,96 @@ pub fn convert_to_llm(messages: &[Message]) -> Vec<Message> {
     out
 }
 
-/// Context size in tokens from the last assistant usage (spec agent-loop.md §10.3); `None`
-/// when no assistant message with usage follows the last compaction.
-fn context_tokens(messages: &[Message]) -> Option<u64> {
-    messages.iter().rev().find_map(|m| match m {
-        Message::Assistant(a)
-            if !matches!(a.stop_reason, StopReason::Aborted | StopReason::Error) =>
-        {
-            Some(a.usage.total_tokens)
+/// A number as JavaScript prints it: integral values without `.0`.
+fn js_number(v: f64) -> Value {
+    if v.is_finite() && v.fract() == 0.0 && v.abs() < 9.0e15 {
+        json!(v as i64)
+    } else {
+        json!(v)
+    }
+}
+
+fn utf16_len(s: &str) -> u64 {
+    s.encode_utf16().count() as u64
+}
+
+fn blocks_chars(blocks: &[Content]) -> u64 {
+    blocks
+        .iter()
+        .map(|b| match b {
+            Content::Text(t) => utf16_len(&t.text),
+            Content::Image(_) => 4800,
+            Content::Thinking(t) => utf16_len(&t.thinking),
+            Content::ToolCall(c) => utf16_len(&c.name) + utf16_len(&c.arguments.to_string()),
+        })
+        .sum()
+}
+
+/// `estimateTokens(message)` = ⌈characters / 4⌉ (spec agent-loop.md §10.1); characters are
+/// UTF-16 code units as in JavaScript.
+pub fn estimate_tokens(message: &Message) -> u64 {
+    let chars = match message {
+        Message::User(u) => match &u.content {
+            UserContent::Text(t) => utf16_len(t),
+            UserContent::Blocks(b) => blocks_chars(b),
+        },
+        Message::Assistant(a) => blocks_chars(&a.content),
+        Message::ToolResult(t) => blocks_chars(&t.content),
+        Message::BashExecution(b) => utf16_len(&b.command) + utf16_len(&b.output),
+        Message::System(sys) => {
+            let content = match &sys.content {
+                UserContent::Text(t) => utf16_len(t),
+                UserContent::Blocks(b) => blocks_chars(b),
+            };
+            let sections: u64 = sys
+                .sections
+                .iter()
+                .flat_map(|m| m.values())
+                .filter_map(Value::as_str)
+                .map(utf16_len)
+                .sum();
+            let tools = sys
+                .tools_added
+                .as_ref()
+                .map(|t| utf16_len(&Value::Array(t.clone()).to_string()))
+                .unwrap_or(0);
+            content + sections + tools
         }
-        _ => None,
-    })
+        Message::Other(m) => {
+            if let Some(s) = m.get("summary").and_then(Value::as_str) {
+                utf16_len(s)
+            } else {
+                match m.get("content") {
+                    Some(Value::String(s)) => utf16_len(s),
+                    Some(c) => serde_json::from_value::<Vec<Content>>(c.clone())
+                        .map(|b| blocks_chars(&b))
+                        .unwrap_or(0),
+                    None => 0,
+                }
+            }
+        }
+    };
+    chars.div_ceil(4)
+}
+
+/// `estimateContextTokens(messages)` (spec agent-loop.md §10.2): the last successful
+/// assistant usage plus estimates of everything after it, else estimates of everything.
+fn context_tokens(messages: &[Message]) -> u64 {
+    let last = messages
+        .iter()
+        .enumerate()
+        .rev()
+        .find_map(|(i, m)| match m {
+            Message::Assistant(a)
+                if !matches!(a.stop_reason, StopReason::Aborted | StopReason::Error)
+                    && a.usage.total_tokens > 0 =>
+            {
+                Some((i, a.usage.total_tokens))
+            }
+            _ => None,
+        });
+    match last {
+        Some((i, total)) => total + messages[i + 1..].iter().map(estimate_tokens).sum::<u64>(),
+        None => messages.iter().map(estimate_tokens).sum(),
+    }
 }

@@ -216,7 +216,10 @@ fn dispatch(
         }
         "get_state" => reply(ok(session.state_json())),
         "get_messages" => reply(ok(json!({"messages": session.messages()}))),
-        "get_last_assistant_text" => reply(ok(json!({"text": session.last_assistant_text()}))),
+        "get_last_assistant_text" => reply(ok(match session.last_assistant_text() {
+            Some(text) => json!({ "text": text }),
+            None => json!({}),
+        })),
         "get_available_models" => reply(ok(json!({"models": session.available_models()}))),
         "set_model" => {
             let provider = str_field(&cmd, "provider").unwrap_or_default();
