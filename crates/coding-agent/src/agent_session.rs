@@ -638,9 +638,6 @@ impl AgentSession {
             AgentEvent::AgentStart => sink(json!({"type": "agent_start"})),
             AgentEvent::TurnStart => sink(json!({"type": "turn_start"})),
             AgentEvent::MessageStart { message } => {
-                if let Message::User(_) = &message {
-                    self.dequeue_delivered(&message);
-                }
                 sink(json!({"type": "message_start", "message": message}))
             }
             AgentEvent::MessageUpdate { usage, event } => sink(json!({
@@ -715,9 +712,6 @@ impl AgentSession {
             })),
         }
     }
-
-    /// Removes a delivered queued message from the display queues (agent-loop.md §4.1).
-    fn dequeue_delivered(&self, _message: &Message) {}
 
     fn drain(&self, steer: bool) -> Vec<Message> {
         let mode = {
