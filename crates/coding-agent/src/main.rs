@@ -74,6 +74,11 @@ fn fail(msg: &str) -> i32 {
 }
 
 async fn run(cli: Cli) -> i32 {
+    if let Some(m) = cli.mode.as_deref() {
+        if !matches!(m, "rpc" | "json" | "text") {
+            return fail(&format!("Unknown mode \"{m}\": use text, json or rpc"));
+        }
+    }
     let mode = match (cli.mode.as_deref(), cli.print) {
         (Some("rpc"), _) => Mode::Rpc,
         (Some("json"), _) => Mode::Json,
@@ -94,10 +99,8 @@ async fn run(cli: Cli) -> i32 {
     let agent_dir = config::agent_dir();
     config::ensure_agent_files(&agent_dir);
     let settings = Settings::load(&agent_dir, &cwd);
+    // A models.json problem is reported on stderr by the loader itself.
     let mut registry = ModelRegistry::load(&agent_dir);
-    if let Some(err) = registry.error() {
-        config::warn(err);
-    }
 
     let cli_thinking = match cli.thinking.as_deref() {
         None => None,

@@ -84,13 +84,9 @@ pub async fn run(session: AgentSession, out: Output) -> anyhow::Result<()> {
 }
 
 fn handle_line(session: &AgentSession, out: &Output, line: &[u8], tasks: &mut JoinSet<()>) {
-    let text = match std::str::from_utf8(line) {
-        Ok(t) => t,
-        Err(e) => {
-            out.send(parse_error(&format!("invalid UTF-8: {e}")));
-            return;
-        }
-    };
+    // Invalid UTF-8 sequences decode to U+FFFD, as Node's stdin decoder does.
+    let decoded = String::from_utf8_lossy(line);
+    let text: &str = &decoded;
     let value: Value = match serde_json::from_str(text) {
         Ok(v) => v,
         Err(e) => {

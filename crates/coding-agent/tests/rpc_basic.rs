@@ -598,3 +598,13 @@ fn abort_mid_stream() {
         .collect();
     assert_eq!(stops, [&json!("aborted"), &json!("stop")]);
 }
+
+#[test]
+fn invalid_utf8_bytes_decode_as_replacement_and_the_command_runs() {
+    let (_fake, root) = setup(Script::default(), DEFAULT_MODEL);
+    let mut agent = root.spawn();
+    agent.send_raw(b"{\"id\":\"i1\",\"type\":\"get_state\",\"x\":\"\xff\xfe\"}\n");
+    let r = agent.wait_response("i1");
+    assert_eq!(r["success"], true, "{r}");
+    assert_eq!(r["command"], "get_state", "{r}");
+}
