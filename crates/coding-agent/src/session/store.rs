@@ -103,18 +103,18 @@ pub(crate) fn append(path: &Path, data: &[u8], repair: Option<Repair>) -> io::Re
     Ok(())
 }
 
-/// Create `path` exclusively (fails if it exists) and write `data`; on a failed write the
-/// partial file is removed.
+/// Create `path` exclusively (fails if it exists) holding `data`. The lines are written to a
+/// temp file in the same folder first and then linked into place, so a crash (even SIGKILL)
+/// leaves either no session file or a complete one, never an empty or half-written file.
 pub(crate) fn create_exclusive(path: &Path, data: &[u8]) -> io::Result<()> {
-    if let Some(parent) = path.parent() {
-        fs::create_dir_all(parent)?;
-    }
-    let mut file = OpenOptions::new().write(true).create_new(true).open(path)?;
-    if let Err(e) = file.write_all(data) {
-        drop(file);
-        let _ = fs::remove_file(path);
-        return Err(e);
-    }
+    let parent = path.parent().unwrap_or(Path::new("."));
+    fs::create_dir_all(parent)?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".pi-session-")
+        .suffix(".tmp")
+        .tempfile_in(parent)?;
+    tmp.write_all(data)?;
+    tmp.persist_noclobber(path).map_err(|e| e.error)?;
     Ok(())
 }
 
