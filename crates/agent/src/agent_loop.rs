@@ -11,8 +11,8 @@ use crate::tool::{AgentTool, ToolContext, ToolOutput};
 use crate::validate::validate_tool_arguments;
 use futures::stream::{FuturesUnordered, StreamExt};
 use pi_ai::{
-    now_ms, AssistantMessage, AssistantMessageEvent, Content, Context, Message, Model, Provider,
-    StopReason, StreamOptions, ThinkingLevel, ToolCall, ToolResultMessage,
+    now_ms, AssistantMessage, AssistantMessageEvent, Context, Message, Model, Provider, StopReason,
+    StreamOptions, ThinkingLevel, ToolCall, ToolDefinition, ToolResultMessage,
 };
 use serde_json::Value;
 use std::sync::{Arc, Mutex};
@@ -298,16 +298,21 @@ async fn execute_tool_calls(
 ) -> Vec<ToolResultMessage> {
     let mut outcomes: Vec<Option<ToolResultMessage>> = vec![None; calls.len()];
     let mut running = FuturesUnordered::new();
+    // Each tool's definition (with its JSON schema) is built once per batch, not per call.
+    let definitions: Vec<ToolDefinition> = tools.iter().map(|t| t.definition()).collect();
     for (idx, call) in calls.iter().enumerate() {
         emit(AgentEvent::ToolExecutionStart {
             tool_call_id: call.id.clone(),
             tool_name: call.name.clone(),
             args: call.arguments.clone(),
         });
-        let prepared = match tools.iter().find(|t| t.definition().name == call.name) {
+        let prepared = match tools
+            .iter()
+            .zip(&definitions)
+            .find(|(_, def)| def.name == call.name)
+        {
             None => Prepared::Failed(ToolOutput::error(format!("Tool {} not found", call.name))),
-            Some(tool) => {
-                let def = tool.definition();
+            Some((tool, def)) => {
                 let args = tool.prepare_arguments(call.arguments.clone());
                 match validate_tool_arguments(&call.name, &def.parameters, &args) {
                     Ok(args) => Prepared::Ready(tool.clone(), args),
@@ -369,17 +374,4 @@ async fn execute_tool_calls(
         outcomes[idx] = Some(tool_result(call, &out, is_error, Some(duration)));
     }
     outcomes.into_iter().flatten().collect()
-}
-
-/// The synthetic assistant message for failures before streaming (agent-loop.md §2.3 point 7).
-pub fn error_assistant_message(model: &Model, message: String, aborted: bool) -> AssistantMessage {
-    let mut m = AssistantMessage::empty(model);
-    m.content = vec![Content::text("")];
-    m.stop_reason = if aborted {
-        StopReason::Aborted
-    } else {
-        StopReason::Error
-    };
-    m.error_message = Some(message);
-    m
 }

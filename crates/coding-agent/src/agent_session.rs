@@ -6,8 +6,10 @@
 //! messages on `message_end`, and closes every run with `agent_settled`
 //! (spec rpc-protocol.md §5.1, upstream-1.6-notes.md §1).
 
+pub use crate::config::QueueMode;
 use crate::session::SessionManager;
 use crate::tools::shell::{execute_user_bash, BashResult, UserBashOptions};
+use crate::tools::util::json_number;
 use pi_agent::{
     run_agent_loop, AgentEvent, AgentTool, EmitFn, RunHooks, SharedMessages, TurnConfig,
 };
@@ -40,29 +42,6 @@ pub type KeyResolver = Arc<dyn Fn(&Model) -> Result<RequestCredentials, String> 
 
 /// Finds the adapter for a model's `api`.
 pub type ProviderResolver = Arc<dyn Fn(&Model) -> Option<Arc<dyn Provider>> + Send + Sync>;
-
-/// Queue delivery mode (`steeringMode` / `followUpMode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum QueueMode {
-    All,
-    OneAtATime,
-}
-
-impl QueueMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            QueueMode::All => "all",
-            QueueMode::OneAtATime => "one-at-a-time",
-        }
-    }
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "all" => Some(QueueMode::All),
-            "one-at-a-time" => Some(QueueMode::OneAtATime),
-            _ => None,
-        }
-    }
-}
 
 /// Everything a session needs at construction; filled by the CLI from settings and flags.
 pub struct SessionOptions {
@@ -189,11 +168,6 @@ impl AgentSession {
     pub fn header_json(&self) -> Value {
         let st = self.inner.state.lock().unwrap();
         serde_json::to_value(st.session.header()).unwrap_or(Value::Null)
-    }
-
-    /// The working directory tools run in.
-    pub fn cwd(&self) -> &std::path::Path {
-        &self.inner.cwd
     }
 
     /// True from prompt acceptance until `agent_settled`.
@@ -384,12 +358,12 @@ impl AgentSession {
             json!({"input": input, "output": output, "cacheRead": cr, "cacheWrite": cw,
                    "total": input + output + cr + cw}),
         );
-        data.insert("cost".into(), js_number(cost));
+        data.insert("cost".into(), json_number(cost));
         if window > 0 {
             data.insert(
                 "contextUsage".into(),
                 json!({"tokens": context_tokens, "contextWindow": window,
-                       "percent": js_number(context_tokens as f64 / window as f64 * 100.0)}),
+                       "percent": json_number(context_tokens as f64 / window as f64 * 100.0)}),
             );
         }
         Value::Object(data)
@@ -876,15 +850,6 @@ pub fn convert_to_llm(messages: &[Message]) -> Vec<Message> {
         }
     }
     out
-}
-
-/// A number as JavaScript prints it: integral values without `.0`.
-fn js_number(v: f64) -> Value {
-    if v.is_finite() && v.fract() == 0.0 && v.abs() < 9.0e15 {
-        json!(v as i64)
-    } else {
-        json!(v)
-    }
 }
 
 fn utf16_len(s: &str) -> u64 {

@@ -2,7 +2,7 @@
 
 use clap::Parser;
 use pi_ai::{Model, ThinkingLevel};
-use pi_coding_agent::agent_session::{AgentSession, QueueMode, RequestCredentials, SessionOptions};
+use pi_coding_agent::agent_session::{AgentSession, RequestCredentials, SessionOptions};
 use pi_coding_agent::cli::Cli;
 use pi_coding_agent::config::{self, InitialModelOptions, ModelRegistry, Settings};
 use pi_coding_agent::output::Output;
@@ -252,8 +252,8 @@ async fn run(cli: Cli) -> i32 {
         system_message,
         system_prompt,
         session,
-        steering_mode: to_queue_mode(settings.steering_mode()),
-        follow_up_mode: to_queue_mode(settings.follow_up_mode()),
+        steering_mode: settings.steering_mode(),
+        follow_up_mode: settings.follow_up_mode(),
         auto_compaction: settings.compaction().enabled,
         auto_retry: settings.retry().enabled,
     };
@@ -284,13 +284,6 @@ async fn run(cli: Cli) -> i32 {
             let session = AgentSession::new(opts, Arc::new(|_| {}));
             print_mode::run(&session, cli.messages.clone(), false).await
         }
-    }
-}
-
-fn to_queue_mode(m: config::QueueMode) -> QueueMode {
-    match m {
-        config::QueueMode::All => QueueMode::All,
-        _ => QueueMode::OneAtATime,
     }
 }
 

@@ -25,10 +25,7 @@ pub fn kill_all() {
     let g = GROUPS.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(set) = g.as_ref() {
         for pgid in set {
-            // SAFETY: kill(2) with a negative pid targets a process group; no memory is touched.
-            unsafe {
-                libc::kill(-pgid, libc::SIGKILL);
-            }
+            crate::tools::shell::kill_process_group(*pgid as u32);
         }
     }
 }

@@ -266,19 +266,14 @@ fn dispatch(
             reply(Ok(None))
         }
         "cycle_thinking_level" => {
-            let levels = session.available_thinking_levels();
-            let has_model = session.model().is_some();
-            if !has_model || levels.len() <= 1 {
-                return reply(ok(Value::Null));
+            let model = session.model();
+            match crate::config::cycle_thinking_level(model.as_ref(), session.thinking_level()) {
+                Some(next) => {
+                    let level = session.set_thinking_level(next);
+                    reply(ok(json!({"level": level.as_str()})))
+                }
+                None => reply(ok(Value::Null)),
             }
-            let cur = session.thinking_level();
-            let idx = levels
-                .iter()
-                .position(|l| *l == cur)
-                .map(|i| (i + 1) % levels.len())
-                .unwrap_or(0);
-            let level = session.set_thinking_level(levels[idx]);
-            reply(ok(json!({"level": level.as_str()})))
         }
         "set_steering_mode" | "set_follow_up_mode" => {
             match str_field(&cmd, "mode").and_then(QueueMode::parse) {

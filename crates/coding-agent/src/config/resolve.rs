@@ -97,29 +97,10 @@ pub fn no_models_available_message() -> String {
 /// supported, else the nearest supported level above it, else below it, else the first
 /// supported, else `off`. `None` (no model at all) supports every level.
 pub fn clamp_thinking_level(model: Option<&Model>, level: ThinkingLevel) -> ThinkingLevel {
-    let supported = match model {
-        Some(m) => m.supported_thinking_levels(),
-        None => return level,
-    };
-    if supported.contains(&level) {
-        return level;
+    match model {
+        Some(m) => pi_ai::models::clamp_thinking_level(m, level),
+        None => level,
     }
-    let idx = ThinkingLevel::ALL
-        .iter()
-        .position(|l| *l == level)
-        .unwrap_or(0);
-    ThinkingLevel::ALL[idx..]
-        .iter()
-        .find(|l| supported.contains(l))
-        .or_else(|| {
-            ThinkingLevel::ALL[..idx]
-                .iter()
-                .rev()
-                .find(|l| supported.contains(l))
-        })
-        .copied()
-        .or_else(|| supported.first().copied())
-        .unwrap_or(ThinkingLevel::Off)
 }
 
 /// `cycle_thinking_level` (messages-and-models.md §8.3): `None` without a model or for a
