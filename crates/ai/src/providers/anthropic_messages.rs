@@ -11,12 +11,11 @@
 //! open block.
 
 use super::common::{
-    anthropic_http_error, apply_headers, compat_bool, effective_max_tokens, event_stream,
-    extra_headers, http_client, joined_text, mapped_level, parse_streaming_json,
-    requested_reasoning, Emitter, ABORTED_MESSAGE, BODY_TERMINATED_MESSAGE,
-    CONNECTION_ERROR_MESSAGE,
+    anthropic_http_error, apply_headers, compat_bool, effective_max_tokens, end_event,
+    event_stream, extra_headers, finish_usage, http_client, joined_text, json_u64, mapped_level,
+    next_sse_event, parse_streaming_json, push_block, requested_reasoning, resolve_api_key,
+    send_streaming_request, Emitter, StreamEnd, ABORTED_MESSAGE,
 };
-use crate::env_keys::env_api_key;
 use crate::stream::{
     AssistantMessageEvent, AssistantStream, CacheRetention, Provider, RequestTuning, StreamOptions,
     ThinkingBudgets,
@@ -27,7 +26,6 @@ use crate::types::{
     ThinkingLevel, ToolCall, ToolDefinition, UserContent,
 };
 use eventsource_stream::Eventsource;
-use futures::StreamExt;
 use reqwest::header::{HeaderMap, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use serde_json::{json, Map, Value};
 use std::time::Instant;
@@ -92,14 +90,6 @@ impl Provider for AnthropicMessages {
         let tools = context.tools.clone();
         event_stream(move |em| run(em, model, body, options, api_key, tools))
     }
-}
-
-fn resolve_api_key(model: &Model, options: &StreamOptions) -> Option<String> {
-    options
-        .api_key
-        .clone()
-        .filter(|k| !k.is_empty())
-        .or_else(|| env_api_key(&model.provider))
 }
 
 /// Claude OAuth tokens (`sk-ant-oat…`) authenticate with `Authorization: Bearer` and the
@@ -536,15 +526,6 @@ fn map_stop_reason(reason: &str) -> Result<StopReason, String> {
     }
 }
 
-fn num(v: Option<&Value>) -> Option<u64> {
-    match v {
-        Some(Value::Number(n)) => n
-            .as_u64()
-            .or_else(|| n.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64)),
-        _ => None,
-    }
-}
-
 /// Per-block streaming bookkeeping: Anthropic's block `index` → our content index.
 struct Slot {
     wire_index: i64,
@@ -584,22 +565,25 @@ impl StreamState {
                     out.response_id = Some(id.to_owned());
                 }
                 let usage = message.and_then(|m| m.get("usage"));
-                let get = |k: &str| num(usage.and_then(|u| u.get(k))).unwrap_or(0);
+                let get = |k: &str| json_u64(usage.and_then(|u| u.get(k))).unwrap_or(0);
                 out.usage.input = get("input_tokens");
                 out.usage.output = get("output_tokens");
                 out.usage.cache_read = get("cache_read_input_tokens");
                 out.usage.cache_write = get("cache_creation_input_tokens");
                 out.usage.cache_write_1h = Some(
-                    num(usage
-                        .and_then(|u| u.get("cache_creation"))
-                        .and_then(|c| c.get("ephemeral_1h_input_tokens")))
+                    json_u64(
+                        usage
+                            .and_then(|u| u.get("cache_creation"))
+                            .and_then(|c| c.get("ephemeral_1h_input_tokens")),
+                    )
                     .unwrap_or(0),
                 );
                 out.usage.cost = Cost {
                     total_from_provider: Some(false),
                     ..Cost::default()
                 };
-                refresh_usage(out, model);
+                // Anthropic reports no total: `totalTokens` is the sum of the four counters.
+                finish_usage(&mut out.usage, model);
             }
             "content_block_start" => {
                 let Some(wire_index) = index else {
@@ -607,28 +591,20 @@ impl StreamState {
                 };
                 let block = event.get("content_block").cloned().unwrap_or(Value::Null);
                 let block_type = block.get("type").and_then(Value::as_str).unwrap_or("");
-                let content_index = out.content.len();
-                let start = match block_type {
-                    "text" => {
-                        out.content.push(Content::text(""));
-                        AssistantMessageEvent::TextStart { content_index }
-                    }
-                    "thinking" => {
-                        out.content.push(Content::Thinking(ThinkingContent {
-                            thinking: String::new(),
-                            thinking_signature: Some(String::new()),
-                            redacted: None,
-                        }));
-                        AssistantMessageEvent::ThinkingStart { content_index }
-                    }
+                let new_block = match block_type {
+                    "text" => Content::text(""),
+                    "thinking" => Content::Thinking(ThinkingContent {
+                        thinking: String::new(),
+                        thinking_signature: Some(String::new()),
+                        redacted: None,
+                    }),
                     "redacted_thinking" => {
                         let data = block.get("data").and_then(Value::as_str).unwrap_or("");
-                        out.content.push(Content::Thinking(ThinkingContent {
+                        Content::Thinking(ThinkingContent {
                             thinking: "[Reasoning redacted]".into(),
                             thinking_signature: Some(data.to_owned()),
                             redacted: Some(true),
-                        }));
-                        AssistantMessageEvent::ThinkingStart { content_index }
+                        })
                     }
                     "tool_use" => {
                         let id = block.get("id").and_then(Value::as_str).unwrap_or("");
@@ -642,27 +618,22 @@ impl StreamState {
                             Some(v @ Value::Object(_)) => v.clone(),
                             _ => Value::Object(Map::new()),
                         };
-                        out.content.push(Content::ToolCall(ToolCall {
+                        Content::ToolCall(ToolCall {
                             id: id.to_owned(),
-                            name: name.clone(),
+                            name,
                             arguments,
                             thought_signature: None,
-                        }));
-                        AssistantMessageEvent::ToolCallStart {
-                            content_index,
-                            id: id.to_owned(),
-                            tool_name: name,
-                        }
+                        })
                     }
                     _ => return Ok(()),
                 };
+                let content_index = push_block(out, em, new_block);
                 self.slots.push(Slot {
                     wire_index,
                     content_index,
                     partial_json: String::new(),
                     open: true,
                 });
-                em.emit(start);
             }
             "content_block_delta" => {
                 let delta = event.get("delta").cloned().unwrap_or(Value::Null);
@@ -719,23 +690,11 @@ impl StreamState {
                 };
                 slot.open = false;
                 let ci = slot.content_index;
-                let end = match out.content.get_mut(ci) {
-                    Some(Content::Text(t)) => AssistantMessageEvent::TextEnd {
-                        content_index: ci,
-                        content: t.text.clone(),
-                    },
-                    Some(Content::Thinking(t)) => AssistantMessageEvent::ThinkingEnd {
-                        content_index: ci,
-                        content: t.thinking.clone(),
-                    },
-                    Some(Content::ToolCall(tc)) => {
-                        tc.arguments = parse_streaming_json(&slot.partial_json);
-                        AssistantMessageEvent::ToolCallEnd {
-                            content_index: ci,
-                            tool_call: tc.clone(),
-                        }
-                    }
-                    _ => return Ok(()),
+                if let Some(Content::ToolCall(tc)) = out.content.get_mut(ci) {
+                    tc.arguments = parse_streaming_json(&slot.partial_json);
+                }
+                let Some(end) = out.content.get(ci).and_then(|b| end_event(ci, b)) else {
+                    return Ok(());
                 };
                 em.emit(end);
             }
@@ -749,7 +708,7 @@ impl StreamState {
                     out.raw_stop_reason = Some(reason.to_owned());
                 }
                 let usage = event.get("usage");
-                let get = |k: &str| num(usage.and_then(|u| u.get(k)));
+                let get = |k: &str| json_u64(usage.and_then(|u| u.get(k)));
                 if let Some(v) = get("input_tokens") {
                     out.usage.input = v;
                 }
@@ -762,7 +721,8 @@ impl StreamState {
                 if let Some(v) = get("cache_creation_input_tokens") {
                     out.usage.cache_write = v;
                 }
-                refresh_usage(out, model);
+                // Anthropic reports no total: `totalTokens` is the sum of the four counters.
+                finish_usage(&mut out.usage, model);
             }
             "message_stop" => self.saw_stop = true,
             _ => {}
@@ -780,22 +740,6 @@ impl StreamState {
             }
         }
     }
-}
-
-/// Anthropic reports no total: `totalTokens` is the sum of the four counters.
-fn refresh_usage(out: &mut AssistantMessage, model: &Model) {
-    let u = &mut out.usage;
-    u.total_tokens = u.input + u.output + u.cache_read + u.cache_write;
-    if u.cost.total_from_provider.is_none() {
-        u.cost.total_from_provider = Some(false);
-    }
-    u.compute_cost(&model.cost);
-}
-
-enum StreamEnd {
-    Finished,
-    Aborted,
-    Failed(String),
 }
 
 const MESSAGE_EVENTS: [&str; 6] = [
@@ -880,42 +824,14 @@ async fn run(
     );
     let payload = serde_json::to_vec(&body).unwrap_or_default();
     let request = http_client().post(url).headers(headers).body(payload);
-    let response = tokio::select! {
-        _ = cancel.cancelled() => {
-            em.fail(output, true, ABORTED_MESSAGE, started);
-            return;
-        }
-        r = request.send() => r,
-    };
-    let response = match response {
+    let response = match send_streaming_request(request, &cancel).await {
         Ok(r) => r,
-        Err(e) => {
-            let text = if e.is_timeout() {
-                "Request timed out.".to_owned()
-            } else {
-                CONNECTION_ERROR_MESSAGE.to_owned()
-            };
-            em.fail(output, false, text, started);
+        Err(failure) => {
+            let (aborted, text) = failure.into_error(anthropic_http_error);
+            em.fail(output, aborted, text, started);
             return;
         }
     };
-    let status = response.status();
-    if !status.is_success() {
-        let text = tokio::select! {
-            _ = cancel.cancelled() => {
-                em.fail(output, true, ABORTED_MESSAGE, started);
-                return;
-            }
-            t = response.text() => t.unwrap_or_default(),
-        };
-        em.fail(
-            output,
-            false,
-            anthropic_http_error(status.as_u16(), &text),
-            started,
-        );
-        return;
-    }
 
     em.start(&output);
     let mut output = output;
@@ -926,39 +842,27 @@ async fn run(
         saw_stop: false,
     };
     let end = loop {
-        let next = tokio::select! {
-            biased;
-            _ = cancel.cancelled() => break StreamEnd::Aborted,
-            n = events.next() => n,
+        let event = match next_sse_event(&mut events, &cancel).await {
+            Ok(event) => event,
+            Err(end) => break end,
         };
-        match next {
-            None => break StreamEnd::Finished,
-            Some(Err(eventsource_stream::EventStreamError::Transport(_))) => {
-                break StreamEnd::Failed(BODY_TERMINATED_MESSAGE.to_owned())
+        if event.event == "error" {
+            break StreamEnd::Failed(event.data);
+        }
+        if !MESSAGE_EVENTS.contains(&event.event.as_str()) {
+            continue;
+        }
+        let parsed = match serde_json::from_str::<Value>(&event.data) {
+            Ok(v) => v,
+            Err(e) => {
+                break StreamEnd::Failed(format!(
+                    "Could not parse Anthropic SSE event {}: {e}; data={}",
+                    event.event, event.data
+                ))
             }
-            Some(Err(e)) => break StreamEnd::Failed(e.to_string()),
-            Some(Ok(event)) => {
-                if event.event == "error" {
-                    break StreamEnd::Failed(event.data);
-                }
-                if !MESSAGE_EVENTS.contains(&event.event.as_str()) {
-                    continue;
-                }
-                let parsed = match serde_json::from_str::<Value>(&event.data) {
-                    Ok(v) => v,
-                    Err(e) => {
-                        break StreamEnd::Failed(format!(
-                            "Could not parse Anthropic SSE event {}: {e}; data={}",
-                            event.event, event.data
-                        ))
-                    }
-                };
-                if let Err(text) =
-                    state.handle_event(&parsed, &mut output, &em, &model, oauth, &tools)
-                {
-                    break StreamEnd::Failed(text);
-                }
-            }
+        };
+        if let Err(text) = state.handle_event(&parsed, &mut output, &em, &model, oauth, &tools) {
+            break StreamEnd::Failed(text);
         }
     };
 

@@ -1,14 +1,19 @@
 //! Plumbing shared by the wire adapters: the event channel behind an [`AssistantStream`],
-//! the shared HTTP client, streaming-JSON repair, error texts and small model helpers.
+//! the shared HTTP client, request sending and SSE reading under cancellation, content-block
+//! start/end events, usage totals, streaming-JSON repair, error texts and small model helpers.
 
+use crate::env_keys::env_api_key;
 use crate::stream::{AssistantMessageEvent, AssistantStream, StreamOptions};
-use crate::types::{AssistantMessage, Content, Model, StopReason, ThinkingLevel};
+use crate::types::{AssistantMessage, Content, Model, StopReason, ThinkingLevel, Usage};
+use eventsource_stream::{Event, EventStreamError};
 use futures::channel::mpsc::{unbounded, UnboundedSender};
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
 use serde_json::{Map, Value};
+use std::fmt::Display;
 use std::future::Future;
 use std::sync::OnceLock;
 use std::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 /// Text of a request that was cancelled through [`StreamOptions::cancel`]
 /// (golden `abort_mid_stream`).
@@ -22,6 +27,10 @@ pub(crate) const BODY_TERMINATED_MESSAGE: &str = "terminated: other side closed 
 /// Text of a request that never got a response (connection refused, DNS, TLS), as the
 /// upstream SDKs word it.
 pub(crate) const CONNECTION_ERROR_MESSAGE: &str = "Connection error.";
+
+/// Text of a request whose sending timed out before response headers arrived, as the upstream
+/// SDKs word it.
+pub(crate) const REQUEST_TIMEOUT_MESSAGE: &str = "Request timed out.";
 
 /// `user-agent` sent with every request.
 pub(crate) const USER_AGENT: &str = concat!("pi/", env!("CARGO_PKG_VERSION"));
@@ -104,6 +113,188 @@ where
     let driver = futures::stream::once(producer(Emitter { tx }))
         .filter_map(|()| futures::future::ready(None::<AssistantMessageEvent>));
     Box::pin(futures::stream::select(rx, driver))
+}
+
+/// Why [`send_streaming_request`] produced no response whose body can be streamed.
+#[derive(Debug)]
+pub(crate) enum SendFailure {
+    /// The cancel token fired before the response headers (or, for a non-2xx status, the
+    /// error body) arrived.
+    Aborted,
+    /// No response at all: [`REQUEST_TIMEOUT_MESSAGE`] for a timeout, else
+    /// [`CONNECTION_ERROR_MESSAGE`] (connection refused, DNS, TLS, …).
+    Transport(&'static str),
+    /// A non-2xx response: its status code and its body text (empty when unreadable).
+    Http {
+        /// HTTP status code, e.g. `529`.
+        status: u16,
+        /// Raw response body as text.
+        body: String,
+    },
+}
+
+impl SendFailure {
+    /// `(aborted, errorMessage)` for [`Emitter::fail`]: `(true, ABORTED_MESSAGE)` for an
+    /// abort, `(false, <transport text>)` when no response came, and
+    /// `(false, http_error(status, body))` for a non-2xx status, where `http_error` is the
+    /// adapter's own formatter ([`anthropic_http_error`], [`openai_http_error`]).
+    pub(crate) fn into_error(self, http_error: fn(u16, &str) -> String) -> (bool, String) {
+        match self {
+            SendFailure::Aborted => (true, ABORTED_MESSAGE.to_owned()),
+            SendFailure::Transport(text) => (false, text.to_owned()),
+            SendFailure::Http { status, body } => (false, http_error(status, &body)),
+        }
+    }
+}
+
+/// Send `request` and wait for the response headers, racing `cancel` (unbiased). A 2xx
+/// response is returned unread so its body can be streamed; anything else becomes a
+/// [`SendFailure`] (for a non-2xx status the body is read first, still racing `cancel`).
+pub(crate) async fn send_streaming_request(
+    request: reqwest::RequestBuilder,
+    cancel: &CancellationToken,
+) -> Result<reqwest::Response, SendFailure> {
+    let response = tokio::select! {
+        _ = cancel.cancelled() => return Err(SendFailure::Aborted),
+        r = request.send() => r,
+    };
+    let response = response.map_err(|e| {
+        SendFailure::Transport(if e.is_timeout() {
+            REQUEST_TIMEOUT_MESSAGE
+        } else {
+            CONNECTION_ERROR_MESSAGE
+        })
+    })?;
+    let status = response.status();
+    if status.is_success() {
+        return Ok(response);
+    }
+    let body = tokio::select! {
+        _ = cancel.cancelled() => return Err(SendFailure::Aborted),
+        t = response.text() => t.unwrap_or_default(),
+    };
+    Err(SendFailure::Http {
+        status: status.as_u16(),
+        body,
+    })
+}
+
+/// How reading a streamed (SSE) response body ended.
+#[derive(Debug)]
+pub(crate) enum StreamEnd {
+    /// The body (or the adapter's end marker) was reached.
+    Finished,
+    /// The cancel token fired.
+    Aborted,
+    /// The stream broke or carried an error; the text becomes `errorMessage`.
+    Failed(String),
+}
+
+/// The next SSE event of `events`, racing `cancel` (checked first), or how the stream ended:
+/// [`StreamEnd::Aborted`] on cancel, [`StreamEnd::Finished`] at the end of the body,
+/// [`StreamEnd::Failed`] with [`BODY_TERMINATED_MESSAGE`] when the connection broke, or with
+/// the parser's error text for malformed UTF-8/SSE.
+pub(crate) async fn next_sse_event<S, E>(
+    events: &mut S,
+    cancel: &CancellationToken,
+) -> Result<Event, StreamEnd>
+where
+    S: Stream<Item = Result<Event, EventStreamError<E>>> + Unpin,
+    E: Display,
+{
+    let next = tokio::select! {
+        biased;
+        _ = cancel.cancelled() => return Err(StreamEnd::Aborted),
+        n = events.next() => n,
+    };
+    match next {
+        None => Err(StreamEnd::Finished),
+        Some(Err(EventStreamError::Transport(_))) => {
+            Err(StreamEnd::Failed(BODY_TERMINATED_MESSAGE.to_owned()))
+        }
+        Some(Err(e)) => Err(StreamEnd::Failed(e.to_string())),
+        Some(Ok(event)) => Ok(event),
+    }
+}
+
+/// The `*_start` event announcing `block` at `content_index` (`text_start`, `thinking_start`,
+/// or `toolcall_start` with the call's id and name); `None` for images, which are never
+/// streamed.
+pub(crate) fn start_event(content_index: usize, block: &Content) -> Option<AssistantMessageEvent> {
+    Some(match block {
+        Content::Text(_) => AssistantMessageEvent::TextStart { content_index },
+        Content::Thinking(_) => AssistantMessageEvent::ThinkingStart { content_index },
+        Content::ToolCall(tc) => AssistantMessageEvent::ToolCallStart {
+            content_index,
+            id: tc.id.clone(),
+            tool_name: tc.name.clone(),
+        },
+        Content::Image(_) => return None,
+    })
+}
+
+/// The `*_end` event closing `block` at `content_index`, carrying the block's final text,
+/// thinking, or tool call; `None` for images.
+pub(crate) fn end_event(content_index: usize, block: &Content) -> Option<AssistantMessageEvent> {
+    Some(match block {
+        Content::Text(t) => AssistantMessageEvent::TextEnd {
+            content_index,
+            content: t.text.clone(),
+        },
+        Content::Thinking(t) => AssistantMessageEvent::ThinkingEnd {
+            content_index,
+            content: t.thinking.clone(),
+        },
+        Content::ToolCall(tc) => AssistantMessageEvent::ToolCallEnd {
+            content_index,
+            tool_call: tc.clone(),
+        },
+        Content::Image(_) => return None,
+    })
+}
+
+/// Append `block` to `out.content`, emit its `*_start` event (see [`start_event`]) and return
+/// its content index.
+pub(crate) fn push_block(out: &mut AssistantMessage, em: &Emitter, block: Content) -> usize {
+    let content_index = out.content.len();
+    let start = start_event(content_index, &block);
+    out.content.push(block);
+    if let Some(event) = start {
+        em.emit(event);
+    }
+    content_index
+}
+
+/// Finish usage counters read from the wire: `totalTokens` = input + output + cacheRead +
+/// cacheWrite (tokens), `cost.totalFromProvider` = `false` unless already set, and the cost
+/// (USD) recomputed from `model.cost` (per million tokens).
+pub(crate) fn finish_usage(usage: &mut Usage, model: &Model) {
+    usage.total_tokens = usage.input + usage.output + usage.cache_read + usage.cache_write;
+    if usage.cost.total_from_provider.is_none() {
+        usage.cost.total_from_provider = Some(false);
+    }
+    usage.compute_cost(&model.cost);
+}
+
+/// A non-negative JSON number as `u64` (fractions truncated); `None` when absent, negative or
+/// not a number.
+pub(crate) fn json_u64(v: Option<&Value>) -> Option<u64> {
+    match v {
+        Some(Value::Number(n)) => n
+            .as_u64()
+            .or_else(|| n.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64)),
+        _ => None,
+    }
+}
+
+/// API key for a request: the non-empty `options.apiKey`, else the provider's environment
+/// variable (see [`env_api_key`]).
+pub(crate) fn resolve_api_key(model: &Model, options: &StreamOptions) -> Option<String> {
+    options
+        .api_key
+        .clone()
+        .filter(|k| !k.is_empty())
+        .or_else(|| env_api_key(&model.provider))
 }
 
 /// Output-token cap for a request: the caller's value, else `min(model.maxTokens, 32000)`
@@ -200,21 +391,12 @@ pub fn parse_streaming_json(text: &str) -> Value {
     }
     // Positions outside strings where the text may be cut: just after `{`/`[`, or at `,`.
     let mut cuts = Vec::new();
-    let mut in_str = false;
-    let mut esc = false;
+    let mut scan = JsonScan::default();
     for (i, c) in t.char_indices() {
-        if in_str {
-            if esc {
-                esc = false;
-            } else if c == '\\' {
-                esc = true;
-            } else if c == '"' {
-                in_str = false;
-            }
+        if !scan.is_structural(c) {
             continue;
         }
         match c {
-            '"' => in_str = true,
             '{' | '[' => cuts.push(i + 1),
             ',' => cuts.push(i),
             _ => {}
@@ -231,6 +413,36 @@ pub fn parse_streaming_json(text: &str) -> Value {
     Value::Object(Map::new())
 }
 
+/// Character-by-character JSON lexer state: tracks whether the scan is inside a string
+/// literal and whether the previous character was a backslash escape inside it.
+#[derive(Default)]
+struct JsonScan {
+    in_str: bool,
+    esc: bool,
+}
+
+impl JsonScan {
+    /// Feed the next character; `true` when `c` lies outside string literals and is not a
+    /// quote (so it may be a structural `{`, `[`, `}`, `]` or `,`).
+    fn is_structural(&mut self, c: char) -> bool {
+        if self.in_str {
+            if self.esc {
+                self.esc = false;
+            } else if c == '\\' {
+                self.esc = true;
+            } else if c == '"' {
+                self.in_str = false;
+            }
+            return false;
+        }
+        if c == '"' {
+            self.in_str = true;
+            return false;
+        }
+        true
+    }
+}
+
 fn object_or_empty(v: Value) -> Value {
     match v {
         Value::Object(_) => v,
@@ -241,21 +453,12 @@ fn object_or_empty(v: Value) -> Value {
 /// Close open strings and containers of `prefix` and parse it.
 fn try_complete(prefix: &str) -> Option<Value> {
     let mut stack = Vec::new();
-    let mut in_str = false;
-    let mut esc = false;
+    let mut scan = JsonScan::default();
     for c in prefix.chars() {
-        if in_str {
-            if esc {
-                esc = false;
-            } else if c == '\\' {
-                esc = true;
-            } else if c == '"' {
-                in_str = false;
-            }
+        if !scan.is_structural(c) {
             continue;
         }
         match c {
-            '"' => in_str = true,
             '{' => stack.push('}'),
             '[' => stack.push(']'),
             '}' | ']' => {
@@ -265,8 +468,8 @@ fn try_complete(prefix: &str) -> Option<Value> {
         }
     }
     let mut s = prefix.trim_end().to_owned();
-    if in_str {
-        if esc {
+    if scan.in_str {
+        if scan.esc {
             s.pop();
         }
         s.push('"');

@@ -12,22 +12,20 @@
 //! a broken body yields `error` without `*_end`; an abort emits the `*_end`s, then `error`.
 
 use super::common::{
-    apply_headers, compact, compat_bool, compat_str, effective_max_tokens, event_stream,
-    extra_headers, http_client, joined_text, mapped_level, openai_http_error, parse_streaming_json,
-    requested_reasoning, Emitter, ABORTED_MESSAGE, BODY_TERMINATED_MESSAGE,
-    CONNECTION_ERROR_MESSAGE,
+    apply_headers, compact, compat_bool, compat_str, effective_max_tokens, end_event, event_stream,
+    extra_headers, finish_usage, http_client, joined_text, json_u64, mapped_level, next_sse_event,
+    openai_http_error, parse_streaming_json, push_block, requested_reasoning, resolve_api_key,
+    send_streaming_request, Emitter, StreamEnd, ABORTED_MESSAGE,
 };
-use crate::env_keys::env_api_key;
 use crate::stream::{
     AssistantMessageEvent, AssistantStream, CacheRetention, Provider, RequestTuning, StreamOptions,
 };
 use crate::transform::transform_messages;
 use crate::types::{
-    AssistantMessage, Content, Context, Cost, Message, Model, StopReason, TextContent,
-    ThinkingContent, ToolCall, Usage, UserContent,
+    AssistantMessage, Content, Context, Cost, Message, Model, StopReason, ThinkingContent,
+    ToolCall, Usage, UserContent,
 };
 use eventsource_stream::Eventsource;
-use futures::StreamExt;
 use reqwest::header::{HeaderMap, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
@@ -535,13 +533,7 @@ fn convert_assistant(model: &Model, a: &AssistantMessage, compat: &Compat) -> Op
 
 /// A number field as `u64` (absent, negative or non-numeric → 0).
 fn num(v: Option<&Value>) -> u64 {
-    match v {
-        Some(Value::Number(n)) => n
-            .as_u64()
-            .or_else(|| n.as_f64().filter(|f| *f > 0.0).map(|f| f as u64))
-            .unwrap_or(0),
-        _ => 0,
-    }
+    json_u64(v).unwrap_or(0)
 }
 
 /// Usage of a chunk (agent-loop.md §11): `cacheRead` = `cached_tokens`, `cacheWrite` =
@@ -567,13 +559,10 @@ fn parse_usage(raw: &Value, model: &Model) -> Usage {
         cache_write,
         cache_write_1h: None,
         reasoning: Some(reasoning),
-        total_tokens: input + output + cache_read + cache_write,
-        cost: Cost {
-            total_from_provider: Some(false),
-            ..Cost::default()
-        },
+        total_tokens: 0,
+        cost: Cost::default(),
     };
-    usage.compute_cost(&model.cost);
+    finish_usage(&mut usage, model);
     usage
 }
 
@@ -661,23 +650,7 @@ impl StreamState {
 
         if let Some(text) = delta.get("content").and_then(Value::as_str) {
             if !text.is_empty() {
-                let idx = match self.text_index {
-                    Some(i) => i,
-                    None => {
-                        out.content.push(Content::text(""));
-                        let i = out.content.len() - 1;
-                        self.text_index = Some(i);
-                        em.emit(AssistantMessageEvent::TextStart { content_index: i });
-                        i
-                    }
-                };
-                if let Some(Content::Text(t)) = out.content.get_mut(idx) {
-                    t.text.push_str(text);
-                }
-                em.emit(AssistantMessageEvent::TextDelta {
-                    content_index: idx,
-                    delta: text.to_owned(),
-                });
+                append_to_block(&mut self.text_index, out, em, text, || Content::text(""));
             }
         }
 
@@ -696,26 +669,12 @@ impl StreamState {
             } else {
                 field
             };
-            let idx = match self.thinking_index {
-                Some(i) => i,
-                None => {
-                    out.content.push(Content::Thinking(ThinkingContent {
-                        thinking: String::new(),
-                        thinking_signature: Some(signature.to_owned()),
-                        redacted: None,
-                    }));
-                    let i = out.content.len() - 1;
-                    self.thinking_index = Some(i);
-                    em.emit(AssistantMessageEvent::ThinkingStart { content_index: i });
-                    i
-                }
-            };
-            if let Some(Content::Thinking(t)) = out.content.get_mut(idx) {
-                t.thinking.push_str(text);
-            }
-            em.emit(AssistantMessageEvent::ThinkingDelta {
-                content_index: idx,
-                delta: text.to_owned(),
+            append_to_block(&mut self.thinking_index, out, em, text, || {
+                Content::Thinking(ThinkingContent {
+                    thinking: String::new(),
+                    thinking_signature: Some(signature.to_owned()),
+                    redacted: None,
+                })
             });
         }
 
@@ -789,18 +748,11 @@ impl StreamState {
                 if let Some(d) = self.unmatched_details.remove(&tc.id) {
                     tc.thought_signature = Some(compact(&d));
                 }
-                let (start_id, start_name) = (tc.id.clone(), tc.name.clone());
-                out.content.push(Content::ToolCall(tc));
-                let content_index = out.content.len() - 1;
+                let content_index = push_block(out, em, Content::ToolCall(tc));
                 self.tools.push(ToolSlot {
                     content_index,
                     stream_index,
                     partial: String::new(),
-                });
-                em.emit(AssistantMessageEvent::ToolCallStart {
-                    content_index,
-                    id: start_id,
-                    tool_name: start_name,
                 });
                 self.tools.len() - 1
             }
@@ -838,31 +790,44 @@ impl StreamState {
         }
         let Some(em) = em else { return };
         for (i, block) in out.content.iter().enumerate() {
-            let event = match block {
-                Content::Text(TextContent { text, .. }) => AssistantMessageEvent::TextEnd {
-                    content_index: i,
-                    content: text.clone(),
-                },
-                Content::Thinking(t) => AssistantMessageEvent::ThinkingEnd {
-                    content_index: i,
-                    content: t.thinking.clone(),
-                },
-                Content::ToolCall(tc) => AssistantMessageEvent::ToolCallEnd {
-                    content_index: i,
-                    tool_call: tc.clone(),
-                },
-                Content::Image(_) => continue,
-            };
-            em.emit(event);
+            if let Some(event) = end_event(i, block) {
+                em.emit(event);
+            }
         }
     }
 }
 
-/// How reading the event stream ended.
-enum StreamEnd {
-    Finished,
-    Aborted,
-    Failed(String),
+/// Append streamed `text` to the text or thinking block at `*index` and emit its `*_delta`;
+/// when `*index` is `None`, first open the block built by `new_block` (pushed last, with its
+/// `*_start`) and remember its content index there.
+fn append_to_block(
+    index: &mut Option<usize>,
+    out: &mut AssistantMessage,
+    em: &Emitter,
+    text: &str,
+    new_block: impl FnOnce() -> Content,
+) {
+    let content_index = *index.get_or_insert_with(|| push_block(out, em, new_block()));
+    let delta = text.to_owned();
+    let event = match out.content.get_mut(content_index) {
+        Some(Content::Text(t)) => {
+            t.text.push_str(text);
+            AssistantMessageEvent::TextDelta {
+                content_index,
+                delta,
+            }
+        }
+        Some(Content::Thinking(t)) => {
+            t.thinking.push_str(text);
+            AssistantMessageEvent::ThinkingDelta {
+                content_index,
+                delta,
+            }
+        }
+        // Unreachable: indices are only ever set to the text/thinking block pushed above.
+        _ => return,
+    };
+    em.emit(event);
 }
 
 async fn run(em: Emitter, model: Model, body: Value, options: StreamOptions) {
@@ -875,11 +840,7 @@ async fn run(em: Emitter, model: Model, body: Value, options: StreamOptions) {
     }
 
     let url = format!("{}/chat/completions", model.base_url.trim_end_matches('/'));
-    let api_key = options
-        .api_key
-        .clone()
-        .filter(|k| !k.is_empty())
-        .or_else(|| env_api_key(&model.provider));
+    let api_key = resolve_api_key(&model, &options);
     let mut headers = HeaderMap::new();
     headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
     if let Some(key) = api_key {
@@ -892,73 +853,35 @@ async fn run(em: Emitter, model: Model, body: Value, options: StreamOptions) {
     let payload = serde_json::to_vec(&body).unwrap_or_default();
     let request = http_client().post(url).headers(headers).body(payload);
 
-    let response = tokio::select! {
-        _ = cancel.cancelled() => {
-            em.fail(output, true, ABORTED_MESSAGE, started);
-            return;
-        }
-        r = request.send() => r,
-    };
-    let response = match response {
+    let response = match send_streaming_request(request, &cancel).await {
         Ok(r) => r,
-        Err(e) => {
-            let text = if e.is_timeout() {
-                "Request timed out.".to_owned()
-            } else {
-                CONNECTION_ERROR_MESSAGE.to_owned()
-            };
-            em.fail(output, false, text, started);
+        Err(failure) => {
+            let (aborted, text) = failure.into_error(openai_http_error);
+            em.fail(output, aborted, text, started);
             return;
         }
     };
-    let status = response.status();
-    if !status.is_success() {
-        let text = tokio::select! {
-            _ = cancel.cancelled() => {
-                em.fail(output, true, ABORTED_MESSAGE, started);
-                return;
-            }
-            t = response.text() => t.unwrap_or_default(),
-        };
-        em.fail(
-            output,
-            false,
-            openai_http_error(status.as_u16(), &text),
-            started,
-        );
-        return;
-    }
 
     em.start(&output);
     let mut events = response.bytes_stream().eventsource();
     let mut state = StreamState::default();
     let end = loop {
-        let next = tokio::select! {
-            biased;
-            _ = cancel.cancelled() => break StreamEnd::Aborted,
-            n = events.next() => n,
+        let event = match next_sse_event(&mut events, &cancel).await {
+            Ok(event) => event,
+            Err(end) => break end,
         };
-        match next {
-            None => break StreamEnd::Finished,
-            Some(Err(eventsource_stream::EventStreamError::Transport(_))) => {
-                break StreamEnd::Failed(BODY_TERMINATED_MESSAGE.to_owned())
-            }
-            Some(Err(e)) => break StreamEnd::Failed(e.to_string()),
-            Some(Ok(event)) => {
-                let data = event.data.trim();
-                if data == "[DONE]" {
-                    break StreamEnd::Finished;
-                }
-                if data.is_empty() {
-                    continue;
-                }
-                let Ok(chunk) = serde_json::from_str::<Value>(data) else {
-                    continue;
-                };
-                if let Err(text) = state.handle_chunk(&chunk, &mut output, &em, &model) {
-                    break StreamEnd::Failed(text);
-                }
-            }
+        let data = event.data.trim();
+        if data == "[DONE]" {
+            break StreamEnd::Finished;
+        }
+        if data.is_empty() {
+            continue;
+        }
+        let Ok(chunk) = serde_json::from_str::<Value>(data) else {
+            continue;
+        };
+        if let Err(text) = state.handle_chunk(&chunk, &mut output, &em, &model) {
+            break StreamEnd::Failed(text);
         }
     };
 
