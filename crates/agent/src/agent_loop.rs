@@ -28,16 +28,21 @@ pub type SharedMessages = Arc<Mutex<Vec<Message>>>;
 /// What one LLM call uses. Built by [`RunHooks::turn_config`] before every call.
 #[derive(Clone)]
 pub struct TurnConfig {
+    /// The model to call.
     pub model: Model,
+    /// The adapter for `model.api`.
     pub provider: Arc<dyn Provider>,
     /// Flattened system prompt text sent to the model.
     pub system_prompt: String,
     /// Active tools, in the order offered to the model.
     pub tools: Vec<Arc<dyn AgentTool>>,
+    /// Thinking level for the request; `Off` sends no reasoning parameters.
     pub thinking_level: ThinkingLevel,
+    /// Credential for the provider; `None` = fall back to the provider's environment variable.
     pub api_key: Option<String>,
     /// Extra HTTP headers for the request (resolved credentials and models.json headers).
     pub headers: Vec<(String, String)>,
+    /// Session id passed to the provider for prompt caching; `None` = no session.
     pub session_id: Option<String>,
 }
 

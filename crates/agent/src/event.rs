@@ -13,41 +13,66 @@ pub enum AgentEvent {
     TurnStart,
     /// `message_start {message}`; for an assistant message this is the empty partial with
     /// `stopReason: "pending"`.
-    MessageStart { message: Message },
+    MessageStart {
+        /// The message (for an assistant message, the empty partial).
+        message: Message,
+    },
     /// `message_update {usage, assistantMessageEvent}` (1.6 notes §3: no `message`, no `partial`).
     MessageUpdate {
+        /// The partial message's cumulative usage so far (may be all zeros until reported).
         usage: Usage,
+        /// Wire `assistantMessageEvent`: the streaming event (never `Start`/`Done`/`Error`).
         event: AssistantMessageEvent,
     },
     /// `message_end {message}`.
-    MessageEnd { message: Message },
+    MessageEnd {
+        /// The final, authoritative message.
+        message: Message,
+    },
     /// `tool_execution_start {toolCallId, toolName, args}`.
     ToolExecutionStart {
+        /// Wire `toolCallId`: the tool call's `id`.
         tool_call_id: String,
+        /// Wire `toolName`.
         tool_name: String,
+        /// The tool call's `arguments` object.
         args: Value,
     },
     /// `tool_execution_update {toolCallId, toolName, args, partialResult}`.
     ToolExecutionUpdate {
+        /// Wire `toolCallId`: the tool call's `id`.
         tool_call_id: String,
+        /// Wire `toolName`.
         tool_name: String,
+        /// The tool call's `arguments` object.
         args: Value,
+        /// Wire `partialResult`: the output accumulated so far, not a delta.
         partial_result: ToolOutput,
     },
     /// `tool_execution_end {toolCallId, toolName, result, isError, durationMs?}`; `durationMs`
     /// (ms) is absent for calls that failed before running (unknown tool, invalid arguments).
     ToolExecutionEnd {
+        /// Wire `toolCallId`: the tool call's `id`.
         tool_call_id: String,
+        /// Wire `toolName`.
         tool_name: String,
+        /// The final tool output.
         result: ToolOutput,
+        /// Wire `isError`: whether the call failed.
         is_error: bool,
+        /// Wire `durationMs`: execution time in ms; `None` = absent (never ran).
         duration_ms: Option<u64>,
     },
     /// `turn_end {message, toolResults}`.
     TurnEnd {
+        /// The turn's assistant message.
         message: Message,
+        /// Wire `toolResults`: results of the turn's tool calls, in order; empty if none.
         tool_results: Vec<ToolResultMessage>,
     },
     /// `agent_end {messages}`: every message created in this run, in order.
-    AgentEnd { messages: Vec<Message> },
+    AgentEnd {
+        /// Every message created in this run, in order.
+        messages: Vec<Message>,
+    },
 }

@@ -14,12 +14,16 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolOutput {
+    /// Text/image blocks the model sees.
     pub content: Vec<Content>,
+    /// Tool-specific data for UIs, not sent to the model; `None` = absent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub details: Option<Value>,
+    /// Wire `structuredContent`: machine-readable result (bash); `None` = absent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub structured_content: Option<Value>,
-    /// Set by tools that report failure as a result rather than as an `Err` (bash exit codes).
+    /// Wire `isError`. Set by tools that report failure as a result rather than as an `Err`
+    /// (bash exit codes); `None` = absent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub is_error: Option<bool>,
 }

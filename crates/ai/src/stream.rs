@@ -18,51 +18,97 @@ use tokio_util::sync::CancellationToken;
 pub enum AssistantMessageEvent {
     /// The request was accepted; the partial message is empty. Not sent over RPC as an update.
     Start {
+        /// The empty partial message (`stopReason: "pending"`); not serialized.
         #[serde(skip)]
         partial: Box<AssistantMessage>,
     },
+    /// `"type":"text_start"`: a text block opens (rpc-protocol.md §5.2).
     #[serde(rename_all = "camelCase")]
-    TextStart { content_index: usize },
+    TextStart {
+        /// Wire `contentIndex`: index of the block in the final `message.content`.
+        content_index: usize,
+    },
+    /// `"type":"text_delta"`: more text for an open text block.
     #[serde(rename_all = "camelCase")]
-    TextDelta { content_index: usize, delta: String },
+    TextDelta {
+        /// Wire `contentIndex`: index of the block in the final `message.content`.
+        content_index: usize,
+        /// The appended text fragment.
+        delta: String,
+    },
+    /// `"type":"text_end"`: a text block is complete.
     #[serde(rename_all = "camelCase")]
     TextEnd {
+        /// Wire `contentIndex`: index of the block in the final `message.content`.
         content_index: usize,
+        /// The block's full text.
         content: String,
     },
+    /// `"type":"thinking_start"`: a thinking block opens.
     #[serde(rename_all = "camelCase")]
-    ThinkingStart { content_index: usize },
+    ThinkingStart {
+        /// Wire `contentIndex`: index of the block in the final `message.content`.
+        content_index: usize,
+    },
+    /// `"type":"thinking_delta"`: more reasoning text for an open thinking block.
     #[serde(rename_all = "camelCase")]
-    ThinkingDelta { content_index: usize, delta: String },
+    ThinkingDelta {
+        /// Wire `contentIndex`: index of the block in the final `message.content`.
+        content_index: usize,
+        /// The appended reasoning fragment.
+        delta: String,
+    },
+    /// `"type":"thinking_end"`: a thinking block is complete (signatures only appear in the
+    /// final message).
     #[serde(rename_all = "camelCase")]
     ThinkingEnd {
+        /// Wire `contentIndex`: index of the block in the final `message.content`.
         content_index: usize,
+        /// The block's full thinking text (a placeholder when redacted).
         content: String,
     },
+    /// `"type":"toolcall_start"`: a tool-call block opens.
     #[serde(rename = "toolcall_start", rename_all = "camelCase")]
     ToolCallStart {
+        /// Wire `contentIndex`: index of the block in the final `message.content`.
         content_index: usize,
+        /// The tool call id.
         id: String,
+        /// Wire `toolName`: the called tool's name.
         tool_name: String,
     },
+    /// `"type":"toolcall_delta"`: a raw fragment of the arguments JSON text.
     #[serde(rename = "toolcall_delta", rename_all = "camelCase")]
-    ToolCallDelta { content_index: usize, delta: String },
+    ToolCallDelta {
+        /// Wire `contentIndex`: index of the block in the final `message.content`.
+        content_index: usize,
+        /// The appended JSON text fragment.
+        delta: String,
+    },
+    /// `"type":"toolcall_end"`: a tool call is complete, with parsed arguments.
     #[serde(rename = "toolcall_end", rename_all = "camelCase")]
     ToolCallEnd {
+        /// Wire `contentIndex`: index of the block in the final `message.content`.
         content_index: usize,
-        /// Serialized as a content block (`{"type":"toolCall",…}`), as upstream sends it.
+        /// Wire `toolCall`. Serialized as a content block (`{"type":"toolCall",…}`), as upstream sends it.
         #[serde(serialize_with = "serialize_tool_call_block")]
         tool_call: ToolCall,
     },
-    /// Normal end; `message.stopReason` is `stop`, `length` or `toolUse`.
+    /// Normal end; `message.stopReason` is `stop`, `length` or `toolUse`. Not sent over RPC as
+    /// an update (it becomes `message_end`).
     Done {
+        /// Same as `message.stop_reason`.
         reason: StopReason,
+        /// The final message; not serialized.
         #[serde(skip)]
         message: Box<AssistantMessage>,
     },
-    /// Failure or abort; `message.stopReason` is `error` or `aborted`, `errorMessage` set.
+    /// Failure or abort; `message.stopReason` is `error` or `aborted`, `errorMessage` set. Not
+    /// sent over RPC as an update (it becomes `message_end`).
     Error {
+        /// `Error` or `Aborted`; same as `message.stop_reason`.
         reason: StopReason,
+        /// The final message; not serialized.
         #[serde(skip)]
         message: Box<AssistantMessage>,
     },
@@ -117,12 +163,16 @@ pub enum CacheRetention {
 /// Thinking token budgets per level (settings `thinkingBudgets`); `None` keeps the default.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct ThinkingBudgets {
+    /// Budget in tokens for `minimal`; `None` = default (1024).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub minimal: Option<u64>,
+    /// Budget in tokens for `low`; `None` = default (2048).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub low: Option<u64>,
+    /// Budget in tokens for `medium`; `None` = default (8192).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub medium: Option<u64>,
+    /// Budget in tokens for `high`; `None` = default (16384).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub high: Option<u64>,
 }

@@ -28,7 +28,9 @@ pub fn js_f64<S: serde::Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TextContent {
+    /// The text itself.
     pub text: String,
+    /// Wire `textSignature`: opaque provider metadata kept verbatim; `None` = absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text_signature: Option<String>,
 }
@@ -37,9 +39,13 @@ pub struct TextContent {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ThinkingContent {
+    /// The reasoning text (a placeholder or empty when redacted).
     pub thinking: String,
+    /// Wire `thinkingSignature`: opaque provider replay data (holds the encrypted payload when
+    /// redacted); `None` = absent. Sent back unchanged on later turns (spec §2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinking_signature: Option<String>,
+    /// `true` for redacted thinking; `None` = absent (not redacted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub redacted: Option<bool>,
 }
@@ -48,7 +54,9 @@ pub struct ThinkingContent {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ImageContent {
+    /// Base64 image bytes, without a `data:` prefix.
     pub data: String,
+    /// Wire `mimeType`, e.g. `image/png`.
     pub mime_type: String,
 }
 
@@ -56,10 +64,15 @@ pub struct ImageContent {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolCall {
+    /// Provider-assigned call id; tool results refer to it as `toolCallId`.
     pub id: String,
+    /// Name of the tool to run.
     pub name: String,
+    /// Arguments as a JSON object (a best-effort partial parse while streaming); an absent key
+    /// reads as `{}`.
     #[serde(default = "empty_object")]
     pub arguments: Value,
+    /// Wire `thoughtSignature`: Google-specific opaque value; `None` = absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thought_signature: Option<String>,
 }
@@ -72,12 +85,16 @@ fn empty_object() -> Value {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type")]
 pub enum Content {
+    /// `"type":"text"`.
     #[serde(rename = "text")]
     Text(TextContent),
+    /// `"type":"thinking"` (assistant only).
     #[serde(rename = "thinking")]
     Thinking(ThinkingContent),
+    /// `"type":"image"` (user, custom and tool-result content).
     #[serde(rename = "image")]
     Image(ImageContent),
+    /// `"type":"toolCall"` (assistant only).
     #[serde(rename = "toolCall")]
     ToolCall(ToolCall),
 }
@@ -103,7 +120,9 @@ impl Content {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum UserContent {
+    /// Wire form: a bare JSON string (extension/SDK messages, older sessions).
     Text(String),
+    /// Wire form: an array of text/image blocks (what RPC `prompt`/`steer`/`follow_up` create).
     Blocks(Vec<Content>),
 }
 
@@ -128,14 +147,19 @@ impl UserContent {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Cost {
+    /// Cost of uncached input tokens, US dollars.
     #[serde(serialize_with = "js_f64")]
     pub input: f64,
+    /// Cost of output tokens, US dollars.
     #[serde(serialize_with = "js_f64")]
     pub output: f64,
+    /// Wire `cacheRead`: cost of cache-read tokens, US dollars.
     #[serde(serialize_with = "js_f64")]
     pub cache_read: f64,
+    /// Wire `cacheWrite`: cost of cache-write tokens, US dollars.
     #[serde(serialize_with = "js_f64")]
     pub cache_write: f64,
+    /// Sum of the four component costs, US dollars.
     #[serde(serialize_with = "js_f64")]
     pub total: f64,
     /// Upstream 1.6 writes `totalFromProvider: false` once a provider reported usage; messages
@@ -148,10 +172,16 @@ pub struct Cost {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Usage {
+    /// Uncached input tokens.
     pub input: u64,
+    /// Output tokens, reasoning tokens included.
     pub output: u64,
+    /// Wire `cacheRead`: prompt-cache read tokens.
     pub cache_read: u64,
+    /// Wire `cacheWrite`: prompt-cache write tokens.
     pub cache_write: u64,
+    /// Wire `cacheWrite1h`: the part of `cacheWrite` written with 1-hour retention (Anthropic
+    /// only); `None` = absent.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
@@ -162,7 +192,10 @@ pub struct Usage {
     /// it (`openai-completions`: always once usage arrived); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning: Option<u64>,
+    /// Wire `totalTokens`: the provider's total, or the sum of the four counters when it
+    /// reports none.
     pub total_tokens: u64,
+    /// Dollar cost per component, computed from the model's prices.
     pub cost: Cost,
 }
 
@@ -183,12 +216,17 @@ impl Usage {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum StopReason {
+    /// `"stop"`: normal completion.
     Stop,
+    /// `"length"`: the output-token limit was hit; tool calls in the message are not run.
     Length,
+    /// `"toolUse"`: the model asked for tool calls.
     ToolUse,
+    /// `"error"`: the request or stream failed; `errorMessage` is set.
     Error,
+    /// `"aborted"`: cancelled by the user or abort signal; `errorMessage` is set.
     Aborted,
-    /// Only on the partial message of `message_start`.
+    /// `"pending"`: only on the partial message of `message_start`; never persisted.
     Pending,
 }
 
@@ -196,16 +234,24 @@ pub enum StopReason {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ThinkingLevel {
+    /// `"off"`: no reasoning.
     Off,
+    /// `"minimal"`.
     Minimal,
+    /// `"low"`.
     Low,
+    /// `"medium"`: the default when nothing is configured.
     Medium,
+    /// `"high"`.
     High,
+    /// `"xhigh"`: opt-in; needs an explicit `thinkingLevelMap` entry.
     Xhigh,
+    /// `"max"`: opt-in; needs an explicit `thinkingLevelMap` entry.
     Max,
 }
 
 impl ThinkingLevel {
+    /// All levels in canonical order, `off` to `max` (spec §8).
     pub const ALL: [ThinkingLevel; 7] = [
         ThinkingLevel::Off,
         ThinkingLevel::Minimal,
@@ -215,6 +261,7 @@ impl ThinkingLevel {
         ThinkingLevel::Xhigh,
         ThinkingLevel::Max,
     ];
+    /// The wire string, e.g. `"xhigh"`.
     pub fn as_str(self) -> &'static str {
         match self {
             ThinkingLevel::Off => "off",
@@ -226,6 +273,7 @@ impl ThinkingLevel {
             ThinkingLevel::Max => "max",
         }
     }
+    /// The level for a wire string; `None` for anything unknown.
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|l| l.as_str() == s)
     }
@@ -235,23 +283,31 @@ impl ThinkingLevel {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SystemMessage {
+    /// Prompt text: a string or text blocks (spec messages-and-models.md §4.1).
     pub content: UserContent,
     /// Section name → text, in prompt order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sections: Option<Map<String, Value>>,
+    /// Ms since the Unix epoch.
     pub timestamp: i64,
+    /// Wire `toolsAdded`: tool definitions that become available here; `None` = absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools_added: Option<Vec<Value>>,
+    /// Wire `toolsRemoved`: `[{name}]` of tools no longer available; `None` = absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools_removed: Option<Vec<Value>>,
+    /// `true` = this message replaces all earlier system state; `None` = absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replace: Option<bool>,
 }
 
+/// `role:"user"` message (spec messages-and-models.md §4.2).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct UserMessage {
+    /// A string or an array of text/image blocks.
     pub content: UserContent,
+    /// Ms since the Unix epoch.
     pub timestamp: i64,
 }
 
@@ -259,21 +315,34 @@ pub struct UserMessage {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AssistantMessage {
+    /// Text, thinking and tool-call blocks.
     pub content: Vec<Content>,
+    /// Wire API used for the request, e.g. `anthropic-messages` (spec §7.2).
     pub api: String,
+    /// Provider id.
     pub provider: String,
+    /// Requested model id.
     pub model: String,
+    /// Token usage and cost; always present (all zeros until the provider reports it).
     pub usage: Usage,
+    /// Wire `stopReason`.
     pub stop_reason: StopReason,
+    /// Ms since the Unix epoch, set when the request started.
     pub timestamp: i64,
+    /// Wire `errorMessage`: present for `error` and `aborted` stops; `None` = absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_message: Option<String>,
+    /// Wire `responseId`: the provider's response/message id; `None` = not reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_id: Option<String>,
+    /// Wire `rawStopReason`: the provider's own stop reason string; `None` = not reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raw_stop_reason: Option<String>,
+    /// Wire `durationMs`: request duration in ms (upstream 1.6, notes §11); `None` = absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,
+    /// Wire `thinkingLevel`: the level used for the request (upstream 1.6, notes §11);
+    /// `None` = absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinking_level: Option<ThinkingLevel>,
 }
@@ -313,14 +382,21 @@ impl AssistantMessage {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolResultMessage {
+    /// Wire `toolCallId`: the `id` of the matching [`ToolCall`].
     pub tool_call_id: String,
+    /// Wire `toolName`: the `name` of the matching [`ToolCall`].
     pub tool_name: String,
+    /// Text/image blocks the model sees.
     pub content: Vec<Content>,
+    /// Tool-specific structured data for UIs, not sent to the model; `None` = absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub details: Option<Value>,
+    /// Wire `isError`: whether the tool failed.
     pub is_error: bool,
+    /// Wire `durationMs`: execution time in ms (upstream 1.6, notes §11); `None` = absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,
+    /// Ms since the Unix epoch.
     pub timestamp: i64,
 }
 
@@ -328,16 +404,24 @@ pub struct ToolResultMessage {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct BashExecutionMessage {
+    /// The command as given, without the configured shell prefix.
     pub command: String,
+    /// Sanitized output, possibly tail-truncated.
     pub output: String,
+    /// Wire `exitCode`; `None` = absent (cancelled or killed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
+    /// Whether the command was cancelled.
     pub cancelled: bool,
+    /// Whether `output` was truncated.
     pub truncated: bool,
+    /// Wire `fullOutputPath`: temp file holding the full output when truncated; `None` = absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub full_output_path: Option<String>,
+    /// Wire `excludeFromContext`: `true` = never sent to the model; `None` = absent (sent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exclude_from_context: Option<bool>,
+    /// Ms since the Unix epoch.
     pub timestamp: i64,
 }
 
@@ -345,14 +429,19 @@ pub struct BashExecutionMessage {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "role")]
 pub enum Message {
+    /// `"role":"system"` (spec §4.1).
     #[serde(rename = "system")]
     System(SystemMessage),
+    /// `"role":"user"` (spec §4.2).
     #[serde(rename = "user")]
     User(UserMessage),
+    /// `"role":"assistant"` (spec §4.3).
     #[serde(rename = "assistant")]
     Assistant(AssistantMessage),
+    /// `"role":"toolResult"` (spec §4.4).
     #[serde(rename = "toolResult")]
     ToolResult(ToolResultMessage),
+    /// `"role":"bashExecution"` (spec §4.5).
     #[serde(rename = "bashExecution")]
     BashExecution(BashExecutionMessage),
     /// `custom`, `branchSummary`, `compactionSummary` and unknown roles: fields without `role`.
@@ -361,6 +450,7 @@ pub enum Message {
 }
 
 impl Message {
+    /// The wire `role` string; `"unknown"` for an [`Message::Other`] without one.
     pub fn role(&self) -> &str {
         match self {
             Message::System(_) => "system",
@@ -371,6 +461,7 @@ impl Message {
             Message::Other(m) => m.get("role").and_then(Value::as_str).unwrap_or("unknown"),
         }
     }
+    /// A user message with one text block, timestamped now.
     pub fn user_text(text: impl Into<String>) -> Self {
         Message::User(UserMessage {
             content: UserContent::Blocks(vec![Content::text(text)]),
@@ -383,15 +474,19 @@ impl Message {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelCost {
+    /// US dollars per million uncached input tokens; absent reads as 0.
     #[serde(serialize_with = "js_f64")]
     #[serde(default)]
     pub input: f64,
+    /// US dollars per million output tokens; absent reads as 0.
     #[serde(serialize_with = "js_f64")]
     #[serde(default)]
     pub output: f64,
+    /// Wire `cacheRead`: US dollars per million cache-read tokens; absent reads as 0.
     #[serde(serialize_with = "js_f64")]
     #[serde(default)]
     pub cache_read: f64,
+    /// Wire `cacheWrite`: US dollars per million cache-write tokens; absent reads as 0.
     #[serde(serialize_with = "js_f64")]
     #[serde(default)]
     pub cache_write: f64,
@@ -401,20 +496,34 @@ pub struct ModelCost {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Model {
+    /// The provider's model id (RPC `set_model.modelId`).
     pub id: String,
+    /// Display name.
     pub name: String,
+    /// Wire API, e.g. `openai-completions` (spec §7.2); open set.
     pub api: String,
+    /// Provider id (spec §7.3); open set.
     pub provider: String,
+    /// Wire `baseUrl`: endpoint base URL.
     pub base_url: String,
+    /// Whether the model supports thinking/reasoning.
     pub reasoning: bool,
+    /// Wire `thinkingLevelMap`: level → provider value, `null` = level unsupported (spec §8.1);
+    /// `None` = no map.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinking_level_map: Option<Map<String, Value>>,
+    /// Accepted input modalities: `"text"` and/or `"image"`.
     pub input: Vec<String>,
+    /// Prices in US dollars per million tokens.
     pub cost: ModelCost,
+    /// Wire `contextWindow`: context size in tokens.
     pub context_window: u64,
+    /// Wire `maxTokens`: maximum output tokens.
     pub max_tokens: u64,
+    /// Extra HTTP headers sent with each request; `None` = none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub headers: Option<Map<String, Value>>,
+    /// API-specific compatibility overrides, passed through opaquely (spec §7.4); `None` = none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compat: Option<Map<String, Value>>,
 }
@@ -438,6 +547,7 @@ impl Model {
             compat: None,
         }
     }
+    /// Whether `input` lists `"image"`.
     pub fn supports_images(&self) -> bool {
         self.input.iter().any(|i| i == "image")
     }
@@ -464,8 +574,11 @@ impl Model {
 /// A tool as offered to the model: name, description and JSON-Schema parameters.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolDefinition {
+    /// Tool name the model calls it by.
     pub name: String,
+    /// Description shown to the model.
     pub description: String,
+    /// JSON Schema of the arguments object.
     pub parameters: Value,
 }
 
@@ -473,7 +586,10 @@ pub struct ToolDefinition {
 /// (only `user`, `assistant` and `toolResult` roles).
 #[derive(Debug, Clone, Default)]
 pub struct Context {
+    /// The system prompt text; empty = none.
     pub system_prompt: String,
+    /// The conversation, oldest first.
     pub messages: Vec<Message>,
+    /// Tools offered to the model; empty = none.
     pub tools: Vec<ToolDefinition>,
 }

@@ -33,7 +33,9 @@ pub type EventSink = Arc<dyn Fn(Value) + Send + Sync>;
 /// Credentials for one request: API key (if any) and extra headers.
 #[derive(Debug, Clone, Default)]
 pub struct RequestCredentials {
+    /// The provider API key; `None` = send no key.
     pub api_key: Option<String>,
+    /// Extra HTTP headers for the request (e.g. from models.json).
     pub headers: Vec<(String, String)>,
 }
 
@@ -45,24 +47,35 @@ pub type ProviderResolver = Arc<dyn Fn(&Model) -> Option<Arc<dyn Provider>> + Se
 
 /// Everything a session needs at construction; filled by the CLI from settings and flags.
 pub struct SessionOptions {
+    /// Working directory; the RPC `bash` command runs here.
     pub cwd: PathBuf,
     /// Shell settings for the RPC `bash` command.
     pub bash_options: UserBashOptions,
     /// Initial model; `None` = no model configured (get_state shows the placeholder).
     pub model: Option<Model>,
+    /// Initial thinking level.
     pub thinking_level: ThinkingLevel,
     /// Models with credentials, in registry order (`get_available_models`).
     pub available_models: Arc<dyn Fn() -> Vec<Model> + Send + Sync>,
+    /// Credential lookup, asked before every LLM call.
     pub api_key: KeyResolver,
+    /// Adapter lookup by the model's `api`.
     pub provider: ProviderResolver,
+    /// Active tools, in the order offered to the model.
     pub tools: Vec<Arc<dyn AgentTool>>,
     /// The `role:"system"` message recorded at the first run, and the flat prompt text.
     pub system_message: SystemMessage,
+    /// The flat system prompt text sent to the model.
     pub system_prompt: String,
+    /// The session store (file-backed or in-memory).
     pub session: SessionManager,
+    /// How queued steering messages are delivered (settings `steeringMode`).
     pub steering_mode: QueueMode,
+    /// How queued follow-up messages are delivered (settings `followUpMode`).
     pub follow_up_mode: QueueMode,
+    /// Auto-compaction and overflow recovery on (settings `compaction.enabled`).
     pub auto_compaction: bool,
+    /// Automatic retry of transient errors on (settings `retry.enabled`).
     pub auto_retry: bool,
 }
 
@@ -70,6 +83,8 @@ pub struct SessionOptions {
 pub enum PromptOutcome {
     /// A run must be started: write the response first, then await/spawn the future.
     Started(Pin<Box<dyn Future<Output = ()> + Send>>),
+    /// Disposition `queued`: the agent was busy, so the message went into the steering or
+    /// follow-up queue (rpc-protocol.md §4.1).
     Queued,
 }
 
@@ -232,6 +247,7 @@ impl AgentSession {
         }
     }
 
+    /// The current thinking level.
     pub fn thinking_level(&self) -> ThinkingLevel {
         self.inner.state.lock().unwrap().thinking_level
     }

@@ -17,7 +17,9 @@ use super::entry::{iso_to_ms, EntryKind, SessionEntry};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelRef {
+    /// Provider id.
     pub provider: String,
+    /// Wire `modelId`: the provider's model id.
     pub model_id: String,
 }
 
@@ -37,6 +39,7 @@ pub struct SessionContext {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionTreeNode {
+    /// The entry at this node, serialized as in the session file.
     pub entry: SessionEntry,
     /// Child nodes sorted by entry timestamp (stable for ties).
     pub children: Vec<SessionTreeNode>,

@@ -179,15 +179,18 @@ pub struct CompactionEntry {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct BranchSummaryEntry {
-    /// Id of the leaf that was abandoned, or `"root"` (see spec quirk); `null` possible.
+    /// The id of the entry the summary is attached to (the leaf position before appending), or `"root"` at the root; not the abandoned leaf despite the name (sessions.md §3.5). `null` possible.
     #[serde(default)]
     pub from_id: Option<String>,
     /// Summary text; an empty summary contributes no message.
     pub summary: String,
+    /// pi: `{readFiles, modifiedFiles}`; extensions: anything; `None` = absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub details: Option<Value>,
+    /// LLM usage of the summarisation call (newer upstream); `None` = absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// Wire `fromHook`: `true` when produced by an extension; `None` = absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from_hook: Option<bool>,
 }
@@ -197,10 +200,14 @@ pub struct BranchSummaryEntry {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CustomMessageEntry {
+    /// Wire `customType`: the extension-defined message kind.
     pub custom_type: String,
+    /// A string or text/image blocks; sent to the model as a user message.
     pub content: UserContent,
+    /// Whether UIs should render it; absent reads as `false`.
     #[serde(default)]
     pub display: bool,
+    /// Extension data, not sent to the model; `None` = absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub details: Option<Value>,
 }
@@ -212,9 +219,13 @@ pub struct CustomMessageEntry {
 pub struct UsageEntry {
     /// Usage category, e.g. `"cache_warm"`.
     pub kind: String,
+    /// Provider id the usage was billed to.
     pub provider: String,
+    /// Model id the usage was billed to.
     pub model: String,
+    /// Tokens and US-dollar cost.
     pub usage: Usage,
+    /// Free-form remark; `None` = absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
 }
@@ -225,31 +236,48 @@ pub enum EntryKind {
     /// `message`: one agent message.
     Message(Message),
     /// `model_change`: `{provider, modelId}`.
-    ModelChange { provider: String, model_id: String },
+    ModelChange {
+        /// Provider id of the new model.
+        provider: String,
+        /// Wire `modelId`: id of the new model.
+        model_id: String,
+    },
     /// `thinking_level_change`: `{thinkingLevel}`.
-    ThinkingLevelChange { thinking_level: String },
+    ThinkingLevelChange {
+        /// Wire `thinkingLevel`: the new level, e.g. `"high"`, kept as written.
+        thinking_level: String,
+    },
     /// `compaction`.
     Compaction(CompactionEntry),
     /// `branch_summary`.
     BranchSummary(BranchSummaryEntry),
     /// `custom`: extension state, never in the model context.
     Custom {
+        /// Wire `customType`: the extension-defined kind.
         custom_type: String,
+        /// Extension state; `None` = absent.
         data: Option<Value>,
     },
     /// `custom_message`.
     CustomMessage(CustomMessageEntry),
     /// `label`: `label` absent = cleared.
     Label {
+        /// Wire `targetId`: id of the labelled entry.
         target_id: String,
+        /// The label text; `None` = absent (label cleared).
         label: Option<String>,
     },
     /// `session_info`: display name.
-    SessionInfo { name: Option<String> },
+    SessionInfo {
+        /// Session name; `None` = absent.
+        name: Option<String>,
+    },
     /// `context_edit`: `replacement` `None` (JSON `null`) hides the target from the model
     /// context; `Some({"content": …})` replaces its content.
     ContextEdit {
+        /// Wire `targetId`: id of the edited entry.
         target_id: String,
+        /// `None` (written as JSON `null`) hides the target; `Some` replaces its content.
         replacement: Option<Value>,
     },
     /// `usage`.
@@ -257,7 +285,9 @@ pub enum EntryKind {
     /// Any other type (or a known type whose payload did not parse): the whole line is kept
     /// verbatim in `raw` and written back unchanged except for `id`/`parentId`/`timestamp`.
     Unknown {
+        /// The wire `type` string.
         entry_type: String,
+        /// The whole JSON line as read.
         raw: Map<String, Value>,
     },
 }
