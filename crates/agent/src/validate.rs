@@ -69,21 +69,41 @@ fn matches_type(value: &Value, ty: &str) -> bool {
     }
 }
 
-fn number_value(f: f64) -> Option<Value> {
-    if f.fract() == 0.0 && f.abs() < 9.0e15 {
-        Some(Value::from(f as i64))
+/// A JSON number written as JavaScript's `JSON.stringify` would: integral values below 9e15 in
+/// magnitude without a fraction (`0`, not `0.0`), other finite values as `f64`; `NaN` and
+/// `±Infinity` (which JSON cannot hold) become `null`.
+///
+/// Also used by the coding agent's tools for `details` numbers.
+pub fn json_number(n: f64) -> Value {
+    if n.fract() == 0.0 && n.abs() < 9.0e15 {
+        Value::from(n as i64)
     } else {
-        serde_json::Number::from_f64(f).map(Value::Number)
+        serde_json::Number::from_f64(n).map_or(Value::Null, Value::Number)
     }
 }
 
-/// JavaScript's `String(number)` for ordinary values.
-fn js_number_string(n: &serde_json::Number) -> String {
-    match n.as_f64() {
-        Some(f) if f.fract() == 0.0 && f.abs() < 1e21 => format!("{}", f as i128),
-        Some(f) => format!("{f}"),
-        None => n.to_string(),
+/// Formats a number the way JavaScript's `String(n)` does for ordinary values: integral values
+/// below 1e21 in magnitude without a fraction (`2`, not `2.0`), others via Rust's shortest
+/// round-trip form (`0.5`); `NaN`, `Infinity`, `-Infinity` as in JavaScript. JavaScript's
+/// exponent notation (`1e+21`, `1e-7`) is not reproduced.
+///
+/// Also used by the coding agent's tools for numbers in their texts.
+pub fn js_number(n: f64) -> String {
+    if n.is_nan() {
+        return "NaN".into();
     }
+    if n.is_infinite() {
+        return if n > 0.0 { "Infinity" } else { "-Infinity" }.into();
+    }
+    if n.fract() == 0.0 && n.abs() < 1e21 {
+        return format!("{}", n as i128);
+    }
+    format!("{n}")
+}
+
+/// JavaScript's `String(number)` for a JSON number ([`js_number`] of its `f64` value).
+fn js_number_string(n: &serde_json::Number) -> String {
+    n.as_f64().map_or_else(|| n.to_string(), js_number)
 }
 
 /// The value converted to `ty`, if a conversion applies.
@@ -96,7 +116,7 @@ fn coerce_primitive(value: &Value, ty: &str) -> Option<Value> {
                 if !f.is_finite() || (ty == "integer" && f.fract() != 0.0) {
                     return None;
                 }
-                number_value(f)
+                Some(json_number(f))
             }
             Value::Bool(b) => Some(Value::from(u8::from(*b))),
             _ => None,

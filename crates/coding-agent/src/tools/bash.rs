@@ -13,7 +13,7 @@ use super::shell::{
     OutputSnapshot, ShellCommand, ShellExit,
 };
 use super::truncate::{format_size, TruncatedBy, TruncationLimits, DEFAULT_MAX_BYTES};
-use super::util::{arg_f64, js_number, require_str};
+use super::util::{arg_f64, js_number, json_number, require_str, tool_definition};
 use async_trait::async_trait;
 use pi_agent::{AgentTool, ToolContext, ToolOutput, UpdateFn};
 use pi_ai::{Content, ToolDefinition};
@@ -194,11 +194,7 @@ fn append_status(text: &str, status: &str) -> String {
 #[async_trait]
 impl AgentTool for BashTool {
     fn definition(&self) -> ToolDefinition {
-        ToolDefinition {
-            name: "bash".into(),
-            description: description(),
-            parameters: parameters(),
-        }
+        tool_definition("bash", description(), parameters())
     }
 
     async fn execute(&self, ctx: ToolContext, args: Value) -> Result<ToolOutput, String> {
@@ -251,7 +247,7 @@ impl AgentTool for BashTool {
                     "exit_code": code,
                     "output": snap.content,
                     "truncated": snap.truncation.truncated,
-                    "wall_time_seconds": super::util::json_number(wall),
+                    "wall_time_seconds": json_number(wall),
                 });
                 let failed = matches!(code, Some(c) if c != 0);
                 let content_text = match code {

@@ -7,7 +7,10 @@ use super::edit_diff::{
     restore_line_endings, strip_bom, Edit,
 };
 use super::schema;
-use super::util::{access, error_code, file_lock, require_str, resolve_to_cwd};
+use super::util::{
+    access, check_aborted, error_code, file_lock, node_error, require_str, resolve_to_cwd,
+    tool_definition,
+};
 use async_trait::async_trait;
 use pi_agent::{AgentTool, ToolContext, ToolOutput};
 use pi_ai::{Content, ToolDefinition};
@@ -121,15 +124,14 @@ fn parse_edits(args: &Value) -> Result<Vec<Edit>, String> {
 #[async_trait]
 impl AgentTool for EditTool {
     fn definition(&self) -> ToolDefinition {
-        ToolDefinition {
-            name: "edit".into(),
-            description: "Change one file by exact text replacement. Every edits[].oldText has to \
-                          match a distinct, non-overlapping part of the file as it is now. Merge \
-                          changes that touch the same or adjacent lines into one edit, and keep \
-                          oldText short instead of spanning large unchanged regions."
-                .into(),
-            parameters: parameters(),
-        }
+        tool_definition(
+            "edit",
+            "Change one file by exact text replacement. Every edits[].oldText has to \
+             match a distinct, non-overlapping part of the file as it is now. Merge \
+             changes that touch the same or adjacent lines into one edit, and keep \
+             oldText short instead of spanning large unchanged regions.",
+            parameters(),
+        )
     }
 
     fn prepare_arguments(&self, args: Value) -> Value {
@@ -143,14 +145,9 @@ impl AgentTool for EditTool {
         let abs = resolve_to_cwd(&path_arg, &self.cwd);
         let lock = file_lock(&abs);
         let _guard = lock.lock().await;
-        let aborted = || Err("Operation aborted".to_string());
-        if ctx.cancel.is_cancelled() {
-            return aborted();
-        }
+        check_aborted(&ctx.cancel)?;
         if let Err(e) = access(&abs, libc::R_OK | libc::W_OK) {
-            if ctx.cancel.is_cancelled() {
-                return aborted();
-            }
+            check_aborted(&ctx.cancel)?;
             return Err(format!(
                 "Could not edit file: {path_arg}. Error code: {}.",
                 error_code(&e)
@@ -162,24 +159,18 @@ impl AgentTool for EditTool {
                 error_code(&e)
             )
         })?;
-        if ctx.cancel.is_cancelled() {
-            return aborted();
-        }
+        check_aborted(&ctx.cancel)?;
         let raw = String::from_utf8_lossy(&bytes);
         let (bom, content) = strip_bom(&raw);
         let ending = detect_line_ending(content);
         let base = normalize_to_lf(content);
         let new_content = apply_edits(&base, &edits, &path_arg)?;
-        if ctx.cancel.is_cancelled() {
-            return aborted();
-        }
+        check_aborted(&ctx.cancel)?;
         let final_content = format!("{bom}{}", restore_line_endings(&new_content, ending));
         tokio::fs::write(&abs, final_content.as_bytes())
             .await
-            .map_err(|e| super::util::node_error(&e, "open", Some(&abs)))?;
-        if ctx.cancel.is_cancelled() {
-            return aborted();
-        }
+            .map_err(|e| node_error(&e, "open", Some(&abs)))?;
+        check_aborted(&ctx.cancel)?;
         let (diff, first_changed) = generate_diff_string(&base, &new_content, DIFF_CONTEXT);
         let patch = generate_unified_patch(&path_arg, &base, &new_content, DIFF_CONTEXT);
         let mut details = Map::new();

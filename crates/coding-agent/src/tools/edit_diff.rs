@@ -11,7 +11,9 @@ use unicode_normalization::UnicodeNormalization;
 /// One replacement: `old_text` must occur exactly once in the original file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Edit {
+    /// Text to find (`edits[].oldText`), matched exactly or, failing that, fuzzily.
     pub old_text: String,
+    /// Replacement text (`edits[].newText`).
     pub new_text: String,
 }
 

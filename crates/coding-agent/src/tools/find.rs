@@ -3,13 +3,16 @@
 //! honoured inside and outside git repositories, `.git` directories skipped, smart case.
 
 use super::schema;
-use super::truncate::{format_size, truncate_head, TruncationLimits, DEFAULT_MAX_BYTES};
-use super::util::{arg_f64, arg_str, js_number, json_number, require_str, resolve_to_cwd};
+use super::truncate::DEFAULT_MAX_BYTES;
+use super::util::{
+    arg_f64, arg_str, check_aborted, listing_output, require_str, resolve_to_cwd,
+    run_blocking_cancellable, tool_definition, ListingNotice,
+};
 use async_trait::async_trait;
 use globset::GlobBuilder;
 use pi_agent::{AgentTool, ToolContext, ToolOutput};
-use pi_ai::{Content, ToolDefinition};
-use serde_json::{Map, Value};
+use pi_ai::ToolDefinition;
+use serde_json::Value;
 use std::path::PathBuf;
 use tokio_util::sync::CancellationToken;
 
@@ -94,9 +97,7 @@ fn run_find(
         .sort_by_file_name(|a, b| a.cmp(b));
     let mut results: Vec<String> = Vec::new();
     for entry in walk.build() {
-        if cancel.is_cancelled() {
-            return Err("Operation aborted".into());
-        }
+        check_aborted(cancel)?;
         let Ok(entry) = entry else { continue };
         if entry.depth() == 0 {
             continue;
@@ -125,47 +126,25 @@ fn run_find(
         return Ok(ToolOutput::text("No files found matching pattern"));
     }
     let limit_reached = (results.len() as f64) >= limit;
-    let t = truncate_head(&results.join("\n"), TruncationLimits::bytes_only());
-    let mut output = t.content.clone();
-    let mut details = Map::new();
-    let mut notices = Vec::new();
-    if limit_reached {
-        notices.push(format!(
-            "{} results limit reached. Use limit={} for more, or refine pattern",
-            js_number(limit),
-            js_number(limit * 2.0)
-        ));
-        details.insert("resultLimitReached".into(), json_number(limit));
-    }
-    if t.truncated {
-        notices.push(format!("{} limit reached", format_size(DEFAULT_MAX_BYTES)));
-        details.insert("truncation".into(), t.to_json());
-    }
-    if !notices.is_empty() {
-        output.push_str(&format!("\n\n[{}]", notices.join(". ")));
-    }
-    Ok(ToolOutput {
-        content: vec![Content::text(output)],
-        details: (!details.is_empty()).then_some(Value::Object(details)),
-        structured_content: None,
-        is_error: None,
-    })
+    let row_limit = limit_reached.then(|| {
+        ListingNotice::row_limit(
+            limit,
+            "results",
+            ", or refine pattern",
+            "resultLimitReached",
+        )
+    });
+    Ok(listing_output(&results, row_limit, None))
 }
 
 #[async_trait]
 impl AgentTool for FindTool {
     fn definition(&self) -> ToolDefinition {
-        ToolDefinition {
-            name: "find".into(),
-            description: description(),
-            parameters: parameters(),
-        }
+        tool_definition("find", description(), parameters())
     }
 
     async fn execute(&self, ctx: ToolContext, args: Value) -> Result<ToolOutput, String> {
-        if ctx.cancel.is_cancelled() {
-            return Err("Operation aborted".into());
-        }
+        check_aborted(&ctx.cancel)?;
         let pattern = require_str(&args, "pattern")?.to_string();
         let path_arg = arg_str(&args, "path")
             .filter(|s| !s.is_empty())
@@ -175,10 +154,9 @@ impl AgentTool for FindTool {
             .unwrap_or(DEFAULT_FIND_LIMIT)
             .max(1.0);
         let cancel = ctx.cancel.clone();
-        let work = tokio::task::spawn_blocking(move || run_find(&pattern, &search, limit, &cancel));
-        tokio::select! {
-            _ = ctx.cancel.cancelled() => Err("Operation aborted".into()),
-            res = work => res.map_err(|e| format!("find failed: {e}"))?,
-        }
+        run_blocking_cancellable("find", &ctx.cancel, move || {
+            run_find(&pattern, &search, limit, &cancel)
+        })
+        .await
     }
 }

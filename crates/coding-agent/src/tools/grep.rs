@@ -4,17 +4,17 @@
 //! files skipped).
 
 use super::schema;
-use super::truncate::{
-    format_size, truncate_head, truncate_line, TruncationLimits, DEFAULT_MAX_BYTES,
-    GREP_MAX_LINE_LENGTH,
+use super::truncate::{truncate_line, DEFAULT_MAX_BYTES, GREP_MAX_LINE_LENGTH};
+use super::util::{
+    arg_bool, arg_f64, arg_str, check_aborted, listing_output, require_str, resolve_to_cwd,
+    run_blocking_cancellable, tool_definition, ListingNotice,
 };
-use super::util::{arg_bool, arg_f64, arg_str, js_number, require_str, resolve_to_cwd};
 use async_trait::async_trait;
 use grep_regex::RegexMatcherBuilder;
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch};
 use pi_agent::{AgentTool, ToolContext, ToolOutput};
-use pi_ai::{Content, ToolDefinition};
-use serde_json::{json, Map, Value};
+use pi_ai::ToolDefinition;
+use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use tokio_util::sync::CancellationToken;
 
@@ -142,9 +142,7 @@ fn run_grep(p: &GrepParams, cancel: &CancellationToken) -> Result<ToolOutput, St
 
     let mut hits: Vec<Hit> = Vec::new();
     for entry in walk.build() {
-        if cancel.is_cancelled() {
-            return Err("Operation aborted".into());
-        }
+        check_aborted(cancel)?;
         let Ok(entry) = entry else { continue };
         if !entry.file_type().is_some_and(|t| t.is_file()) {
             continue;
@@ -223,57 +221,32 @@ fn run_grep(p: &GrepParams, cancel: &CancellationToken) -> Result<ToolOutput, St
             }
         }
     }
-    let raw = out_lines.join("\n");
-    let t = truncate_head(&raw, TruncationLimits::bytes_only());
-    let mut output = t.content.clone();
-    let mut details = Map::new();
-    let mut notices = Vec::new();
-    if limit_reached {
-        notices.push(format!(
-            "{} matches limit reached. Use limit={} for more, or refine pattern",
-            js_number(p.limit),
-            js_number(p.limit * 2.0)
-        ));
-        details.insert(
-            "matchLimitReached".into(),
-            super::util::json_number(p.limit),
-        );
-    }
-    if t.truncated {
-        notices.push(format!("{} limit reached", format_size(DEFAULT_MAX_BYTES)));
-        details.insert("truncation".into(), t.to_json());
-    }
-    if lines_truncated {
-        notices.push(format!(
+    let row_limit = limit_reached.then(|| {
+        ListingNotice::row_limit(
+            p.limit,
+            "matches",
+            ", or refine pattern",
+            "matchLimitReached",
+        )
+    });
+    let lines_notice = lines_truncated.then(|| ListingNotice {
+        text: format!(
             "Some lines truncated to {GREP_MAX_LINE_LENGTH} chars. Use read tool to see full lines"
-        ));
-        details.insert("linesTruncated".into(), json!(true));
-    }
-    if !notices.is_empty() {
-        output.push_str(&format!("\n\n[{}]", notices.join(". ")));
-    }
-    Ok(ToolOutput {
-        content: vec![Content::text(output)],
-        details: (!details.is_empty()).then_some(Value::Object(details)),
-        structured_content: None,
-        is_error: None,
-    })
+        ),
+        key: "linesTruncated",
+        value: json!(true),
+    });
+    Ok(listing_output(&out_lines, row_limit, lines_notice))
 }
 
 #[async_trait]
 impl AgentTool for GrepTool {
     fn definition(&self) -> ToolDefinition {
-        ToolDefinition {
-            name: "grep".into(),
-            description: description(),
-            parameters: parameters(),
-        }
+        tool_definition("grep", description(), parameters())
     }
 
     async fn execute(&self, ctx: ToolContext, args: Value) -> Result<ToolOutput, String> {
-        if ctx.cancel.is_cancelled() {
-            return Err("Operation aborted".into());
-        }
+        check_aborted(&ctx.cancel)?;
         let path_arg = arg_str(&args, "path")
             .filter(|s| !s.is_empty())
             .unwrap_or(".");
@@ -293,10 +266,6 @@ impl AgentTool for GrepTool {
             root: self.cwd.clone(),
         };
         let cancel = ctx.cancel.clone();
-        let work = tokio::task::spawn_blocking(move || run_grep(&params, &cancel));
-        tokio::select! {
-            _ = ctx.cancel.cancelled() => Err("Operation aborted".into()),
-            res = work => res.map_err(|e| format!("grep failed: {e}"))?,
-        }
+        run_blocking_cancellable("grep", &ctx.cancel, move || run_grep(&params, &cancel)).await
     }
 }

@@ -2,12 +2,15 @@
 //! directories (symlinks followed) suffixed with `/`, no ignore-file filtering.
 
 use super::schema;
-use super::truncate::{format_size, truncate_head, TruncationLimits, DEFAULT_MAX_BYTES};
-use super::util::{arg_f64, arg_str, js_number, json_number, resolve_to_cwd};
+use super::truncate::DEFAULT_MAX_BYTES;
+use super::util::{
+    arg_f64, arg_str, check_aborted, listing_output, node_error, resolve_to_cwd,
+    run_blocking_cancellable, tool_definition, ListingNotice,
+};
 use async_trait::async_trait;
 use pi_agent::{AgentTool, ToolContext, ToolOutput};
-use pi_ai::{Content, ToolDefinition};
-use serde_json::{Map, Value};
+use pi_ai::ToolDefinition;
+use serde_json::Value;
 use std::cmp::Ordering;
 use std::path::{Path, PathBuf};
 
@@ -79,7 +82,7 @@ fn run_ls(dir: &Path, limit: f64) -> Result<ToolOutput, String> {
     let reader = std::fs::read_dir(dir).map_err(|e| {
         format!(
             "Cannot read directory: {}",
-            super::util::node_error(&e, "scandir", Some(dir))
+            node_error(&e, "scandir", Some(dir))
         )
     })?;
     let mut names: Vec<String> = reader
@@ -102,62 +105,31 @@ fn run_ls(dir: &Path, limit: f64) -> Result<ToolOutput, String> {
     if results.is_empty() {
         return Ok(ToolOutput::text("(empty directory)"));
     }
-    let t = truncate_head(&results.join("\n"), TruncationLimits::bytes_only());
-    let mut output = t.content.clone();
-    let mut details = Map::new();
-    let mut notices = Vec::new();
-    if limit_reached {
-        notices.push(format!(
-            "{} entries limit reached. Use limit={} for more",
-            js_number(limit),
-            js_number(limit * 2.0)
-        ));
-        details.insert("entryLimitReached".into(), json_number(limit));
-    }
-    if t.truncated {
-        notices.push(format!("{} limit reached", format_size(DEFAULT_MAX_BYTES)));
-        details.insert("truncation".into(), t.to_json());
-    }
-    if !notices.is_empty() {
-        output.push_str(&format!("\n\n[{}]", notices.join(". ")));
-    }
-    Ok(ToolOutput {
-        content: vec![Content::text(output)],
-        details: (!details.is_empty()).then_some(Value::Object(details)),
-        structured_content: None,
-        is_error: None,
-    })
+    let row_limit =
+        limit_reached.then(|| ListingNotice::row_limit(limit, "entries", "", "entryLimitReached"));
+    Ok(listing_output(&results, row_limit, None))
 }
 
 #[async_trait]
 impl AgentTool for LsTool {
     fn definition(&self) -> ToolDefinition {
-        ToolDefinition {
-            name: "ls".into(),
-            description: format!(
-                "List the entries of a directory in alphabetical order, including hidden ones; \
-                 directories end with '/'. At most {} entries or {}KB are returned, whichever \
-                 comes first.",
-                DEFAULT_LS_LIMIT as u64,
-                DEFAULT_MAX_BYTES / 1024
-            ),
-            parameters: parameters(),
-        }
+        let description = format!(
+            "List the entries of a directory in alphabetical order, including hidden ones; \
+             directories end with '/'. At most {} entries or {}KB are returned, whichever \
+             comes first.",
+            DEFAULT_LS_LIMIT as u64,
+            DEFAULT_MAX_BYTES / 1024
+        );
+        tool_definition("ls", description, parameters())
     }
 
     async fn execute(&self, ctx: ToolContext, args: Value) -> Result<ToolOutput, String> {
-        if ctx.cancel.is_cancelled() {
-            return Err("Operation aborted".into());
-        }
+        check_aborted(&ctx.cancel)?;
         let path_arg = arg_str(&args, "path")
             .filter(|s| !s.is_empty())
             .unwrap_or(".");
         let dir = resolve_to_cwd(path_arg, &self.cwd);
         let limit = arg_f64(&args, "limit").unwrap_or(DEFAULT_LS_LIMIT);
-        let work = tokio::task::spawn_blocking(move || run_ls(&dir, limit));
-        tokio::select! {
-            _ = ctx.cancel.cancelled() => Err("Operation aborted".into()),
-            res = work => res.map_err(|e| format!("ls failed: {e}"))?,
-        }
+        run_blocking_cancellable("ls", &ctx.cancel, move || run_ls(&dir, limit)).await
     }
 }

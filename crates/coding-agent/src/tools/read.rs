@@ -7,7 +7,10 @@
 use super::schema;
 use super::truncate::{format_size, truncate_head, TruncatedBy, TruncationLimits};
 use super::truncate::{DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES};
-use super::util::{access, arg_f64, js_number, node_error, require_str, resolve_read_path};
+use super::util::{
+    access, arg_f64, check_aborted, js_number, node_error, require_str, resolve_read_path,
+    run_blocking_cancellable, tool_definition,
+};
 use async_trait::async_trait;
 use base64::Engine;
 use pi_agent::{AgentTool, ToolContext, ToolOutput};
@@ -147,22 +150,16 @@ pub fn format_text_read(
 #[async_trait]
 impl AgentTool for ReadTool {
     fn definition(&self) -> ToolDefinition {
-        ToolDefinition {
-            name: "read".into(),
-            description: description(),
-            parameters: parameters(),
-        }
+        tool_definition("read", description(), parameters())
     }
 
     async fn execute(&self, ctx: ToolContext, args: Value) -> Result<ToolOutput, String> {
-        if ctx.cancel.is_cancelled() {
-            return Err("Operation aborted".into());
-        }
+        check_aborted(&ctx.cancel)?;
         let path_arg = require_str(&args, "path")?.to_string();
         let offset = arg_f64(&args, "offset");
         let limit = arg_f64(&args, "limit");
         let cwd = self.cwd.clone();
-        let work = tokio::task::spawn_blocking(move || -> Result<ToolOutput, String> {
+        run_blocking_cancellable("read", &ctx.cancel, move || {
             let path = resolve_read_path(&path_arg, &cwd);
             access(&path, libc::R_OK).map_err(|e| node_error(&e, "access", Some(&path)))?;
             let bytes = std::fs::read(&path).map_err(|e| node_error(&e, "read", None))?;
@@ -187,10 +184,7 @@ impl AgentTool for ReadTool {
                 structured_content: Some(Value::String(out)),
                 is_error: None,
             })
-        });
-        tokio::select! {
-            _ = ctx.cancel.cancelled() => Err("Operation aborted".into()),
-            res = work => res.map_err(|e| format!("read failed: {e}"))?,
-        }
+        })
+        .await
     }
 }

@@ -17,7 +17,9 @@ pub const GREP_MAX_LINE_LENGTH: usize = 500;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TruncatedBy {
+    /// The line limit (`"lines"`).
     Lines,
+    /// The UTF-8 byte limit (`"bytes"`).
     Bytes,
 }
 
@@ -51,6 +53,14 @@ pub struct TruncationResult {
 }
 
 impl TruncationResult {
+    /// The untouched result when `content` (with `lines` counted lines) is within both limits,
+    /// else `None` (the caller has to cut). Shared opening of [`truncate_head`] and
+    /// [`truncate_tail`].
+    fn if_within(content: &str, lines: usize, limits: TruncationLimits) -> Option<Self> {
+        (lines <= limits.max_lines && content.len() <= limits.max_bytes)
+            .then(|| Self::untouched(content, lines, limits.max_lines, limits.max_bytes))
+    }
+
     fn untouched(content: &str, lines: usize, max_lines: usize, max_bytes: usize) -> Self {
         TruncationResult {
             content: content.to_string(),
@@ -76,7 +86,9 @@ impl TruncationResult {
 /// Limits for [`truncate_head`] / [`truncate_tail`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TruncationLimits {
+    /// Most lines kept.
     pub max_lines: usize,
+    /// Most UTF-8 bytes kept (joining newlines included).
     pub max_bytes: usize,
 }
 
@@ -126,14 +138,14 @@ pub fn format_size(bytes: usize) -> String {
 /// the kept bytes (plus one per joining newline) stay within `max_bytes`. If the first line alone
 /// is too big the result is empty with `first_line_exceeds_limit` set.
 pub fn truncate_head(content: &str, limits: TruncationLimits) -> TruncationResult {
+    let lines = count_lines_split(content);
+    if let Some(untouched) = TruncationResult::if_within(content, lines.len(), limits) {
+        return untouched;
+    }
     let TruncationLimits {
         max_lines,
         max_bytes,
     } = limits;
-    let lines = count_lines_split(content);
-    if lines.len() <= max_lines && content.len() <= max_bytes {
-        return TruncationResult::untouched(content, lines.len(), max_lines, max_bytes);
-    }
     let mut result = TruncationResult {
         content: String::new(),
         truncated: true,
@@ -180,14 +192,14 @@ pub fn truncate_head(content: &str, limits: TruncationLimits) -> TruncationResul
 /// exceeds `max_bytes`, its last `max_bytes` bytes (moved forward to a character boundary) are kept
 /// and `last_line_partial` is set.
 pub fn truncate_tail(content: &str, limits: TruncationLimits) -> TruncationResult {
+    let lines = count_lines_split(content);
+    if let Some(untouched) = TruncationResult::if_within(content, lines.len(), limits) {
+        return untouched;
+    }
     let TruncationLimits {
         max_lines,
         max_bytes,
     } = limits;
-    let lines = count_lines_split(content);
-    if lines.len() <= max_lines && content.len() <= max_bytes {
-        return TruncationResult::untouched(content, lines.len(), max_lines, max_bytes);
-    }
     let mut kept: Vec<&str> = Vec::new();
     let mut partial: Option<&str> = None;
     let mut bytes = 0usize;

@@ -1,11 +1,17 @@
 //! Small helpers shared by the tools: path resolution (spec tools.md §0.3), Node-style OS error
-//! texts, JavaScript number formatting, argument access and the per-file mutation lock.
+//! texts, JavaScript number formatting, argument access, the per-file mutation lock, the
+//! cancellation boilerplate of `AgentTool::execute` and the notices of the listing tools
+//! (grep, find, ls; spec tools.md §5–§7).
 
-use serde_json::Value;
+use super::truncate::{format_size, truncate_head, TruncationLimits, DEFAULT_MAX_BYTES};
+use pi_agent::ToolOutput;
+use pi_ai::{Content, ToolDefinition};
+use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
+use tokio_util::sync::CancellationToken;
 
 /// The user's home directory (`$HOME`), if known.
 pub fn home_dir() -> Option<PathBuf> {
@@ -179,29 +185,10 @@ pub fn access(path: &Path, mode: libc::c_int) -> io::Result<()> {
     }
 }
 
-/// Formats a number the way JavaScript's `String(n)` does for ordinary values
-/// (`2` not `2.0`, `0.5`, `1e21` style exponents are not reproduced).
-pub fn js_number(n: f64) -> String {
-    if n.is_nan() {
-        return "NaN".into();
-    }
-    if n.is_infinite() {
-        return if n > 0.0 { "Infinity" } else { "-Infinity" }.into();
-    }
-    if n.fract() == 0.0 && n.abs() < 1e21 {
-        return format!("{}", n as i128);
-    }
-    format!("{n}")
-}
-
-/// A JSON number written as JavaScript would: integral values without a fraction (`0`, not `0.0`).
-pub fn json_number(n: f64) -> Value {
-    if n.fract() == 0.0 && n.abs() < 9.0e15 {
-        Value::from(n as i64)
-    } else {
-        serde_json::Number::from_f64(n).map_or(Value::Null, Value::Number)
-    }
-}
+// `js_number` (JavaScript's `String(n)`) and `json_number` (a JSON number without a spurious
+// `.0`) live in `pi_agent::validate`, which needs them for argument coercion; re-exported here so
+// the tools and the session keep using `tools::util::{js_number, json_number}`.
+pub use pi_agent::validate::{js_number, json_number};
 
 /// A string argument, if present and a string.
 pub fn arg_str<'a>(args: &'a Value, key: &str) -> Option<&'a str> {
@@ -221,6 +208,118 @@ pub fn arg_bool(args: &Value, key: &str) -> Option<bool> {
 /// A required string argument or the error text upstream would produce for a missing one.
 pub fn require_str<'a>(args: &'a Value, key: &str) -> Result<&'a str, String> {
     arg_str(args, key).ok_or_else(|| format!("Missing required argument: {key}"))
+}
+
+/// The error text of a tool call stopped through its cancellation token (upstream's abort text).
+pub const ABORTED: &str = "Operation aborted";
+
+/// `Err(`[`ABORTED`]`)` when `cancel` has fired, else `Ok(())`.
+pub fn check_aborted(cancel: &CancellationToken) -> Result<(), String> {
+    if cancel.is_cancelled() {
+        Err(ABORTED.into())
+    } else {
+        Ok(())
+    }
+}
+
+/// The [`ToolDefinition`] of a built-in tool: its `name`, model-facing `description` and
+/// JSON-Schema `parameters`.
+pub fn tool_definition(
+    name: &str,
+    description: impl Into<String>,
+    parameters: Value,
+) -> ToolDefinition {
+    ToolDefinition {
+        name: name.into(),
+        description: description.into(),
+        parameters,
+    }
+}
+
+/// Runs `work` on tokio's blocking pool and waits for it, unless `cancel` fires first.
+///
+/// Errors: [`ABORTED`] when `cancel` fires before `work` finishes (the blocking work is not
+/// interrupted, its result is dropped; `work` may poll a clone of `cancel` to stop early);
+/// `"<tool> failed: <join error>"` when the task panics; otherwise `work`'s own result.
+pub async fn run_blocking_cancellable<F>(
+    tool: &str,
+    cancel: &CancellationToken,
+    work: F,
+) -> Result<ToolOutput, String>
+where
+    F: FnOnce() -> Result<ToolOutput, String> + Send + 'static,
+{
+    let task = tokio::task::spawn_blocking(work);
+    tokio::select! {
+        _ = cancel.cancelled() => Err(ABORTED.into()),
+        res = task => res.map_err(|e| format!("{tool} failed: {e}"))?,
+    }
+}
+
+/// One bracketed notice of a listing tool's output together with the `details` entry that
+/// records it (see [`listing_output`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListingNotice {
+    /// Notice text, without brackets or trailing period.
+    pub text: String,
+    /// Key of the `details` entry (camelCase, e.g. `resultLimitReached`).
+    pub key: &'static str,
+    /// Value of the `details` entry.
+    pub value: Value,
+}
+
+impl ListingNotice {
+    /// The row-count notice of grep/find/ls (spec tools.md §5.4, §6, §7):
+    /// `"<limit> <noun> limit reached. Use limit=<2·limit> for more<hint>"` (numbers as
+    /// JavaScript prints them) with `details.<key> = limit`. `hint` is appended verbatim, e.g.
+    /// `", or refine pattern"` or `""`.
+    pub fn row_limit(limit: f64, noun: &str, hint: &str, key: &'static str) -> Self {
+        ListingNotice {
+            text: format!(
+                "{} {noun} limit reached. Use limit={} for more{hint}",
+                js_number(limit),
+                js_number(limit * 2.0)
+            ),
+            key,
+            value: json_number(limit),
+        }
+    }
+}
+
+/// The result of a listing tool (grep, find, ls): `rows` joined with `\n` and cut to the first
+/// [`DEFAULT_MAX_BYTES`] bytes of whole lines ([`truncate_head`] with
+/// [`TruncationLimits::bytes_only`]), followed by `\n\n[<notices joined by ". ">]` when there are
+/// any. Notice order: `row_limit` (when given), then `"<50.0KB> limit reached"` when the byte
+/// limit cut the text (`details.truncation` = the truncation result), then `trailing` (when
+/// given). `details` holds the entries of the notices shown, in that order, and is `None` when
+/// there are none; no `structuredContent`, no `isError`.
+pub fn listing_output(
+    rows: &[String],
+    row_limit: Option<ListingNotice>,
+    trailing: Option<ListingNotice>,
+) -> ToolOutput {
+    let t = truncate_head(&rows.join("\n"), TruncationLimits::bytes_only());
+    let byte_limit = t.truncated.then(|| ListingNotice {
+        text: format!("{} limit reached", format_size(DEFAULT_MAX_BYTES)),
+        key: "truncation",
+        value: t.to_json(),
+    });
+    let mut output = t.content;
+    let mut details = Map::new();
+    let mut notices = Vec::new();
+    for notice in [row_limit, byte_limit, trailing].into_iter().flatten() {
+        notices.push(notice.text);
+        details.insert(notice.key.into(), notice.value);
+    }
+    if !notices.is_empty() {
+        output.push_str(&format!("\n\n[{}]", notices.join(". ")));
+    }
+    ToolOutput {
+        content: vec![Content::text(output)],
+        details: (!details.is_empty()).then_some(Value::Object(details)),
+        structured_content: None,
+        is_error: None,
+    }
 }
 
 /// One async lock per absolute path: `write` and `edit` on the same file are serialised
@@ -266,6 +365,40 @@ mod tests {
         assert_eq!(js_number(2.0), "2");
         assert_eq!(js_number(0.5), "0.5");
         assert_eq!(js_number(-3.0), "-3");
+    }
+
+    #[test]
+    fn listing_output_notice_order_and_details() {
+        let rows: Vec<String> = (0..2000).map(|i| format!("{i:0>40}")).collect();
+        let out = listing_output(
+            &rows,
+            Some(ListingNotice::row_limit(
+                2.0,
+                "matches",
+                ", or refine pattern",
+                "matchLimitReached",
+            )),
+            Some(ListingNotice {
+                text: "Some lines truncated".into(),
+                key: "linesTruncated",
+                value: Value::Bool(true),
+            }),
+        );
+        let Content::Text(text) = &out.content[0] else {
+            panic!("text block expected");
+        };
+        assert!(text.text.ends_with(
+            "\n\n[2 matches limit reached. Use limit=4 for more, or refine pattern. \
+             50.0KB limit reached. Some lines truncated]"
+        ));
+        let details = out.details.expect("details");
+        let keys: Vec<&String> = details.as_object().expect("object").keys().collect();
+        assert_eq!(keys, ["matchLimitReached", "truncation", "linesTruncated"]);
+        assert_eq!(details["matchLimitReached"], 2);
+        assert_eq!(details["truncation"]["truncatedBy"], "bytes");
+
+        let small = listing_output(&["a".to_string()], None, None);
+        assert!(small.details.is_none());
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //! `Successfully wrote to <path>` and no `details`).
 
 use super::schema;
-use super::util::{file_lock, node_error, require_str, resolve_to_cwd};
+use super::util::{
+    check_aborted, file_lock, node_error, require_str, resolve_to_cwd, tool_definition,
+};
 use async_trait::async_trait;
 use pi_agent::{AgentTool, ToolContext, ToolOutput};
 use pi_ai::ToolDefinition;
@@ -41,14 +43,12 @@ pub fn parameters() -> Value {
 #[async_trait]
 impl AgentTool for WriteTool {
     fn definition(&self) -> ToolDefinition {
-        ToolDefinition {
-            name: "write".into(),
-            description:
-                "Write text to a file, replacing it if it exists and creating it (and any \
-                          missing parent directories) if it does not."
-                    .into(),
-            parameters: parameters(),
-        }
+        tool_definition(
+            "write",
+            "Write text to a file, replacing it if it exists and creating it (and any \
+             missing parent directories) if it does not.",
+            parameters(),
+        )
     }
 
     async fn execute(&self, ctx: ToolContext, args: Value) -> Result<ToolOutput, String> {
@@ -57,23 +57,17 @@ impl AgentTool for WriteTool {
         let abs = resolve_to_cwd(&path_arg, &self.cwd);
         let lock = file_lock(&abs);
         let _guard = lock.lock().await;
-        if ctx.cancel.is_cancelled() {
-            return Err("Operation aborted".into());
-        }
+        check_aborted(&ctx.cancel)?;
         if let Some(dir) = abs.parent() {
             tokio::fs::create_dir_all(dir)
                 .await
                 .map_err(|e| node_error(&e, "mkdir", Some(dir)))?;
         }
-        if ctx.cancel.is_cancelled() {
-            return Err("Operation aborted".into());
-        }
+        check_aborted(&ctx.cancel)?;
         tokio::fs::write(&abs, content.as_bytes())
             .await
             .map_err(|e| node_error(&e, "open", Some(&abs)))?;
-        if ctx.cancel.is_cancelled() {
-            return Err("Operation aborted".into());
-        }
+        check_aborted(&ctx.cancel)?;
         Ok(ToolOutput::text(format!(
             "Successfully wrote to {path_arg}"
         )))
