@@ -7,6 +7,7 @@
 //! (spec rpc-protocol.md §5.1, upstream-1.6-notes.md §1).
 
 pub use crate::config::QueueMode;
+use crate::config::ScopedModel;
 use crate::session::SessionManager;
 use crate::tools::shell::{execute_user_bash, BashResult, UserBashOptions};
 use crate::tools::util::json_number;
@@ -57,6 +58,9 @@ pub struct SessionOptions {
     pub thinking_level: ThinkingLevel,
     /// Models with credentials, in registry order (`get_available_models`).
     pub available_models: Arc<dyn Fn() -> Vec<Model> + Send + Sync>,
+    /// The `--models` / `enabledModels` scope that `cycle_model` walks (config.md §7.4);
+    /// empty = cycle through every available model.
+    pub scoped_models: Vec<ScopedModel>,
     /// Credential lookup, asked before every LLM call.
     pub api_key: KeyResolver,
     /// Adapter lookup by the model's `api`.
@@ -119,6 +123,7 @@ struct Inner {
     /// True once the last run's `agent_settled` has been queued (what `abort` waits for).
     settled_tx: watch::Sender<bool>,
     available_models: Arc<dyn Fn() -> Vec<Model> + Send + Sync>,
+    scoped_models: Vec<ScopedModel>,
     api_key: KeyResolver,
     provider: ProviderResolver,
     tools: Vec<Arc<dyn AgentTool>>,
@@ -170,6 +175,7 @@ impl AgentSession {
                 streaming_tx,
                 settled_tx,
                 available_models: opts.available_models,
+                scoped_models: opts.scoped_models,
                 api_key: opts.api_key,
                 provider: opts.provider,
                 tools: opts.tools,
@@ -311,6 +317,51 @@ impl AgentSession {
         } else {
             st.follow_up_mode = mode;
         }
+    }
+
+    /// Selects the next model (`cycle_model`, rpc-protocol.md §4.3): from the scoped models
+    /// that currently have credentials if there are any, else from every available model.
+    /// Returns `None` when that list has at most one entry, else the model and whether it came
+    /// from the scope; a scoped entry's `:level` becomes the thinking level.
+    pub fn cycle_model(&self) -> Result<Option<(Model, bool)>, String> {
+        let available = self.available_models();
+        let scoped: Vec<&ScopedModel> = self
+            .inner
+            .scoped_models
+            .iter()
+            .filter(|s| {
+                available
+                    .iter()
+                    .any(|m| m.provider == s.model.provider && m.id == s.model.id)
+            })
+            .collect();
+        let is_scoped = !scoped.is_empty();
+        let candidates: Vec<(Model, Option<ThinkingLevel>)> = if is_scoped {
+            scoped
+                .into_iter()
+                .map(|s| (s.model.clone(), s.thinking_level))
+                .collect()
+        } else {
+            available.into_iter().map(|m| (m, None)).collect()
+        };
+        if candidates.len() <= 1 {
+            return Ok(None);
+        }
+        let current = self.model();
+        let next = current
+            .and_then(|c| {
+                candidates
+                    .iter()
+                    .position(|(m, _)| m.provider == c.provider && m.id == c.id)
+            })
+            .map(|i| (i + 1) % candidates.len())
+            .unwrap_or(0);
+        let (target, level) = &candidates[next];
+        let model = self.set_model(&target.provider, &target.id)?;
+        if let Some(level) = level {
+            self.set_thinking_level(*level);
+        }
+        Ok(Some((model, is_scoped)))
     }
 
     /// Text of the last assistant message (skipping aborted empty ones), or `None`.

@@ -132,8 +132,23 @@ async fn run(cli: Cli) -> i32 {
         SessionManager::create(&dir, &cwd)
     };
 
+    // `--models` (else settings `enabledModels`) scopes startup selection and cycle_model.
+    let scope_patterns: Vec<String> = match &cli.models {
+        Some(list) => list
+            .split(',')
+            .map(|p| p.trim().to_string())
+            .filter(|p| !p.is_empty())
+            .collect(),
+        None => settings.enabled_models().unwrap_or_default(),
+    };
+    let (scoped_models, scope_warnings) =
+        config::resolve_model_scope(&scope_patterns, &registry.available());
+    for w in &scope_warnings {
+        config::warn(w);
+    }
     let initial = match config::find_initial_model(
         &InitialModelOptions {
+            scoped_models: scoped_models.clone(),
             cli_provider: cli.provider.clone(),
             cli_model: cli.model.clone(),
             cli_thinking,
@@ -232,6 +247,7 @@ async fn run(cli: Cli) -> i32 {
         },
         model: initial.model.clone(),
         thinking_level: initial.thinking_level,
+        scoped_models,
         available_models: Arc::new(move || {
             reg_models.read().map(|r| r.available()).unwrap_or_default()
         }),

@@ -226,30 +226,16 @@ fn dispatch(
                     .map(|m| Some(json!(m))),
             )
         }
-        "cycle_model" => {
-            let models = session.available_models();
-            if models.len() <= 1 {
-                return reply(ok(Value::Null));
-            }
-            let current = session.model();
-            let idx = current
-                .and_then(|c| {
-                    models
-                        .iter()
-                        .position(|m| m.provider == c.provider && m.id == c.id)
-                })
-                .map(|i| (i + 1) % models.len())
-                .unwrap_or(0);
-            let next = &models[idx];
-            match session.set_model(&next.provider, &next.id) {
-                Ok(m) => reply(ok(json!({
-                    "model": m,
+        "cycle_model" => reply(session.cycle_model().map(|next| {
+            Some(match next {
+                Some((model, is_scoped)) => json!({
+                    "model": model,
                     "thinkingLevel": session.thinking_level().as_str(),
-                    "isScoped": false,
-                }))),
-                Err(e) => reply(Err(e)),
-            }
-        }
+                    "isScoped": is_scoped,
+                }),
+                None => Value::Null,
+            })
+        })),
         "get_available_thinking_levels" => {
             let levels: Vec<&str> = session
                 .available_thinking_levels()
