@@ -293,3 +293,24 @@ async fn user_bash_cancel() {
         json!({"output":"start\n","cancelled":true,"truncated":false})
     );
 }
+
+/// stdout and stderr share one pipe, so interleaved writes keep their order.
+#[tokio::test]
+async fn stdout_and_stderr_keep_their_interleaved_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let mut chunks = String::new();
+    let mut on_chunk = |c: &str| chunks.push_str(c);
+    let result = pi_coding_agent::tools::shell::execute_user_bash(
+        "for i in 1 2 3 4 5; do echo o$i; echo e$i >&2; done",
+        dir.path(),
+        &Default::default(),
+        &cancel,
+        &mut on_chunk,
+    )
+    .await
+    .unwrap();
+    let expected = "o1\ne1\no2\ne2\no3\ne3\no4\ne4\no5\ne5\n";
+    assert_eq!(result.output, expected);
+    assert_eq!(chunks, expected);
+}

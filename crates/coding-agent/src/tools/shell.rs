@@ -9,6 +9,7 @@ use serde::Serialize;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::Write;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -228,40 +229,36 @@ pub async fn run_shell(
         .env_clear()
         .envs(env)
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
         .process_group(0);
-    let mut child = command
-        .spawn()
-        .map_err(|e| format!("Failed to spawn {}: {e}", shell.display()))?;
+    // stdout and stderr share one pipe, so output arrives in the order the command wrote it
+    // (two pipes race: `echo out; echo err >&2` could come back as "err\nout").
+    let (pipe_reader, pipe_writer) =
+        std::io::pipe().map_err(|e| format!("Failed to create a pipe: {e}"))?;
+    let stderr_writer = pipe_writer
+        .try_clone()
+        .map_err(|e| format!("Failed to create a pipe: {e}"))?;
+    command
+        .stdout(Stdio::from(pipe_writer))
+        .stderr(Stdio::from(stderr_writer));
+    let spawned = command.spawn();
+    // The parent's copies of the write end go away with `command`, so the reader sees EOF once
+    // the command and its descendants have closed theirs.
+    drop(command);
+    let mut child = spawned.map_err(|e| format!("Failed to spawn {}: {e}", shell.display()))?;
+    let mut output = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(pipe_reader))
+        .map_err(|e| format!("Failed to read command output: {e}"))?;
     let mut guard = GroupGuard { pid: child.id() };
     let _registered = child.id().map(ProcessRegistration::new);
 
     let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
-    let mut readers = Vec::new();
-    if let Some(mut out) = child.stdout.take() {
-        let tx = tx.clone();
-        readers.push(tokio::spawn(async move {
-            let mut buf = vec![0u8; 16 * 1024];
-            while let Ok(n) = out.read(&mut buf).await {
-                if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
-                    break;
-                }
+    let reader = tokio::spawn(async move {
+        let mut buf = vec![0u8; 16 * 1024];
+        while let Ok(n) = output.read(&mut buf).await {
+            if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
+                break;
             }
-        }));
-    }
-    if let Some(mut err) = child.stderr.take() {
-        let tx = tx.clone();
-        readers.push(tokio::spawn(async move {
-            let mut buf = vec![0u8; 16 * 1024];
-            while let Ok(n) = err.read(&mut buf).await {
-                if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
-                    break;
-                }
-            }
-        }));
-    }
-    drop(tx);
+        }
+    });
 
     let timeout_at = cmd.timeout.map(|d| Instant::now() + d);
     let mut killed: Option<ShellExit> = None;
@@ -310,9 +307,7 @@ pub async fn run_shell(
     // The group was already killed on abort/timeout; the guard must not fire again for a pid
     // that may have been reused.
     guard.pid = None;
-    for r in readers {
-        r.abort();
-    }
+    reader.abort();
     if let Some(k) = killed {
         return Ok(k);
     }
