@@ -6,6 +6,7 @@
 
 use crate::events::{Reply, TokenCounts, Utf8Stream};
 use crate::template::{chat_messages, render_chatml, render_jinja, ChatTemplateInput};
+use crate::tools::{self, CallParser, Piece, ToolChoice};
 use crate::{SamplingConfig, DEFAULT_CONTEXT_WINDOW};
 use llama_cpp_2::context::params::LlamaContextParams;
 use llama_cpp_2::context::LlamaContext;
@@ -15,7 +16,7 @@ use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::{LlamaChatMessage, LlamaModel};
 use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
-use pi_ai::{Context, StopReason};
+use pi_ai::{Context, Message, StopReason, ToolDefinition};
 use std::collections::HashMap;
 use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
@@ -44,6 +45,8 @@ pub(crate) struct Job {
     pub threads: Option<u32>,
     /// Sampling settings.
     pub sampling: SamplingConfig,
+    /// Whether the response must be a tool call (`compat.toolChoice`).
+    pub tool_choice: ToolChoice,
     /// Where the events go.
     pub reply: Reply,
 }
@@ -198,27 +201,97 @@ fn thread_count(requested: Option<u32>) -> i32 {
     i32::try_from(n.min(512)).unwrap_or(4)
 }
 
-/// The prompt text: the GGUF's Jinja template, else llama.cpp's built-in template matcher on
-/// the same template, else ChatML.
-fn render_prompt(loaded: &Loaded, context: &Context) -> String {
-    let messages = chat_messages(&context.system_prompt, &context.messages);
-    if let Some(template) = &loaded.template {
-        let input = ChatTemplateInput {
-            messages: &messages,
-            tools: &context.tools,
-            bos_token: &loaded.bos_text,
-            eos_token: &loaded.eos_text,
-            add_generation_prompt: true,
-        };
-        match render_jinja(template, &input) {
-            Ok(prompt) => return prompt,
-            Err(e) => tracing::warn!("{e}; falling back to llama.cpp's template matcher"),
-        }
-        if let Some(prompt) = render_builtin(loaded, &messages) {
-            return prompt;
+/// The prompt text: the GGUF's Jinja template ([`template_prompt`]), else llama.cpp's built-in
+/// template matcher on the same template, else ChatML.
+fn render_prompt(loaded: &Loaded, context: &Context, choice: ToolChoice) -> String {
+    let template = TemplateInfo {
+        source: loaded.template.as_deref(),
+        bos: &loaded.bos_text,
+        eos: &loaded.eos_text,
+    };
+    match template_prompt(&template, context, choice) {
+        Ok(prompt) => prompt,
+        Err(messages) => {
+            if loaded.template.is_some() {
+                tracing::warn!("falling back to llama.cpp's template matcher");
+                if let Some(prompt) = render_builtin(loaded, &messages) {
+                    return prompt;
+                }
+            }
+            render_chatml(&messages, true)
         }
     }
-    render_chatml(&messages, true)
+}
+
+/// What [`template_prompt`] needs from a model.
+struct TemplateInfo<'a> {
+    /// The Jinja chat template, if the model has one.
+    source: Option<&'a str>,
+    bos: &'a str,
+    eos: &'a str,
+}
+
+/// The prompt rendered with the model's Jinja template, or (`Err`) the chat messages to render
+/// some other way when there is no template or it fails.
+///
+/// With tools: a template that renders them (its output changes when `tools` is passed) lists
+/// them itself; when it does not use `<tool_call>` blocks, the system prompt also gets our
+/// calling convention ([`tools::call_instructions`]). Otherwise the system prompt gets our
+/// tool section ([`tools::tool_section`]) and the conversation's earlier tool calls and
+/// results are written as text in that convention ([`tools::calls_as_text`]).
+fn template_prompt(
+    template: &TemplateInfo<'_>,
+    context: &Context,
+    choice: ToolChoice,
+) -> Result<String, Vec<serde_json::Value>> {
+    let render = |system: &str, tools: &[ToolDefinition], as_text: bool| {
+        let mut messages = chat_messages(system, &context.messages);
+        if as_text {
+            messages = tools::calls_as_text(messages);
+        }
+        let prompt = template.source.and_then(|source| {
+            let input = ChatTemplateInput {
+                messages: &messages,
+                tools,
+                bos_token: template.bos,
+                eos_token: template.eos,
+                add_generation_prompt: true,
+            };
+            render_jinja(source, &input)
+                .map_err(|e| tracing::warn!("{e}"))
+                .ok()
+        });
+        (prompt, messages)
+    };
+    let system = &context.system_prompt;
+    let tools = &context.tools;
+    if !tools.is_empty() && template.source.is_some() {
+        if let ((Some(with), _), (Some(without), _)) =
+            (render(system, tools, false), render(system, &[], false))
+        {
+            if with != without {
+                if template.source.is_some_and(|t| t.contains(tools::OPEN)) {
+                    return Ok(with);
+                }
+                let system = tools::append_section(system, &tools::call_instructions(choice));
+                if let (Some(prompt), _) = render(&system, tools, false) {
+                    return Ok(prompt);
+                }
+            }
+        }
+    }
+    let (system, as_text) = if tools.is_empty() {
+        (system.clone(), false)
+    } else {
+        (
+            tools::append_section(system, &tools::tool_section(tools, choice)),
+            true,
+        )
+    };
+    match render(&system, &[], as_text) {
+        (Some(prompt), _) => Ok(prompt),
+        (None, messages) => Err(messages),
+    }
 }
 
 /// llama.cpp's `llama_chat_apply_template` (recognises common template families).
@@ -238,10 +311,13 @@ fn render_builtin(loaded: &Loaded, messages: &[serde_json::Value]) -> Option<Str
         .ok()
 }
 
-fn build_sampler(s: &SamplingConfig) -> LlamaSampler {
+/// The sampler chain for `s`, with `grammar` (a tool-call grammar) first when given.
+fn build_sampler(s: &SamplingConfig, grammar: Option<LlamaSampler>) -> LlamaSampler {
+    let mut chain: Vec<LlamaSampler> = grammar.into_iter().collect();
     // NaN or infinite temperatures also mean greedy.
     if !s.temperature.is_finite() || s.temperature <= 0.0 {
-        return LlamaSampler::greedy();
+        chain.push(LlamaSampler::greedy());
+        return LlamaSampler::chain_simple(chain);
     }
     let seed = s.seed.unwrap_or_else(|| {
         let nanos = std::time::SystemTime::now()
@@ -250,7 +326,6 @@ fn build_sampler(s: &SamplingConfig) -> LlamaSampler {
             .unwrap_or(0);
         nanos ^ std::process::id()
     });
-    let mut chain = Vec::new();
     if s.top_k > 0 {
         chain.push(LlamaSampler::top_k(s.top_k));
     }
@@ -263,6 +338,71 @@ fn build_sampler(s: &SamplingConfig) -> LlamaSampler {
     chain.push(LlamaSampler::temp(s.temperature));
     chain.push(LlamaSampler::dist(seed));
     LlamaSampler::chain_simple(chain)
+}
+
+/// The grammar sampler for the tools of a request: exactly one tool call from the first token
+/// (`required`), else lazy, active from the moment the output contains [`tools::OPEN`].
+/// `None` (unconstrained decoding) when the grammar cannot be built.
+fn tool_grammar(
+    model: &LlamaModel,
+    defs: &[ToolDefinition],
+    required: bool,
+) -> Option<LlamaSampler> {
+    let grammar = tools::grammar(defs)
+        .map_err(|e| tracing::warn!("{e}; tool calls are not constrained"))
+        .ok()?;
+    let sampler = if required {
+        LlamaSampler::grammar(model, &grammar, tools::ROOT_ONE)
+    } else {
+        LlamaSampler::grammar_lazy(model, &grammar, tools::ROOT_MANY, [tools::OPEN], &[])
+    };
+    sampler
+        .map_err(|e| tracing::warn!("tool-call grammar rejected by llama.cpp: {e}"))
+        .ok()
+}
+
+/// Sample with a chain that holds a grammar. Unlike [`LlamaSampler::sample`], a grammar that
+/// rejects every token or fails to accept one is reported as an error instead of aborting the
+/// process inside llama.cpp.
+fn sample_constrained(
+    sampler: &mut LlamaSampler,
+    ctx: &LlamaContext<'_>,
+    index: i32,
+) -> Result<LlamaToken, String> {
+    let mut candidates = ctx.token_data_array_ith(index);
+    candidates.apply_sampler(sampler);
+    let chosen = candidates
+        .selected
+        .and_then(|i| candidates.data.get(i))
+        .ok_or("the sampler selected no token")?;
+    if chosen.logit() == f32::NEG_INFINITY {
+        return Err("the tool-call grammar allows no token".into());
+    }
+    let token = chosen.id();
+    sampler
+        .try_accept(token)
+        .map_err(|e| format!("the tool-call grammar rejected a token: {e}"))?;
+    Ok(token)
+}
+
+/// Hand parsed output to the reply; tool calls get ids `call_local_<n>`, `n` counting on from
+/// `last_id`. Returns `false` when the consumer is gone.
+fn deliver(reply: &mut Reply, pieces: Vec<Piece>, last_id: &mut u64) -> bool {
+    for piece in pieces {
+        let alive = match piece {
+            Piece::Text(text) => reply.text(&text),
+            Piece::Start { name } => {
+                *last_id += 1;
+                reply.tool_call_start(format!("call_local_{last_id}"), &name)
+            }
+            Piece::Args(delta) => reply.tool_call_delta(&delta),
+            Piece::End { name, arguments } => reply.tool_call_end(&name, arguments),
+        };
+        if !alive {
+            return false;
+        }
+    }
+    true
 }
 
 /// Make `session` a context of `n_ctx` tokens and `threads` threads.
@@ -311,6 +451,7 @@ fn run_job<'m>(
         cancel,
         threads,
         sampling,
+        tool_choice,
         mut reply,
     } = job;
     if reply.is_closed() {
@@ -321,7 +462,7 @@ fn run_job<'m>(
         return;
     }
 
-    let prompt = render_prompt(loaded, &context);
+    let prompt = render_prompt(loaded, &context, tool_choice);
     let vocab = loaded.model.vocab();
     let add_special = loaded.bos_text.is_empty() || !prompt.starts_with(&loaded.bos_text);
     let tokens = vocab.tokenize(prompt.as_bytes(), add_special, true);
@@ -414,28 +555,70 @@ fn run_job<'m>(
 
     let room = u64::from(n_ctx).saturating_sub(tokens.len() as u64);
     let max_new = max_tokens.min(room);
-    let mut sampler = build_sampler(&sampling);
+    let use_tools = !context.tools.is_empty();
+    let required = use_tools && tool_choice == ToolChoice::Required;
+    let grammar = use_tools
+        .then(|| tool_grammar(&loaded.model, &context.tools, required))
+        .flatten();
+    let mut constrained = grammar.is_some();
+    let mut sampler = build_sampler(&sampling, grammar);
+    let mut parser = use_tools.then(CallParser::default);
+    let mut last_id = tools::last_call_number(context.messages.iter().flat_map(|m| match m {
+        Message::Assistant(a) => a.tool_calls().map(|c| c.id.as_str()).collect::<Vec<_>>(),
+        _ => Vec::new(),
+    }));
     let mut utf8 = Utf8Stream::default();
     let mut logits_index = batch.n_tokens() - 1;
     let reason = loop {
         if cancel.is_cancelled() {
             let tail = utf8.finish();
-            reply.text(&tail);
+            match parser.as_mut() {
+                Some(p) => {
+                    deliver(&mut reply, p.push(&tail), &mut last_id);
+                    if let Some(held) = p.pending_text() {
+                        reply.text(&held);
+                    }
+                }
+                None => {
+                    reply.text(&tail);
+                }
+            }
             reply.aborted(Some(counts));
             return;
         }
         if counts.generated >= max_new {
             break StopReason::Length;
         }
-        let token = sampler.sample(&s.ctx, logits_index);
+        let token = if constrained {
+            match sample_constrained(&mut sampler, &s.ctx, logits_index) {
+                Ok(token) => token,
+                Err(e) => {
+                    // Carry on unconstrained; the parser still turns what comes into calls.
+                    tracing::warn!("{e}; decoding continues without the grammar");
+                    constrained = false;
+                    sampler = build_sampler(&sampling, None);
+                    sampler.sample(&s.ctx, logits_index)
+                }
+            }
+        } else {
+            sampler.sample(&s.ctx, logits_index)
+        };
         if vocab.is_eog(token) {
             break StopReason::Stop;
         }
         counts.generated += 1;
         let text = utf8.push(&vocab.token_to_piece(token, false, None));
-        if !reply.text(&text) {
+        let alive = match parser.as_mut() {
+            Some(p) => deliver(&mut reply, p.push(&text), &mut last_id),
+            None => reply.text(&text),
+        };
+        if !alive {
             // The consumer dropped the stream: stop quietly.
             return;
+        }
+        if required && parser.as_ref().is_some_and(|p| p.calls() > 0) {
+            // The one required call is complete (the grammar allows nothing but the end).
+            break StopReason::Stop;
         }
         batch.clear();
         let pos = i32::try_from(s.cached.len()).unwrap_or(i32::MAX);
@@ -452,7 +635,16 @@ fn run_job<'m>(
         logits_index = 0;
     };
     let tail = utf8.finish();
-    reply.text(&tail);
+    match parser.as_mut() {
+        Some(p) => {
+            let mut pieces = p.push(&tail);
+            pieces.extend(p.finish());
+            deliver(&mut reply, pieces, &mut last_id);
+        }
+        None => {
+            reply.text(&tail);
+        }
+    }
     reply.finish(reason, counts);
 }
 
@@ -465,6 +657,90 @@ fn reset(s: &mut Session<'_>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use serde_json::json;
+
+    /// The template stored in SmolLM2-135M-Instruct's GGUF (no tool section).
+    const SMOLLM2: &str = "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+
+    /// A Hermes/Qwen-style template: tools in the system turn, calls in `<tool_call>` blocks.
+    const HERMES: &str = "{% if tools %}<|im_start|>system\n{{ messages[0].content }}\n<tools>{% for t in tools %}{{ t | tojson }}{% endfor %}</tools>\nUse <tool_call></tool_call>.<|im_end|>\n{% endif %}{% for m in messages %}{% if not (tools and loop.first) %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endif %}{% endfor %}<|im_start|>assistant\n";
+
+    /// A template that lists tools its own way (Llama-3 style), without `<tool_call>`.
+    const OTHER: &str = "{% if tools %}[TOOLS]{% for t in tools %}{{ t.function.name }};{% endfor %}[/TOOLS]{% endif %}{% for m in messages %}<{{ m.role }}>{{ m.content }}</{{ m.role }}>{% endfor %}<assistant>";
+
+    fn tools_context() -> Context {
+        Context {
+            system_prompt: "You are a coding assistant.".into(),
+            messages: vec![Message::user_text("list the files")],
+            tools: vec![ToolDefinition {
+                name: "ls".into(),
+                description: "List a directory".into(),
+                parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+            }],
+        }
+    }
+
+    fn info(source: &str) -> TemplateInfo<'_> {
+        TemplateInfo {
+            source: Some(source),
+            bos: "<s>",
+            eos: "</s>",
+        }
+    }
+
+    #[test]
+    fn own_tool_section_when_the_template_has_none() {
+        let prompt = template_prompt(&info(SMOLLM2), &tools_context(), ToolChoice::Auto).unwrap();
+        assert!(
+            prompt.starts_with("<|im_start|>system\nYou are a coding assistant.\n\n# Tools\n"),
+            "{prompt}"
+        );
+        assert!(prompt.contains("<tools>\n{\"name\":\"ls\""), "{prompt}");
+        assert!(
+            prompt.contains("<tool_call>\n{\"name\": \"tool_name\""),
+            "{prompt}"
+        );
+        assert!(prompt.ends_with(
+            "<|im_end|>\n<|im_start|>user\nlist the files<|im_end|>\n<|im_start|>assistant\n"
+        ));
+        // No tools: the plain prompt.
+        let mut plain = tools_context();
+        plain.tools.clear();
+        let prompt = template_prompt(&info(SMOLLM2), &plain, ToolChoice::Required).unwrap();
+        assert!(!prompt.contains("# Tools"), "{prompt}");
+    }
+
+    #[test]
+    fn template_tool_sections_are_used() {
+        let prompt = template_prompt(&info(HERMES), &tools_context(), ToolChoice::Auto).unwrap();
+        assert!(
+            prompt.contains("<tools>{\"type\": \"function\""),
+            "{prompt}"
+        );
+        assert!(!prompt.contains("# Tools"), "{prompt}");
+        assert!(!prompt.contains("To call a tool"), "{prompt}");
+
+        let prompt = template_prompt(&info(OTHER), &tools_context(), ToolChoice::Auto).unwrap();
+        assert!(prompt.starts_with("[TOOLS]ls;[/TOOLS]"), "{prompt}");
+        assert!(!prompt.contains("<tools>"), "{prompt}");
+        assert!(
+            prompt.contains("To call a tool, write a <tool_call> block"),
+            "{prompt}"
+        );
+    }
+
+    #[test]
+    fn no_template_gives_messages_with_the_section() {
+        let none = TemplateInfo {
+            source: None,
+            bos: "",
+            eos: "",
+        };
+        let messages = template_prompt(&none, &tools_context(), ToolChoice::Auto).unwrap_err();
+        let system = messages[0]["content"].as_str().unwrap();
+        assert!(system.contains("# Tools"), "{system}");
+    }
 
     #[test]
     fn threads() {

@@ -1,12 +1,14 @@
-//! The event side of one response: turns decoded text and the final token counts into the
-//! [`AssistantMessageEvent`] sequence every provider emits
-//! (`Start`, `TextStart`, `TextDelta`…, `TextEnd`, then exactly one `Done` or `Error`).
+//! The event side of one response: turns decoded text, tool calls and the final token counts
+//! into the [`AssistantMessageEvent`] sequence every provider emits (`Start`, then text blocks
+//! `TextStart`, `TextDelta`…, `TextEnd` and tool-call blocks `ToolCallStart`,
+//! `ToolCallDelta`…, `ToolCallEnd` in output order, then exactly one `Done` or `Error`).
 
 use futures::channel::mpsc::{unbounded, UnboundedSender};
 use pi_ai::{
     AssistantMessage, AssistantMessageEvent, AssistantStream, Content, Cost, Model, StopReason,
-    Usage,
+    ToolCall, Usage,
 };
+use serde_json::{Map, Value};
 use std::time::Instant;
 
 /// `errorMessage` of a cancelled request (same text as the hosted providers).
@@ -49,7 +51,14 @@ pub(crate) struct Reply {
     sent_start: bool,
     /// Index of the open text block in `message.content`.
     text_block: Option<usize>,
+    /// Text of the open text block.
     text: String,
+    /// Index of the open tool-call block in `message.content`.
+    tool_block: Option<usize>,
+    /// Argument JSON text streamed for the open tool-call block.
+    tool_args: String,
+    /// Tool calls completed (`ToolCallEnd` sent).
+    tool_calls: usize,
     ended: bool,
 }
 
@@ -64,6 +73,9 @@ impl Reply {
             sent_start: false,
             text_block: None,
             text: String::new(),
+            tool_block: None,
+            tool_args: String::new(),
+            tool_calls: 0,
             ended: false,
         };
         (reply, Box::pin(rx))
@@ -88,13 +100,14 @@ impl Reply {
         }
     }
 
-    /// Append decoded text, opening the text block on the first call. Returns `false` when
-    /// the consumer is gone.
+    /// Append decoded text, opening a text block when none is open. Returns `false` when the
+    /// consumer is gone.
     pub(crate) fn text(&mut self, delta: &str) -> bool {
         if delta.is_empty() {
             return !self.is_closed();
         }
         self.start();
+        self.end_tool_block();
         let index = match self.text_block {
             Some(i) => i,
             None => {
@@ -112,6 +125,92 @@ impl Reply {
         })
     }
 
+    /// Open a tool-call block (`ToolCallStart`), closing an open text block first. Returns
+    /// `false` when the consumer is gone.
+    pub(crate) fn tool_call_start(&mut self, id: String, name: &str) -> bool {
+        self.start();
+        self.end_text_block();
+        self.end_tool_block();
+        let index = self.message.content.len();
+        self.message.content.push(Content::ToolCall(ToolCall {
+            id: id.clone(),
+            name: name.to_owned(),
+            arguments: Value::Object(Map::new()),
+            thought_signature: None,
+        }));
+        self.tool_block = Some(index);
+        self.tool_args.clear();
+        self.emit(AssistantMessageEvent::ToolCallStart {
+            content_index: index,
+            id,
+            tool_name: name.to_owned(),
+        })
+    }
+
+    /// More argument JSON text for the open tool-call block (`ToolCallDelta`). Returns `false`
+    /// when the consumer is gone.
+    pub(crate) fn tool_call_delta(&mut self, delta: &str) -> bool {
+        let Some(index) = self.tool_block else {
+            return !self.is_closed();
+        };
+        if delta.is_empty() {
+            return !self.is_closed();
+        }
+        self.tool_args.push_str(delta);
+        self.emit(AssistantMessageEvent::ToolCallDelta {
+            content_index: index,
+            delta: delta.to_owned(),
+        })
+    }
+
+    /// Complete the open tool-call block with its final name and parsed arguments
+    /// (`ToolCallEnd`). Returns `false` when the consumer is gone or no block is open.
+    pub(crate) fn tool_call_end(&mut self, name: &str, arguments: Value) -> bool {
+        let Some(index) = self.tool_block.take() else {
+            return false;
+        };
+        let Some(Content::ToolCall(call)) = self.message.content.get_mut(index) else {
+            return false;
+        };
+        call.name = name.to_owned();
+        call.arguments = arguments;
+        let tool_call = call.clone();
+        self.tool_calls += 1;
+        self.tool_args.clear();
+        self.emit(AssistantMessageEvent::ToolCallEnd {
+            content_index: index,
+            tool_call,
+        })
+    }
+
+    /// Close the open text block (`TextEnd`), if any.
+    fn end_text_block(&mut self) {
+        self.sync_text();
+        if let Some(i) = self.text_block.take() {
+            let content = std::mem::take(&mut self.text);
+            self.emit(AssistantMessageEvent::TextEnd {
+                content_index: i,
+                content,
+            });
+        }
+    }
+
+    /// Close an open tool-call block that never got its `ToolCallEnd`: its arguments are the
+    /// streamed text when that parses as an object, else `{}`.
+    fn end_tool_block(&mut self) {
+        if let Some(Content::ToolCall(call)) =
+            self.tool_block.and_then(|i| self.message.content.get(i))
+        {
+            let name = call.name.clone();
+            let arguments = serde_json::from_str::<Value>(&self.tool_args)
+                .ok()
+                .filter(Value::is_object)
+                .unwrap_or_else(|| Value::Object(Map::new()));
+            self.tool_call_end(&name, arguments);
+        }
+        self.tool_block = None;
+    }
+
     /// Copy the streamed text into the message's text block.
     fn sync_text(&mut self) {
         if let Some(i) = self.text_block {
@@ -126,17 +225,18 @@ impl Reply {
             Some(u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX));
     }
 
-    /// End normally: closes the text block (`TextEnd`) and emits `Done` with `reason`
-    /// (`Stop` or `Length`) and the usage of `counts` (cost zero).
+    /// End normally: closes the open block (`TextEnd` / `ToolCallEnd`) and emits `Done` with
+    /// `reason` and the usage of `counts` (cost zero). `Stop` becomes `ToolUse` when the
+    /// message has tool calls.
     pub(crate) fn finish(mut self, reason: StopReason, counts: TokenCounts) {
         self.start();
-        self.sync_text();
-        if let Some(i) = self.text_block {
-            self.emit(AssistantMessageEvent::TextEnd {
-                content_index: i,
-                content: self.text.clone(),
-            });
-        }
+        self.end_text_block();
+        self.end_tool_block();
+        let reason = if reason == StopReason::Stop && self.tool_calls > 0 {
+            StopReason::ToolUse
+        } else {
+            reason
+        };
         self.message.stop_reason = reason;
         self.message.usage = counts.usage();
         self.stamp();
@@ -266,6 +366,9 @@ mod tests {
                 AssistantMessageEvent::TextStart { .. } => "text_start",
                 AssistantMessageEvent::TextDelta { .. } => "text_delta",
                 AssistantMessageEvent::TextEnd { .. } => "text_end",
+                AssistantMessageEvent::ToolCallStart { .. } => "toolcall_start",
+                AssistantMessageEvent::ToolCallDelta { .. } => "toolcall_delta",
+                AssistantMessageEvent::ToolCallEnd { .. } => "toolcall_end",
                 AssistantMessageEvent::Done { .. } => "done",
                 AssistantMessageEvent::Error { .. } => "error",
                 _ => "other",
@@ -308,6 +411,86 @@ mod tests {
                 assert_eq!(message.usage.total_tokens, 15);
                 assert_eq!(message.usage.cost.total, 0.0);
                 assert_eq!(message.stop_reason, StopReason::Stop);
+            }
+            e => panic!("{e:?}"),
+        }
+    }
+
+    #[test]
+    fn text_then_tool_call() {
+        let (mut r, s) = Reply::channel(&model());
+        assert!(r.text("Looking."));
+        assert!(r.tool_call_start("call_local_1".into(), "ls"));
+        assert!(r.tool_call_delta("{\"path\":"));
+        assert!(r.tool_call_delta(" \".\"}"));
+        assert!(r.tool_call_end("ls", serde_json::json!({"path": "."})));
+        r.finish(StopReason::Stop, TokenCounts::default());
+        let events: Vec<_> = futures::executor::block_on(s.collect());
+        assert_eq!(
+            kinds(&events),
+            [
+                "start",
+                "text_start",
+                "text_delta",
+                "text_end",
+                "toolcall_start",
+                "toolcall_delta",
+                "toolcall_delta",
+                "toolcall_end",
+                "done"
+            ]
+        );
+        match &events[4] {
+            AssistantMessageEvent::ToolCallStart {
+                content_index,
+                id,
+                tool_name,
+            } => {
+                assert_eq!(
+                    (*content_index, id.as_str(), tool_name.as_str()),
+                    (1, "call_local_1", "ls")
+                );
+            }
+            e => panic!("{e:?}"),
+        }
+        match events.last() {
+            Some(AssistantMessageEvent::Done { reason, message }) => {
+                assert_eq!(*reason, StopReason::ToolUse);
+                assert_eq!(message.stop_reason, StopReason::ToolUse);
+                assert_eq!(message.text(), "Looking.");
+                let calls: Vec<_> = message.tool_calls().collect();
+                assert_eq!(calls.len(), 1);
+                assert_eq!(calls[0].id, "call_local_1");
+                assert_eq!(calls[0].arguments["path"], ".");
+            }
+            e => panic!("{e:?}"),
+        }
+    }
+
+    #[test]
+    fn length_keeps_length_with_tool_calls() {
+        let (mut r, s) = Reply::channel(&model());
+        r.tool_call_start("call_local_1".into(), "ls");
+        r.tool_call_delta("{\"pa");
+        r.finish(StopReason::Length, TokenCounts::default());
+        let events: Vec<_> = futures::executor::block_on(s.collect());
+        assert_eq!(
+            kinds(&events),
+            [
+                "start",
+                "toolcall_start",
+                "toolcall_delta",
+                "toolcall_end",
+                "done"
+            ]
+        );
+        match events.last() {
+            Some(AssistantMessageEvent::Done { reason, message }) => {
+                assert_eq!(*reason, StopReason::Length);
+                assert_eq!(
+                    message.tool_calls().next().unwrap().arguments,
+                    serde_json::json!({})
+                );
             }
             e => panic!("{e:?}"),
         }

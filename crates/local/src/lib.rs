@@ -8,6 +8,28 @@
 //!   [`PROVIDER`] (`"local"`), id = file stem, `baseUrl` = the file's path.
 //! * [`default_models_dir`] is `${PI_CODING_AGENT_DIR:-~/.pi/agent}/models`.
 //!
+//! Tool calls: the tools' JSON schemas go into the prompt the way the chat template lists them
+//! or, when it has no tool section, in a section of our own in the system prompt that asks
+//! for `<tool_call>{"name": …, "arguments": {…}}</tool_call>` blocks (the Hermes/Qwen
+//! convention). Once the model writes `<tool_call>`, decoding is constrained by a grammar
+//! derived from the schemas (llama.cpp's `json_schema_to_grammar`, as a lazy grammar), so each
+//! call is JSON that names one of the tools; it streams as `toolcall_start`,
+//! `toolcall_delta`… (argument JSON text), `toolcall_end`, with ids `call_local_<n>`, and the
+//! response ends with `stopReason: "toolUse"`.
+//!
+//! Model settings read from the model's `compat` object in `models.json`:
+//!
+//! * `"toolChoice": "required"` — when the request has tools, the response is exactly one
+//!   tool call, grammar-constrained from the first token (like `tool_choice: "required"` on
+//!   hosted APIs). `"auto"` (the default) lets the model choose between text and tool calls.
+//!
+//! ```json
+//! {"providers": {"my-gguf": {"api": "local-gguf", "models": [
+//!   {"id": "smol-tools", "path": "~/.pi/agent/models/SmolLM2-135M-Instruct.Q4_1.gguf",
+//!    "compat": {"toolChoice": "required"}}
+//! ]}}}
+//! ```
+//!
 //! A model file is loaded once per process and kept (with its llama.cpp context and KV cache)
 //! by a worker thread; requests for the same file queue on that thread. A follow-up request
 //! whose prompt starts with the tokens already in the KV cache only evaluates the new suffix
@@ -19,6 +41,7 @@ mod discover;
 mod engine;
 mod events;
 mod template;
+mod tools;
 
 use pi_ai::{AssistantStream, Context, Model, Provider, StreamOptions};
 use std::path::{Path, PathBuf};
@@ -192,6 +215,7 @@ impl Provider for LocalProvider {
             cancel: options.cancel,
             threads: self.config.threads,
             sampling: self.config.sampling.clone(),
+            tool_choice: tools::ToolChoice::of(model),
             reply,
         };
         engine::submit(&path, job);
