@@ -38,6 +38,9 @@ pub struct RequestCredentials {
     pub api_key: Option<String>,
     /// Extra HTTP headers for the request (e.g. from models.json).
     pub headers: Vec<(String, String)>,
+    /// The model needs no credentials (an in-process GGUF model, issue 3): a prompt is not
+    /// refused for lack of a key.
+    pub keyless: bool,
 }
 
 /// Looks up credentials for a model's provider at request time; `Err` = none usable.
@@ -464,7 +467,7 @@ impl AgentSession {
             return Err(format!("No API provider registered for api: {}", model.api));
         }
         match (self.inner.api_key)(&model) {
-            Ok(c) if c.api_key.is_some() || !c.headers.is_empty() => {}
+            Ok(c) if c.keyless || c.api_key.is_some() || !c.headers.is_empty() => {}
             _ => return Err(crate::config::no_api_key_message(Some(&model.provider))),
         }
         let mut prompts = Vec::new();

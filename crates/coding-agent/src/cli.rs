@@ -13,7 +13,9 @@ use std::path::PathBuf;
     long_about = "pi coding agent (Rust).\n\n\
         `pi --mode rpc` reads JSON commands on stdin, one per line, and writes JSON responses \
         and events on stdout, one per line.\n\
-        `pi -p \"question\"` answers once and prints the reply; `--mode json` prints every event.\n\n\
+        `pi -p \"question\"` answers once and prints the reply; `--mode json` prints every event.\n\
+        `pi models pull <name>` downloads a GGUF model into <agent dir>/models/ for the local \
+        provider; `pi models list` lists them (`pi models --help`).\n\n\
         Configuration lives in the agent directory ($PI_CODING_AGENT_DIR, default ~/.pi/agent): \
         settings.json, models.json, auth.json, sessions/."
 )]

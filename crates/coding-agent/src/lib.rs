@@ -4,6 +4,7 @@ pub mod agent_session;
 pub mod cli;
 pub mod config;
 pub mod json_error;
+pub mod models_cmd;
 pub mod output;
 pub mod print_mode;
 pub mod procs;

@@ -13,6 +13,11 @@ use pi_coding_agent::{print_mode, procs, rpc, tools};
 use std::sync::{Arc, RwLock};
 
 fn main() {
+    // `pi models pull|list`: its own small command line (models_cmd.rs).
+    if std::env::args_os().nth(1).is_some_and(|a| a == "models") {
+        let args = std::env::args_os().skip(1);
+        std::process::exit(pi_coding_agent::models_cmd::main(args));
+    }
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -171,7 +176,7 @@ async fn run(cli: Cli) -> i32 {
     if initial.model.is_none() {
         config::warn(&config::no_models_available_message());
         if mode != Mode::Rpc {
-            eprintln!("{}", config::no_models_available_message());
+            eprintln!("{}", config::get_a_model_guidance(&agent_dir));
             return 1;
         }
     }
@@ -261,9 +266,10 @@ async fn run(cli: Cli) -> i32 {
                     .into_iter()
                     .filter_map(|(k, v)| v.as_str().map(|s| (k, s.to_string())))
                     .collect(),
+                keyless: auth.keyless,
             })
         }),
-        provider: Arc::new(|m: &Model| pi_ai::providers::provider_for_api(&m.api)),
+        provider: provider_resolver(&agent_dir),
         tools: active_tools,
         system_message,
         system_prompt,
@@ -300,6 +306,35 @@ async fn run(cli: Cli) -> i32 {
             let session = AgentSession::new(opts, Arc::new(|_| {}));
             print_mode::run(&session, cli.messages.clone(), false).await
         }
+    }
+}
+
+/// Finds the adapter for a model's `api`: `"local-gguf"` → one shared
+/// [`pi_local::LocalProvider`] whose bare model ids resolve to `<agent_dir>/models/<id>.gguf`
+/// (issue 3; `local` feature), anything else → [`pi_ai::providers::provider_for_api`].
+fn provider_resolver(
+    agent_dir: &std::path::Path,
+) -> pi_coding_agent::agent_session::ProviderResolver {
+    #[cfg(feature = "local")]
+    {
+        let local: Arc<dyn pi_ai::Provider> = Arc::new(pi_local::LocalProvider::with_config(
+            pi_local::LocalConfig {
+                models_dir: Some(agent_dir.join("models")),
+                ..pi_local::LocalConfig::default()
+            },
+        ));
+        Arc::new(move |m: &Model| {
+            if m.api == pi_local::API {
+                Some(local.clone())
+            } else {
+                pi_ai::providers::provider_for_api(&m.api)
+            }
+        })
+    }
+    #[cfg(not(feature = "local"))]
+    {
+        let _ = agent_dir;
+        Arc::new(|m: &Model| pi_ai::providers::provider_for_api(&m.api))
     }
 }
 

@@ -16,12 +16,15 @@ pub mod settings;
 pub mod value;
 
 pub use auth::{AuthCredential, AuthStorage};
-pub use models::{ModelRegistry, ModelsConfig, ProviderConfig, RequestAuth};
+pub use models::{
+    discover_local_models, is_keyless, ModelRegistry, ModelsConfig, ProviderConfig, RequestAuth,
+    LOCAL_API, LOCAL_PROVIDER,
+};
 pub use resolve::{
-    clamp_thinking_level, cycle_thinking_level, find_initial_model, no_api_key_message,
-    no_models_available_message, parse_model_pattern, resolve_cli_model, resolve_model_scope,
-    thinking_level_for_model_change, CliModel, InitialModel, InitialModelOptions, ParsedModel,
-    ScopedModel, DEFAULT_THINKING_LEVEL,
+    clamp_thinking_level, cycle_thinking_level, find_initial_model, get_a_model_guidance,
+    no_api_key_message, no_models_available_message, parse_model_pattern, resolve_cli_model,
+    resolve_model_scope, thinking_level_for_model_change, CliModel, InitialModel,
+    InitialModelOptions, ParsedModel, ScopedModel, DEFAULT_THINKING_LEVEL,
 };
 pub use settings::{CompactionSettings, QueueMode, RetrySettings, Settings};
 pub use value::{resolve_config_value, resolve_headers};

@@ -6,13 +6,24 @@
 //!   "name"?, "baseUrl"?, "api"?, "apiKey"?, "headers"?: {"k": "v"}, "authHeader"?: bool,
 //!   "compat"?: {…},
 //!   "models"?: [{"id", "name"?, "api"?, "baseUrl"?, "reasoning"?, "thinkingLevelMap"?,
-//!                "input"?, "cost"?, "contextWindow"?, "maxTokens"?, "headers"?, "compat"?}],
+//!                "input"?, "cost"?, "contextWindow"?, "maxTokens"?, "headers"?, "compat"?,
+//!                "path"?}],
 //!   "modelOverrides"?: {"<built-in id>": {"name"?, "reasoning"?, "thinkingLevelMap"?, "input"?,
 //!                "cost"? (partial), "contextWindow"?, "maxTokens"?, "headers"?, "compat"?}}}}}
 //! ```
 //!
 //! Registry order = built-in catalogue order, then custom models in file order (a custom model
-//! with the id of a built-in model of the same provider replaces it and moves to the end).
+//! with the id of a built-in model of the same provider replaces it and moves to the end), then
+//! the local GGUF models found in `<agent dir>/models/` (provider [`LOCAL_PROVIDER`], issue 3;
+//! only with the `local` cargo feature), skipping any whose provider/id is already listed.
+//!
+//! Local GGUF models (api [`LOCAL_API`], `"local-gguf"`) run in-process and need no
+//! credentials: they always count as available. In `models.json` such a model names its file by
+//! `path` (or `baseUrl`, a plain path or `file://` URL; the model's value wins over the
+//! provider's); `~` is expanded and a relative path is relative to the agent directory. Without
+//! either, the file is `<agent dir>/models/<id>.gguf`. Defaults for such models: `contextWindow`
+//! from the file's metadata (`<arch>.context_length`, at most 32768; 8192 when unknown),
+//! `maxTokens` = min(contextWindow, 4096).
 //! Any problem with the file leaves only the built-in catalogue, with the error kept in
 //! [`ModelRegistry::error`] and warned about on stderr.
 //!
@@ -35,6 +46,58 @@ use std::path::{Path, PathBuf};
 pub const DEFAULT_CONTEXT_WINDOW: u64 = 128_000;
 /// Default `maxTokens` of a custom model.
 pub const DEFAULT_MAX_TOKENS: u64 = 16_384;
+
+/// The `api` of in-process GGUF models (`pi_local::API`, issue 3). Models with this api need no
+/// credentials.
+pub const LOCAL_API: &str = "local-gguf";
+
+/// The provider of the GGUF files discovered in `<agent dir>/models/` (`pi_local::PROVIDER`).
+pub const LOCAL_PROVIDER: &str = "local";
+
+/// Context window of a local GGUF model when neither `models.json` nor the file states one, in
+/// tokens (`pi_local::DEFAULT_CONTEXT_WINDOW`).
+pub const LOCAL_DEFAULT_CONTEXT_WINDOW: u64 = 8192;
+
+/// Upper bound on the default context window of a local GGUF model, in tokens
+/// (`pi_local::MAX_CONTEXT_WINDOW`; the KV cache is allocated for the whole window).
+pub const LOCAL_MAX_CONTEXT_WINDOW: u64 = 32_768;
+
+/// Upper bound on the default `maxTokens` of a local GGUF model (`pi_local::MAX_OUTPUT_TOKENS`).
+pub const LOCAL_MAX_OUTPUT_TOKENS: u64 = 4096;
+
+/// Whether `model` runs in-process (api [`LOCAL_API`]) and therefore needs no credentials.
+pub fn is_keyless(model: &Model) -> bool {
+    model.api == LOCAL_API
+}
+
+/// The local GGUF models in `models_dir` (`pi_local::discover_models`: every `*.gguf`, sorted
+/// by file name, provider [`LOCAL_PROVIDER`], id = file stem, `baseUrl` = the file's path).
+/// Always empty when built without the `local` cargo feature.
+pub fn discover_local_models(models_dir: &Path) -> Vec<Model> {
+    #[cfg(feature = "local")]
+    {
+        pi_local::discover_models(models_dir)
+    }
+    #[cfg(not(feature = "local"))]
+    {
+        let _ = models_dir;
+        Vec::new()
+    }
+}
+
+/// `<arch>.context_length` of the GGUF file at `path`, when it is readable (`local` feature
+/// only; `None` otherwise).
+fn gguf_context_length(path: &Path) -> Option<u64> {
+    #[cfg(feature = "local")]
+    {
+        pi_local::GgufInfo::read(path)?.context_length
+    }
+    #[cfg(not(feature = "local"))]
+    {
+        let _ = path;
+        None
+    }
+}
 
 /// The built-in model catalogue (`pi_ai::models::builtin_models`), in catalogue order.
 pub fn builtin_catalogue() -> Vec<Model> {
@@ -92,6 +155,9 @@ pub struct ModelConfig {
     pub headers: Option<Map<String, Value>>,
     /// API compatibility knobs, merged over the provider's.
     pub compat: Option<Map<String, Value>>,
+    /// For api `"local-gguf"` models: the GGUF file (absolute, `~/…`, or relative to the agent
+    /// directory); takes precedence over `baseUrl`. Ignored for other apis.
+    pub path: Option<String>,
 }
 
 /// One provider entry of `models.json`.
@@ -195,7 +261,8 @@ fn validate_provider(name: &str, p: &ProviderConfig, problems: &mut Vec<String>)
             problems.push(format!("provider \"{name}\": a model has no \"id\""));
             continue;
         }
-        if m.base_url.is_none() && p.base_url.is_none() {
+        let local = m.api.as_deref().or(p.api.as_deref()) == Some(LOCAL_API);
+        if !local && m.base_url.is_none() && p.base_url.is_none() {
             problems.push(format!(
                 "provider \"{name}\", model \"{}\": no \"baseUrl\" on the model or the provider",
                 m.id
@@ -269,18 +336,73 @@ fn merge_maps(
     }
 }
 
-fn custom_model(provider: &str, p: &ProviderConfig, m: &ModelConfig) -> Model {
+fn custom_model(
+    provider: &str,
+    p: &ProviderConfig,
+    m: &ModelConfig,
+    agent_dir: Option<&Path>,
+) -> Model {
+    let api = m.api.clone().or_else(|| p.api.clone()).unwrap_or_default();
+    if api == LOCAL_API {
+        return local_custom_model(provider, p, m, agent_dir);
+    }
+    let mut model = custom_model_fields(provider, p, m);
+    model.base_url = m
+        .base_url
+        .clone()
+        .or_else(|| p.base_url.clone())
+        .unwrap_or_default();
+    model.context_window = m.context_window.map_or(DEFAULT_CONTEXT_WINDOW, to_u64);
+    model.max_tokens = m.max_tokens.map_or(DEFAULT_MAX_TOKENS, to_u64);
+    model
+}
+
+/// A `models.json` model with api `"local-gguf"`: `baseUrl` becomes the GGUF file's path
+/// (model `path`, model `baseUrl`, provider `baseUrl`, first set wins; empty = look up
+/// `<models dir>/<id>.gguf` at request time), defaults as in the module docs.
+fn local_custom_model(
+    provider: &str,
+    p: &ProviderConfig,
+    m: &ModelConfig,
+    agent_dir: Option<&Path>,
+) -> Model {
+    let mut model = custom_model_fields(provider, p, m);
+    let file = m
+        .path
+        .as_deref()
+        .or(m.base_url.as_deref())
+        .or(p.base_url.as_deref())
+        .map(str::trim)
+        .filter(|f| !f.is_empty())
+        .map(|f| local_file_path(f, agent_dir));
+    model.base_url = file
+        .as_ref()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let window = m.context_window.map(to_u64).unwrap_or_else(|| {
+        file.as_deref()
+            .and_then(gguf_context_length)
+            .filter(|&n| n > 0)
+            .map_or(LOCAL_DEFAULT_CONTEXT_WINDOW, |n| {
+                n.min(LOCAL_MAX_CONTEXT_WINDOW)
+            })
+    });
+    model.context_window = window;
+    model.max_tokens = m
+        .max_tokens
+        .map_or(window.min(LOCAL_MAX_OUTPUT_TOKENS), to_u64);
+    model
+}
+
+/// The fields of a custom model that do not depend on its api.
+fn custom_model_fields(provider: &str, p: &ProviderConfig, m: &ModelConfig) -> Model {
     let cost = m.cost.clone().unwrap_or_default();
     Model {
         id: m.id.clone(),
         name: m.name.clone().unwrap_or_else(|| m.id.clone()),
         api: m.api.clone().or_else(|| p.api.clone()).unwrap_or_default(),
         provider: provider.to_string(),
-        base_url: m
-            .base_url
-            .clone()
-            .or_else(|| p.base_url.clone())
-            .unwrap_or_default(),
+        base_url: String::new(),
         reasoning: m.reasoning.unwrap_or(false),
         thinking_level_map: m.thinking_level_map.clone(),
         input: m.input.clone().unwrap_or_else(|| vec!["text".into()]),
@@ -290,10 +412,21 @@ fn custom_model(provider: &str, p: &ProviderConfig, m: &ModelConfig) -> Model {
             cache_read: cost.cache_read.unwrap_or(0.0),
             cache_write: cost.cache_write.unwrap_or(0.0),
         },
-        context_window: m.context_window.map_or(DEFAULT_CONTEXT_WINDOW, to_u64),
-        max_tokens: m.max_tokens.map_or(DEFAULT_MAX_TOKENS, to_u64),
+        context_window: DEFAULT_CONTEXT_WINDOW,
+        max_tokens: DEFAULT_MAX_TOKENS,
         headers: None,
         compat: merge_maps(p.compat.as_ref(), m.compat.as_ref()),
+    }
+}
+
+/// A GGUF file named in `models.json`: `file://` stripped, `~` expanded, a relative path joined
+/// to the agent directory (when known).
+fn local_file_path(file: &str, agent_dir: Option<&Path>) -> PathBuf {
+    let file = file.strip_prefix("file://").unwrap_or(file);
+    let path = super::expand_home(file);
+    match agent_dir {
+        Some(dir) if path.is_relative() => dir.join(path),
+        _ => path,
     }
 }
 
@@ -336,6 +469,8 @@ pub struct RequestAuth {
     /// Resolved extra headers: the model's catalogue headers, then the provider's `models.json`
     /// headers, then the model's (later wins), plus `Authorization` when `authHeader` is set.
     pub headers: Map<String, Value>,
+    /// The model runs in-process ([`is_keyless`]) and needs neither key nor headers.
+    pub keyless: bool,
 }
 
 /// All known models with their credential sources.
@@ -351,8 +486,10 @@ pub struct ModelRegistry {
 }
 
 impl ModelRegistry {
-    /// Loads `<agent_dir>/models.json` and `<agent_dir>/auth.json` over the built-in catalogue.
-    /// A `models.json` problem is warned about on stderr and leaves the built-ins only.
+    /// Loads `<agent_dir>/models.json` and `<agent_dir>/auth.json` over the built-in catalogue,
+    /// then appends the GGUF files of `<agent_dir>/models/` ([`discover_local_models`]).
+    /// A `models.json` problem is warned about on stderr and leaves the built-ins (and the
+    /// discovered local models) only.
     pub fn load(agent_dir: &Path) -> Self {
         let path = agent_dir.join("models.json");
         let (config, error) = match ModelsConfig::load(&path) {
@@ -362,14 +499,40 @@ impl ModelRegistry {
                 (ModelsConfig::default(), Some(e))
             }
         };
-        let mut reg = Self::from_parts(builtin_catalogue(), config, AuthStorage::load(agent_dir));
+        let mut reg = Self::build(
+            builtin_catalogue(),
+            config,
+            AuthStorage::load(agent_dir),
+            Some(agent_dir),
+        );
+        reg.add_local_models(discover_local_models(&agent_dir.join("models")));
         reg.error = error;
         reg.models_json = Some(path);
         reg
     }
 
-    /// A registry from explicit parts (tests, embedders).
+    /// A registry from explicit parts (tests, embedders). Relative local GGUF paths in `config`
+    /// stay relative; no folder is searched for GGUF files (see [`ModelRegistry::add_local_models`]).
     pub fn from_parts(builtin: Vec<Model>, config: ModelsConfig, auth: AuthStorage) -> Self {
+        Self::build(builtin, config, auth, None)
+    }
+
+    /// Appends `local` (discovered GGUF models) after every other model, skipping those whose
+    /// provider/id is already in the registry (a `models.json` entry wins).
+    pub fn add_local_models(&mut self, local: Vec<Model>) {
+        for m in local {
+            if self.find(&m.provider, &m.id).is_none() {
+                self.models.push(m);
+            }
+        }
+    }
+
+    fn build(
+        builtin: Vec<Model>,
+        config: ModelsConfig,
+        auth: AuthStorage,
+        agent_dir: Option<&Path>,
+    ) -> Self {
         let mut models = builtin;
         let mut model_headers = HashMap::new();
         for (provider, p) in &config.providers {
@@ -398,7 +561,7 @@ impl ModelRegistry {
             }
             for mc in p.models.iter().flatten() {
                 models.retain(|m| !(&m.provider == provider && m.id == mc.id));
-                models.push(custom_model(provider, p, mc));
+                models.push(custom_model(provider, p, mc, agent_dir));
                 match &mc.headers {
                     Some(h) => {
                         model_headers.insert((provider.clone(), mc.id.clone()), h.clone());
@@ -439,13 +602,20 @@ impl ModelRegistry {
         &self.models
     }
 
-    /// Models whose provider has credentials ([`ModelRegistry::has_auth`]), in registry order.
+    /// Models that can be used now ([`ModelRegistry::model_has_auth`]: their provider has
+    /// credentials, or they run in-process), in registry order.
     pub fn available(&self) -> Vec<Model> {
         self.models
             .iter()
-            .filter(|m| self.has_auth(&m.provider))
+            .filter(|m| self.model_has_auth(m))
             .cloned()
             .collect()
+    }
+
+    /// Whether `model` can be used without asking for credentials: it is a local GGUF model
+    /// ([`is_keyless`]) or its provider [`has_auth`](ModelRegistry::has_auth).
+    pub fn model_has_auth(&self, model: &Model) -> bool {
+        is_keyless(model) || self.has_auth(&model.provider)
     }
 
     /// The model `provider`/`id` (exact, case-sensitive).
@@ -477,9 +647,13 @@ impl ModelRegistry {
     }
 
     /// Whether `provider` has credentials configured: a runtime key, an `auth.json` entry, an
-    /// environment key or a `models.json` `apiKey`. Nothing is executed or refreshed.
+    /// environment key or a `models.json` `apiKey` — or it has models and all of them are
+    /// local GGUF models, which need none. Nothing is executed or refreshed.
     pub fn has_auth(&self, provider: &str) -> bool {
-        self.auth.has_entry(provider)
+        let mut own = self.models.iter().filter(|m| m.provider == provider);
+        let all_local = own.clone().next().is_some() && own.all(is_keyless);
+        all_local
+            || self.auth.has_entry(provider)
             || env_api_key(provider).is_some()
             || self
                 .config
@@ -503,8 +677,9 @@ impl ModelRegistry {
     }
 
     /// Key and headers for a request to `model`. Fails with `No API key found for "<provider>"`
-    /// when the provider sets `authHeader` but no key resolves.
+    /// when the provider sets `authHeader` but no key resolves (never for a local GGUF model).
     pub fn request_auth(&self, model: &Model) -> Result<RequestAuth, String> {
+        let keyless = is_keyless(model);
         let api_key = self.api_key(&model.provider);
         let mut headers = model.headers.clone().unwrap_or_default();
         let provider = self.config.provider(&model.provider);
@@ -519,6 +694,13 @@ impl ModelRegistry {
         }
         if provider.is_some_and(|p| p.auth_header) {
             let Some(key) = &api_key else {
+                if keyless {
+                    return Ok(RequestAuth {
+                        api_key,
+                        headers,
+                        keyless,
+                    });
+                }
                 return Err(format!("No API key found for \"{}\"", model.provider));
             };
             headers.insert(
@@ -526,6 +708,10 @@ impl ModelRegistry {
                 Value::String(format!("Bearer {key}")),
             );
         }
-        Ok(RequestAuth { api_key, headers })
+        Ok(RequestAuth {
+            api_key,
+            headers,
+            keyless,
+        })
     }
 }

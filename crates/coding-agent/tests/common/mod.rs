@@ -167,6 +167,11 @@ impl RunRoot {
     /// Spawns `pi --mode rpc [--no-session] <args>` in `cwd` with the clean environment, in its
     /// own process group.
     pub fn spawn_with(&self, session: bool, args: &[&str]) -> RpcAgent {
+        self.spawn_with_env(session, args, &[])
+    }
+
+    /// [`RunRoot::spawn_with`] with `extra` variables added to the clean environment.
+    pub fn spawn_with_env(&self, session: bool, args: &[&str], extra: &[(&str, &str)]) -> RpcAgent {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_pi"));
         cmd.args(["--mode", "rpc"]);
         if !session {
@@ -176,6 +181,7 @@ impl RunRoot {
             .current_dir(&self.cwd)
             .env_clear()
             .envs(self.env())
+            .envs(extra.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
