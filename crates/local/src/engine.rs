@@ -45,6 +45,10 @@ pub(crate) struct Job {
     pub threads: Option<u32>,
     /// Sampling settings.
     pub sampling: SamplingConfig,
+    /// Re-use the evaluated prefix in the KV cache (`LocalConfig::prefix_cache`).
+    pub prefix_cache: bool,
+    /// Write the rendered prompt here (`LocalConfig::dump_prompt`).
+    pub dump_prompt: Option<PathBuf>,
     /// Whether the response must be a tool call (`compat.toolChoice`).
     pub tool_choice: ToolChoice,
     /// Where the events go.
@@ -451,6 +455,8 @@ fn run_job<'m>(
         cancel,
         threads,
         sampling,
+        prefix_cache,
+        dump_prompt,
         tool_choice,
         mut reply,
     } = job;
@@ -463,6 +469,11 @@ fn run_job<'m>(
     }
 
     let prompt = render_prompt(loaded, &context, tool_choice);
+    if let Some(file) = &dump_prompt {
+        if let Err(e) = std::fs::write(file, &prompt) {
+            tracing::warn!("could not write the prompt to {}: {e}", file.display());
+        }
+    }
     let vocab = loaded.model.vocab();
     let add_special = loaded.bos_text.is_empty() || !prompt.starts_with(&loaded.bos_text);
     let tokens = vocab.tokenize(prompt.as_bytes(), add_special, true);
@@ -503,15 +514,18 @@ fn run_job<'m>(
     };
     reply.start();
 
-    // Re-use the longest prefix already in the KV cache; at least one token is evaluated so
-    // that there are logits to sample from.
-    let mut reuse = s
-        .cached
-        .iter()
-        .zip(&tokens)
-        .take_while(|(a, b)| a == b)
-        .count()
-        .min(tokens.len() - 1);
+    // Re-use the longest prefix already in the KV cache (unless `prefix_cache` is off); at
+    // least one token is evaluated so that there are logits to sample from.
+    let mut reuse = if prefix_cache {
+        s.cached
+            .iter()
+            .zip(&tokens)
+            .take_while(|(a, b)| a == b)
+            .count()
+            .min(tokens.len() - 1)
+    } else {
+        0
+    };
     if reuse < s.cached.len() {
         let from = u32::try_from(reuse).unwrap_or(0);
         if s.ctx.kv_cache_seq_rm(0, Some(from), None).is_err() {

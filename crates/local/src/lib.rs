@@ -33,7 +33,7 @@
 //! A model file is loaded once per process and kept (with its llama.cpp context and KV cache)
 //! by a worker thread; requests for the same file queue on that thread. A follow-up request
 //! whose prompt starts with the tokens already in the KV cache only evaluates the new suffix
-//! (reported as `usage.cacheRead`).
+//! (reported as `usage.cacheRead`); [`LocalConfig::prefix_cache`] turns this off.
 
 #![warn(missing_docs)]
 
@@ -116,6 +116,14 @@ pub struct LocalConfig {
     pub threads: Option<u32>,
     /// Sampling settings.
     pub sampling: SamplingConfig,
+    /// Keep the KV cache between requests (default `true`): a prompt that starts with the
+    /// tokens already evaluated only evaluates the rest. `false` evaluates every prompt of
+    /// this provider in full (and drops what the cache held), e.g. to measure what the cache
+    /// saves (`crates/coding-agent/examples/local_bench.rs`).
+    pub prefix_cache: bool,
+    /// Diagnostics: write each prompt this provider renders (the exact text that is then
+    /// tokenized) to this file, replacing its contents. Default `None`.
+    pub dump_prompt: Option<PathBuf>,
 }
 
 impl Default for LocalConfig {
@@ -124,6 +132,8 @@ impl Default for LocalConfig {
             models_dir: default_models_dir(),
             threads: None,
             sampling: SamplingConfig::default(),
+            prefix_cache: true,
+            dump_prompt: None,
         }
     }
 }
@@ -215,6 +225,8 @@ impl Provider for LocalProvider {
             cancel: options.cancel,
             threads: self.config.threads,
             sampling: self.config.sampling.clone(),
+            prefix_cache: self.config.prefix_cache,
+            dump_prompt: self.config.dump_prompt.clone(),
             tool_choice: tools::ToolChoice::of(model),
             reply,
         };
