@@ -221,3 +221,74 @@ fn abort_after_first_delta_settles_quickly() {
     assert_eq!(msg["stopReason"], "aborted", "{msg}");
     assert_eq!(msg["model"], "counter", "{msg}");
 }
+
+/// Issue 3: with a tool call required (`compat.toolChoice: "required"` in models.json), a
+/// prompt that asks to list files produces a grammar-constrained tool call that parses, names
+/// one of the active tools, and is executed by the agent (`tool_execution_end` for its id).
+/// The model's choice of tool may be wrong; the call must be well formed. Every later turn is
+/// required to call a tool too, so the test aborts once the first call has run.
+#[test]
+fn required_tool_call_parses_and_runs() {
+    let Some(file) = model_file() else { return };
+    let _serial = serial();
+    let (rr, _id) = local_root(&file);
+    rr.write_cwd_file("notes.txt", "hello\n");
+    rr.write_agent_file(
+        "models.json",
+        &json!({"providers": {"my-gguf": {
+            "api": "local-gguf",
+            "models": [{"id": "tools", "path": file.to_string_lossy(),
+                        "contextWindow": 4096, "maxTokens": 256,
+                        "compat": {"toolChoice": "required"}}]
+        }}}),
+    );
+    rr.write_agent_file(
+        "settings.json",
+        &json!({"defaultProvider": "my-gguf", "defaultModel": "tools"}),
+    );
+    let threads = std::env::var("PI_LOCAL_THREADS").unwrap_or_else(|_| "1".into());
+    let mut agent = rr.spawn_with_env(
+        false,
+        &["--tools", "ls,read"],
+        &[("PI_LOCAL_THREADS", &threads)],
+    );
+
+    let from = agent.len();
+    let resp = agent.request(json!({
+        "id": "p", "type": "prompt",
+        "message": "List the files in the current directory."
+    }));
+    assert_eq!(resp["success"], true, "{resp}");
+    let (end_at, end) = agent.wait_from(from, ANSWER_BOUND, |v| kind(v) == "tool_execution_end");
+    let recs: Vec<Value> = agent.records()[from..end_at]
+        .iter()
+        .filter_map(|r| r.value.clone())
+        .collect();
+    let assistant = recs
+        .iter()
+        .rev()
+        .find(|v| kind(v) == "message_end" && v["message"]["role"] == "assistant")
+        .map(|v| v["message"].clone())
+        .unwrap_or_else(|| panic!("no assistant message before the tool ran\n{}", agent.dump()));
+    assert_eq!(assistant["stopReason"], "toolUse", "{assistant}");
+    let call = assistant["content"]
+        .as_array()
+        .and_then(|c| c.iter().find(|b| b["type"] == "toolCall"))
+        .unwrap_or_else(|| panic!("no toolCall block: {assistant}"))
+        .clone();
+    let name = call["name"].as_str().unwrap_or_default();
+    assert!(
+        ["ls", "read"].contains(&name),
+        "unknown tool {name}: {call}"
+    );
+    assert!(
+        call["arguments"].is_object(),
+        "arguments not an object: {call}"
+    );
+    assert_eq!(end["toolCallId"], call["id"], "{end}");
+    assert_eq!(end["toolName"], name, "{end}");
+    assert!(end["result"]["content"].is_array(), "{end}");
+
+    let a = agent.request(json!({"id": "a", "type": "abort"}));
+    assert_eq!(a["success"], true, "{a}");
+}
