@@ -6,7 +6,7 @@
 use futures::channel::mpsc::{unbounded, UnboundedSender};
 use pi_ai::{
     AssistantMessage, AssistantMessageEvent, AssistantStream, Content, Cost, Model, StopReason,
-    ToolCall, Usage,
+    ThinkingContent, ToolCall, Usage,
 };
 use serde_json::{Map, Value};
 use std::time::Instant;
@@ -59,7 +59,30 @@ pub(crate) struct Reply {
     tool_args: String,
     /// Tool calls completed (`ToolCallEnd` sent).
     tool_calls: usize,
+    /// Index of the open thinking block in `message.content`.
+    thinking_block: Option<usize>,
+    /// Text of the open thinking block.
+    thinking: String,
+    /// Whether decoded text is currently inside `<think>…</think>`.
+    in_think: bool,
+    /// Decoded text held back because it may be the start of a reasoning tag.
+    held: String,
     ended: bool,
+}
+
+/// Reasoning tags that models such as Qwen3, DeepSeek-R1 and SmolLM3 wrap their thinking in.
+const THINK_OPEN: &str = "<think>";
+const THINK_CLOSE: &str = "</think>";
+
+/// Length of the longest suffix of `s` that is a proper prefix of `tag` (text that may still
+/// become the tag once more is decoded).
+fn partial_tag_len(s: &str, tag: &str) -> usize {
+    (1..tag.len())
+        .rev()
+        .find(|&n| {
+            s.len() >= n && s.is_char_boundary(s.len() - n) && tag.starts_with(&s[s.len() - n..])
+        })
+        .unwrap_or(0)
 }
 
 impl Reply {
@@ -76,6 +99,10 @@ impl Reply {
             tool_block: None,
             tool_args: String::new(),
             tool_calls: 0,
+            thinking_block: None,
+            thinking: String::new(),
+            in_think: false,
+            held: String::new(),
             ended: false,
         };
         (reply, Box::pin(rx))
@@ -100,13 +127,108 @@ impl Reply {
         }
     }
 
-    /// Append decoded text, opening a text block when none is open. Returns `false` when the
-    /// consumer is gone.
+    /// Append decoded text. Text inside `<think>…</think>` becomes a thinking block
+    /// (`ThinkingStart`/`ThinkingDelta`/`ThinkingEnd`), the rest text blocks; a piece that may
+    /// be the start of a tag is held back until the next piece decides it. Returns `false`
+    /// when the consumer is gone.
     pub(crate) fn text(&mut self, delta: &str) -> bool {
+        let mut buf = std::mem::take(&mut self.held);
+        buf.push_str(delta);
+        let mut ok = !self.is_closed();
+        loop {
+            let tag = if self.in_think {
+                THINK_CLOSE
+            } else {
+                THINK_OPEN
+            };
+            if let Some(pos) = buf.find(tag) {
+                let before = buf[..pos].to_owned();
+                ok &= self.route(&before);
+                if self.in_think {
+                    self.end_thinking_block();
+                }
+                self.in_think = !self.in_think;
+                buf.drain(..pos + tag.len());
+                continue;
+            }
+            let keep = partial_tag_len(&buf, tag);
+            let emit = buf[..buf.len() - keep].to_owned();
+            self.held = buf[buf.len() - keep..].to_owned();
+            ok &= self.route(&emit);
+            return ok;
+        }
+    }
+
+    /// Emit held-back text that turned out not to be a tag (at the end of the response).
+    fn flush_held(&mut self) {
+        let held = std::mem::take(&mut self.held);
+        self.route(&held);
+    }
+
+    fn route(&mut self, delta: &str) -> bool {
+        if self.in_think {
+            self.thinking_text(delta)
+        } else {
+            self.plain_text(delta)
+        }
+    }
+
+    /// Append reasoning text, opening a thinking block when none is open.
+    fn thinking_text(&mut self, delta: &str) -> bool {
         if delta.is_empty() {
             return !self.is_closed();
         }
         self.start();
+        self.end_tool_block();
+        self.end_text_block();
+        let index = match self.thinking_block {
+            Some(i) => i,
+            None => {
+                let i = self.message.content.len();
+                self.message
+                    .content
+                    .push(Content::Thinking(ThinkingContent {
+                        thinking: String::new(),
+                        thinking_signature: None,
+                        redacted: None,
+                    }));
+                self.thinking_block = Some(i);
+                self.emit(AssistantMessageEvent::ThinkingStart { content_index: i });
+                i
+            }
+        };
+        self.thinking.push_str(delta);
+        self.emit(AssistantMessageEvent::ThinkingDelta {
+            content_index: index,
+            delta: delta.to_owned(),
+        })
+    }
+
+    /// Close the open thinking block (`ThinkingEnd`), if any.
+    fn end_thinking_block(&mut self) {
+        if let Some(i) = self.thinking_block.take() {
+            let content = std::mem::take(&mut self.thinking);
+            if let Some(block) = self.message.content.get_mut(i) {
+                *block = Content::Thinking(ThinkingContent {
+                    thinking: content.clone(),
+                    thinking_signature: None,
+                    redacted: None,
+                });
+            }
+            self.emit(AssistantMessageEvent::ThinkingEnd {
+                content_index: i,
+                content,
+            });
+        }
+    }
+
+    /// Append answer text, opening a text block when none is open.
+    fn plain_text(&mut self, delta: &str) -> bool {
+        if delta.is_empty() {
+            return !self.is_closed();
+        }
+        self.start();
+        self.end_thinking_block();
         self.end_tool_block();
         let index = match self.text_block {
             Some(i) => i,
@@ -129,6 +251,8 @@ impl Reply {
     /// `false` when the consumer is gone.
     pub(crate) fn tool_call_start(&mut self, id: String, name: &str) -> bool {
         self.start();
+        self.flush_held();
+        self.end_thinking_block();
         self.end_text_block();
         self.end_tool_block();
         let index = self.message.content.len();
@@ -211,6 +335,15 @@ impl Reply {
         self.tool_block = None;
     }
 
+    /// Copy the streamed reasoning into the message's open thinking block.
+    fn sync_thinking(&mut self) {
+        if let Some(i) = self.thinking_block {
+            if let Some(Content::Thinking(t)) = self.message.content.get_mut(i) {
+                t.thinking = self.thinking.clone();
+            }
+        }
+    }
+
     /// Copy the streamed text into the message's text block.
     fn sync_text(&mut self) {
         if let Some(i) = self.text_block {
@@ -230,6 +363,8 @@ impl Reply {
     /// message has tool calls.
     pub(crate) fn finish(mut self, reason: StopReason, counts: TokenCounts) {
         self.start();
+        self.flush_held();
+        self.end_thinking_block();
         self.end_text_block();
         self.end_tool_block();
         let reason = if reason == StopReason::Stop && self.tool_calls > 0 {
@@ -262,7 +397,9 @@ impl Reply {
     }
 
     fn fail_with(mut self, aborted: bool, text: String, counts: Option<TokenCounts>) {
+        self.flush_held();
         self.sync_text();
+        self.sync_thinking();
         let reason = if aborted {
             StopReason::Aborted
         } else {
@@ -369,6 +506,9 @@ mod tests {
                 AssistantMessageEvent::ToolCallStart { .. } => "toolcall_start",
                 AssistantMessageEvent::ToolCallDelta { .. } => "toolcall_delta",
                 AssistantMessageEvent::ToolCallEnd { .. } => "toolcall_end",
+                AssistantMessageEvent::ThinkingStart { .. } => "thinking_start",
+                AssistantMessageEvent::ThinkingDelta { .. } => "thinking_delta",
+                AssistantMessageEvent::ThinkingEnd { .. } => "thinking_end",
                 AssistantMessageEvent::Done { .. } => "done",
                 AssistantMessageEvent::Error { .. } => "error",
                 _ => "other",
@@ -522,6 +662,49 @@ mod tests {
         drop(r);
         let events: Vec<_> = futures::executor::block_on(s.collect());
         assert_eq!(kinds(&events), ["error"]);
+    }
+
+    #[test]
+    fn think_tags_become_a_thinking_block_even_when_split_across_pieces() {
+        let (mut reply, stream) = Reply::channel(&model());
+        for piece in [
+            "<thi",
+            "nk>Let me ",
+            "see.</th",
+            "ink>\n",
+            "Hello <b",
+            "> there",
+        ] {
+            assert!(reply.text(piece));
+        }
+        reply.finish(StopReason::Stop, TokenCounts::default());
+        let events: Vec<_> = futures::executor::block_on(stream.collect());
+        let thinking: String = events
+            .iter()
+            .filter_map(|e| match e {
+                AssistantMessageEvent::ThinkingDelta { delta, .. } => Some(delta.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(thinking, "Let me see.");
+        let Some(AssistantMessageEvent::Done { message, .. }) = events.last() else {
+            panic!("no Done: {events:?}");
+        };
+        match &message.content[..] {
+            [Content::Thinking(t), Content::Text(x)] => {
+                assert_eq!(t.thinking, "Let me see.");
+                assert_eq!(x.text, "\nHello <b> there");
+            }
+            other => panic!("unexpected content {other:?}"),
+        }
+        let order: Vec<&str> = kinds(&events)
+            .into_iter()
+            .filter(|k| k.ends_with("_start") || k.ends_with("_end"))
+            .collect();
+        assert_eq!(
+            order,
+            ["thinking_start", "thinking_end", "text_start", "text_end"]
+        );
     }
 
     #[test]
