@@ -511,7 +511,6 @@ mod tests {
                 AssistantMessageEvent::ThinkingEnd { .. } => "thinking_end",
                 AssistantMessageEvent::Done { .. } => "done",
                 AssistantMessageEvent::Error { .. } => "error",
-                _ => "other",
             })
             .collect()
     }
