@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 use pi_ai::{Content, ToolDefinition};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -11,20 +11,20 @@ use tokio_util::sync::CancellationToken;
 /// (`{content, details?, structuredContent?, isError?}`), e.g. the bash tool returns
 /// `structuredContent: {exit_code, output, truncated, wall_time_seconds}` and, for a non-zero
 /// exit, `isError: true` (see golden `tool_bash_echo`, `tool_errors`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ToolOutput {
     /// Text/image blocks the model sees.
     pub content: Vec<Content>,
     /// Tool-specific data for UIs, not sent to the model; `None` = absent.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none", default)]
     pub details: Option<Value>,
     /// Wire `structuredContent`: machine-readable result (bash); `None` = absent.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none", default)]
     pub structured_content: Option<Value>,
     /// Wire `isError`. Set by tools that report failure as a result rather than as an `Err`
     /// (bash exit codes); `None` = absent.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none", default)]
     pub is_error: Option<bool>,
 }
 

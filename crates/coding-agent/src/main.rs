@@ -2,13 +2,14 @@
 
 use clap::Parser;
 use pi_ai::{Model, ThinkingLevel};
-use pi_coding_agent::agent_session::{AgentSession, RequestCredentials, SessionOptions};
+use pi_coding_agent::agent_session::factory::{SessionFactory, SessionRequest};
+use pi_coding_agent::agent_session::runtime::AgentSessionRuntime;
+use pi_coding_agent::agent_session::{RequestCredentials, SessionServices};
 use pi_coding_agent::cli::Cli;
 use pi_coding_agent::config::{self, InitialModelOptions, ModelRegistry, Settings};
 use pi_coding_agent::output::Output;
-use pi_coding_agent::resources::{ResourceOptions, Resources};
+use pi_coding_agent::resources::ResourceOptions;
 use pi_coding_agent::session::{default_session_dir, SessionManager};
-use pi_coding_agent::system_prompt::{build_system_message, PromptTool, SystemPromptInput};
 use pi_coding_agent::{print_mode, procs, rpc, tools};
 use std::sync::{Arc, RwLock};
 
@@ -181,7 +182,7 @@ async fn run(cli: Cli) -> i32 {
         }
     }
 
-    // Tools and system prompt.
+    // Tools, resources and the session factory.
     let tool_names: Vec<String> = if cli.no_tools {
         vec![]
     } else if let Some(list) = &cli.tools {
@@ -197,41 +198,6 @@ async fn run(cli: Cli) -> i32 {
             config::warn(&format!("Unknown tool \"{name}\" ignored"));
         }
     }
-    let names: Vec<&str> = tool_names.iter().map(String::as_str).collect();
-    let tool_options = tools::ToolOptions {
-        bash: tools::bash::BashToolOptions {
-            command_prefix: settings.shell_command_prefix().map(str::to_string),
-            shell_path: settings.shell_path().map(Into::into),
-            bin_dir: Some(agent_dir.join("bin")),
-            extra_env: vec![],
-        },
-    };
-    let active_tools = tools::create_tools_with(&cwd, &names, &tool_options);
-    let resources = Resources::load(
-        &cwd,
-        &agent_dir,
-        &ResourceOptions {
-            no_context_files: cli.no_context_files,
-            system_prompt: cli.system_prompt.clone(),
-            append_system_prompt: cli.append_system_prompt.clone(),
-        },
-    );
-    let mut prompt_input = SystemPromptInput::new(
-        cwd.clone(),
-        active_tools
-            .iter()
-            .map(|t| PromptTool::new(t.definition()))
-            .collect(),
-    );
-    prompt_input.context_files = resources.context_files.clone();
-    prompt_input.custom_prompt = resources.custom_prompt.clone();
-    prompt_input.append_prompt = resources.append_prompt.clone();
-    prompt_input.skills = resources.skills.clone();
-    let (system_message, system_prompt) = build_system_message(&prompt_input);
-
-    let registry = Arc::new(RwLock::new(registry));
-    let reg_models = registry.clone();
-    let reg_keys = registry.clone();
     let mut session = session;
     if let Some(name) = &cli.name {
         if let Err(e) = session.append_session_info(name) {
@@ -243,19 +209,14 @@ async fn run(cli: Cli) -> i32 {
     }
     let _ = session.append_thinking_level_change(initial.thinking_level.as_str());
 
-    let opts = SessionOptions {
-        cwd: cwd.clone(),
-        bash_options: tools::shell::UserBashOptions {
-            command_prefix: settings.shell_command_prefix().map(str::to_string),
-            shell_path: settings.shell_path().map(Into::into),
-            bin_dir: Some(agent_dir.join("bin")),
-        },
-        model: initial.model.clone(),
-        thinking_level: initial.thinking_level,
-        scoped_models,
+    let registry = Arc::new(RwLock::new(registry));
+    let reg_models = registry.clone();
+    let reg_keys = registry.clone();
+    let services = SessionServices {
         available_models: Arc::new(move || {
             reg_models.read().map(|r| r.available()).unwrap_or_default()
         }),
+        scoped_models,
         api_key: Arc::new(move |m: &Model| {
             let reg = reg_keys.read().map_err(|e| e.to_string())?;
             let auth = reg.request_auth(m)?;
@@ -270,21 +231,43 @@ async fn run(cli: Cli) -> i32 {
             })
         }),
         provider: provider_resolver(&agent_dir),
-        tools: active_tools,
-        system_message,
-        system_prompt,
-        session,
-        steering_mode: settings.steering_mode(),
-        follow_up_mode: settings.follow_up_mode(),
-        auto_compaction: settings.compaction().enabled,
-        auto_retry: settings.retry().enabled,
+        settings: Arc::new(parking_lot::Mutex::new(settings.clone())),
+    };
+    let factory = SessionFactory {
+        services,
+        agent_dir: agent_dir.clone(),
+        tool_names,
+        tool_options: tools::ToolOptions {
+            bash: tools::bash::BashToolOptions {
+                command_prefix: settings.shell_command_prefix().map(str::to_string),
+                shell_path: settings.shell_path().map(Into::into),
+                bin_dir: Some(agent_dir.join("bin")),
+                extra_env: vec![],
+            },
+        },
+        resource_options: ResourceOptions {
+            no_context_files: cli.no_context_files,
+            system_prompt: cli.system_prompt.clone(),
+            append_system_prompt: cli.append_system_prompt.clone(),
+        },
+        bash_options: tools::shell::UserBashOptions {
+            command_prefix: settings.shell_command_prefix().map(str::to_string),
+            shell_path: settings.shell_path().map(Into::into),
+            bin_dir: Some(agent_dir.join("bin")),
+        },
+    };
+    let request = SessionRequest {
+        cwd: cwd.clone(),
+        store: session,
+        model: initial.model.clone(),
+        thinking_level: initial.thinking_level,
     };
 
     match mode {
         Mode::Rpc => {
             let out = Output::stdout();
-            let session = AgentSession::new(opts, out.sink());
-            let code = match rpc::run(session, out.clone()).await {
+            let runtime = AgentSessionRuntime::new(factory, request, out.sink());
+            let code = match rpc::run(runtime, out.clone()).await {
                 Ok(()) => 0,
                 Err(e) => {
                     eprintln!("Error: {e}");
@@ -296,14 +279,14 @@ async fn run(cli: Cli) -> i32 {
         }
         Mode::Json => {
             let out = Output::stdout();
-            let session = AgentSession::new(opts, out.sink());
-            out.send(session.header_json());
+            let session = factory.create(request, out.sink());
+            out.raw_line(session.header_json().to_string());
             let code = print_mode::run(&session, cli.messages.clone(), true).await;
             out.flush();
             code
         }
         Mode::Print => {
-            let session = AgentSession::new(opts, Arc::new(|_| {}));
+            let session = factory.create(request, Arc::new(|_| {}));
             print_mode::run(&session, cli.messages.clone(), false).await
         }
     }

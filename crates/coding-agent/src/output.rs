@@ -4,7 +4,7 @@
 //! (`JSON + "\n"`) and flushes it. If stdout is closed (EPIPE), the process ends quietly with
 //! exit code 0 after killing the process groups of running tools.
 
-use serde_json::Value;
+use crate::rpc::protocol::{RpcEvent, RpcOutput, RpcResponse};
 use std::io::Write;
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -52,9 +52,23 @@ impl Output {
         Output { tx }
     }
 
-    /// Queues one record. Serialization cannot fail for `Value`.
-    pub fn send(&self, record: Value) {
-        let line = serde_json::to_string(&record).unwrap_or_default();
+    /// Queues one record (a response or an event) as one line.
+    pub fn send(&self, record: &RpcOutput) {
+        let _ = self.tx.send(Msg::Line(record.to_line()));
+    }
+
+    /// Queues a response.
+    pub fn response(&self, response: RpcResponse) {
+        self.send(&RpcOutput::Response(response));
+    }
+
+    /// Queues an event.
+    pub fn event(&self, event: RpcEvent) {
+        self.send(&RpcOutput::Event(Box::new(event)));
+    }
+
+    /// Queues a raw JSON line that is not a protocol record (the `--mode json` session header).
+    pub fn raw_line(&self, line: String) {
         let _ = self.tx.send(Msg::Line(line));
     }
 
@@ -69,6 +83,6 @@ impl Output {
     /// An event sink for [`crate::agent_session::AgentSession`].
     pub fn sink(&self) -> crate::agent_session::EventSink {
         let o = self.clone();
-        Arc::new(move |v| o.send(v))
+        Arc::new(move |e| o.event(e))
     }
 }

@@ -583,20 +583,20 @@ impl OutputAccumulator {
 
 /// Result of [`execute_user_bash`]; the `data` of the RPC `bash` response (spec
 /// messages-and-models.md §6.2): `{output, exitCode?, cancelled, truncated, fullOutputPath?}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct BashResult {
     /// Sanitised output, tail-truncated to 2000 lines / 50 KiB when it exceeds them.
     pub output: String,
     /// Exit code; `None` (omitted) when cancelled or killed by a signal.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none", default)]
     pub exit_code: Option<i32>,
     /// The command was aborted.
     pub cancelled: bool,
     /// Output was cut; then `full_output_path` names the complete log.
     pub truncated: bool,
     /// Temp file with the complete sanitised output.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none", default)]
     pub full_output_path: Option<String>,
 }
 

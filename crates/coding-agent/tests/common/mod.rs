@@ -228,6 +228,8 @@ struct OutState {
     stdout_closed: bool,
     /// A final fragment without LF, if stdout ended with one.
     trailing: Option<String>,
+    /// Lines that did not decode into `RpcOutput`, or changed when re-encoded.
+    protocol_errors: Vec<String>,
 }
 
 struct Shared {
@@ -512,6 +514,33 @@ impl Drop for RpcAgent {
             self.signal_group(libc::SIGKILL);
             let _ = self.child.wait();
         }
+        let errors = std::mem::take(&mut self.shared.lock().protocol_errors);
+        if !errors.is_empty() && !std::thread::panicking() {
+            panic!(
+                "stdout lines that are not protocol records:\n{}",
+                errors.join("\n")
+            );
+        }
+    }
+}
+
+/// Every stdout line must decode into the protocol module's `RpcOutput` and encode back to
+/// the same JSON value; returns what is wrong with `raw`, if anything.
+fn protocol_error(raw: &str, value: Option<&Value>) -> Option<String> {
+    let Some(value) = value else {
+        return Some(format!("not JSON: {raw}"));
+    };
+    match serde_json::from_str::<pi_coding_agent::rpc::protocol::RpcOutput>(raw) {
+        Err(e) => Some(format!("does not decode ({e}): {raw}")),
+        Ok(decoded) => {
+            let again = serde_json::to_value(&decoded).ok();
+            (again.as_ref() != Some(value)).then(|| {
+                format!(
+                    "re-encodes differently: {raw}\n   as: {}",
+                    again.map(|v| v.to_string()).unwrap_or_default()
+                )
+            })
+        }
     }
 }
 
@@ -530,6 +559,9 @@ fn read_stdout(mut stdout: impl Read, shared: &Shared) {
             let line: Vec<u8> = buf.drain(..=i).collect();
             let raw = String::from_utf8_lossy(&line[..line.len() - 1]).into_owned();
             let value = serde_json::from_str(&raw).ok();
+            if let Some(e) = protocol_error(&raw, value.as_ref()) {
+                shared.lock().protocol_errors.push(e);
+            }
             new.push(Record { raw, value });
         }
         if !new.is_empty() {

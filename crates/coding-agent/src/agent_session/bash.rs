@@ -1,0 +1,77 @@
+//! The RPC `bash` command (spec rpc-protocol.md §4.8): output streams as
+//! `bash_execution_update {id?, delta}`; the `bashExecution` message is recorded at once when
+//! idle, else when the run in flight settles. No message events are emitted for it.
+
+use super::AgentSession;
+use crate::rpc::protocol::RpcEvent;
+use crate::tools::shell::{execute_user_bash, BashResult};
+use pi_ai::{now_ms, BashExecutionMessage, Message};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+impl AgentSession {
+    /// Runs a user shell command in the session cwd. `id` is the command's id, echoed on every
+    /// `bash_execution_update`. `Err` is the failure response text (spawn failures).
+    pub async fn run_user_bash(
+        &self,
+        command: &str,
+        exclude_from_context: bool,
+        id: Option<Value>,
+    ) -> Result<BashResult, String> {
+        let cancel = self.inner.bash.cancel.lock().clone();
+        let sink = self.inner.sink.clone();
+        let mut on_chunk = |delta: &str| {
+            if !delta.is_empty() {
+                sink(RpcEvent::BashExecutionUpdate {
+                    id: id.clone(),
+                    delta: delta.to_string(),
+                });
+            }
+        };
+        let result = execute_user_bash(
+            command,
+            &self.inner.cwd,
+            &self.inner.bash_options,
+            &cancel,
+            &mut on_chunk,
+        )
+        .await?;
+        let message = Message::BashExecution(BashExecutionMessage {
+            command: command.to_string(),
+            output: result.output.clone(),
+            exit_code: result.exit_code,
+            cancelled: result.cancelled,
+            truncated: result.truncated,
+            full_output_path: result.full_output_path.clone(),
+            exclude_from_context: exclude_from_context.then_some(true),
+            timestamp: now_ms(),
+        });
+        if self.is_streaming() {
+            self.inner.bash.deferred.lock().push(message);
+        } else {
+            self.record_message(message);
+        }
+        Ok(result)
+    }
+
+    /// Cancels every running user shell command (`abort_bash`).
+    pub fn abort_bash(&self) {
+        let mut token = self.inner.bash.cancel.lock();
+        token.cancel();
+        *token = CancellationToken::new();
+    }
+
+    /// Appends a message to the session and the context without emitting events.
+    fn record_message(&self, message: Message) {
+        self.persist_message(&message);
+        self.transcript().push(message);
+    }
+
+    /// Records the results of `bash` commands that finished during the run.
+    pub(super) fn flush_deferred_bash(&self) {
+        let deferred: Vec<Message> = std::mem::take(&mut *self.inner.bash.deferred.lock());
+        for m in deferred {
+            self.record_message(m);
+        }
+    }
+}

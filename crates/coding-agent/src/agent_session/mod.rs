@@ -1,0 +1,441 @@
+//! The session behind every mode (upstream `core/agent-session.ts`), split into small parts:
+//!
+//! * [`queues`]: steering/follow-up queues and what `queue_update` shows;
+//! * [`run_control`]: the run phase (one value), abort and the settled signal;
+//! * `run`: prompt admission, the run task, its settle guard and event translation;
+//! * `bash`: the RPC `bash` command;
+//! * `queries`: read-only views (`get_state`, stats, entries, tree, fork messages);
+//! * [`convert`]: context → model messages and token estimates;
+//! * [`factory`] builds sessions, [`runtime`] owns the current one and swaps it.
+//!
+//! An [`AgentSession`] is a cheap handle; all state sits behind locks that cannot poison
+//! (`parking_lot`), except the transcript shared with the agent loop, whose poisoning is
+//! recovered from ([`AgentSession::transcript`]). Every event goes through the session's
+//! [`EventSink`] as a typed [`RpcEvent`] (spec rpc-protocol.md §5).
+
+mod bash;
+pub mod convert;
+pub mod factory;
+mod queries;
+pub mod queues;
+mod run;
+pub mod run_control;
+pub mod runtime;
+
+pub use convert::{context_tokens, convert_to_llm, estimate_tokens, user_message};
+pub use queues::{MessageQueues, QueueKind};
+pub use run::PromptOutcome;
+pub use run_control::{RunControl, RunPhase};
+
+use crate::config::{ScopedModel, Settings};
+use crate::rpc::protocol::{QueueTexts, RpcEvent};
+use crate::session::SessionManager;
+use crate::tools::shell::UserBashOptions;
+use parking_lot::Mutex;
+use pi_agent::{AgentTool, SharedMessages};
+use pi_ai::{Message, Model, Provider, SystemMessage, ThinkingLevel};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// Receives every protocol event, in order.
+pub type EventSink = Arc<dyn Fn(RpcEvent) + Send + Sync>;
+
+/// Credentials for one request: API key (if any) and extra headers.
+#[derive(Debug, Clone, Default)]
+pub struct RequestCredentials {
+    /// The provider API key; `None` = send no key.
+    pub api_key: Option<String>,
+    /// Extra HTTP headers for the request (e.g. from models.json).
+    pub headers: Vec<(String, String)>,
+    /// The model needs no credentials (an in-process GGUF model, issue 3): a prompt is not
+    /// refused for lack of a key.
+    pub keyless: bool,
+}
+
+/// Looks up credentials for a model's provider at request time; `Err` = none usable.
+pub type KeyResolver = Arc<dyn Fn(&Model) -> Result<RequestCredentials, String> + Send + Sync>;
+
+/// Finds the adapter for a model's `api`.
+pub type ProviderResolver = Arc<dyn Fn(&Model) -> Option<Arc<dyn Provider>> + Send + Sync>;
+
+/// Lists the models that have credentials, in registry order.
+pub type ModelLister = Arc<dyn Fn() -> Vec<Model> + Send + Sync>;
+
+/// What every session of one process shares: model registry views, credentials, adapters and
+/// the settings (written back by `set_steering_mode` & co., rpc-protocol.md §4.5–§4.7).
+#[derive(Clone)]
+pub struct SessionServices {
+    /// Models with credentials (`get_available_models`).
+    pub available_models: ModelLister,
+    /// The `--models` / `enabledModels` scope that `cycle_model` walks (config.md §7.4).
+    pub scoped_models: Vec<ScopedModel>,
+    /// Credential lookup, asked before every LLM call.
+    pub api_key: KeyResolver,
+    /// Adapter lookup by the model's `api`.
+    pub provider: ProviderResolver,
+    /// Global + project settings; toggles and queue modes are persisted to the global file.
+    pub settings: Arc<Mutex<Settings>>,
+}
+
+/// The tools and system prompt a session offers the model. Replaceable at run time (the next
+/// LLM call picks up a change), e.g. when extensions or MCP add tools.
+#[derive(Clone)]
+pub struct Loadout {
+    /// Active tools, in the order offered to the model.
+    pub tools: Vec<Arc<dyn AgentTool>>,
+    /// The `role:"system"` message recorded at the first run of a session.
+    pub system_message: SystemMessage,
+    /// The flat system prompt text sent to the model.
+    pub system_prompt: String,
+}
+
+/// Everything one session is built from (see [`factory::SessionFactory`]).
+pub struct SessionConfig {
+    /// Working directory of the tools and the RPC `bash` command.
+    pub cwd: PathBuf,
+    /// Shell settings for the RPC `bash` command.
+    pub bash_options: UserBashOptions,
+    /// Initial model; `None` = no model configured (get_state shows the placeholder).
+    pub model: Option<Model>,
+    /// Initial thinking level.
+    pub thinking_level: ThinkingLevel,
+    /// Tools and system prompt.
+    pub loadout: Loadout,
+    /// The session store (file-backed or in-memory).
+    pub store: SessionManager,
+}
+
+struct ModelState {
+    model: Option<Model>,
+    thinking_level: ThinkingLevel,
+}
+
+struct Toggles {
+    auto_compaction: bool,
+    auto_retry: bool,
+}
+
+/// State of RPC `bash` commands: one cancel token for all running ones, and results that
+/// wait for the run in flight to settle.
+#[derive(Default)]
+struct UserBash {
+    cancel: Mutex<CancellationToken>,
+    deferred: Mutex<Vec<Message>>,
+}
+
+struct Inner {
+    cwd: PathBuf,
+    bash_options: UserBashOptions,
+    services: SessionServices,
+    loadout: Mutex<Loadout>,
+    model: Mutex<ModelState>,
+    toggles: Mutex<Toggles>,
+    queues: Mutex<MessageQueues>,
+    run: RunControl,
+    store: Mutex<SessionManager>,
+    messages: SharedMessages,
+    /// A `role:"system"` message is already in the context (recorded at the first run).
+    system_recorded: AtomicBool,
+    bash: UserBash,
+    sink: EventSink,
+}
+
+/// Cheap to clone handle to one session.
+#[derive(Clone)]
+pub struct AgentSession {
+    inner: Arc<Inner>,
+}
+
+impl AgentSession {
+    /// Builds a session from its config and the shared services; `sink` receives every event.
+    pub fn new(config: SessionConfig, services: SessionServices, sink: EventSink) -> Self {
+        let context = config.store.build_context();
+        let system_recorded = context.iter().any(|m| matches!(m, Message::System(_)));
+        let (steering_mode, follow_up_mode, toggles) = {
+            let s = services.settings.lock();
+            (
+                s.steering_mode().as_str().to_string(),
+                s.follow_up_mode().as_str().to_string(),
+                Toggles {
+                    auto_compaction: s.compaction().enabled,
+                    auto_retry: s.retry().enabled,
+                },
+            )
+        };
+        AgentSession {
+            inner: Arc::new(Inner {
+                cwd: config.cwd,
+                bash_options: config.bash_options,
+                services,
+                loadout: Mutex::new(config.loadout),
+                model: Mutex::new(ModelState {
+                    model: config.model,
+                    thinking_level: config.thinking_level,
+                }),
+                toggles: Mutex::new(toggles),
+                queues: Mutex::new(MessageQueues::new(steering_mode, follow_up_mode)),
+                run: RunControl::default(),
+                store: Mutex::new(config.store),
+                messages: Arc::new(std::sync::Mutex::new(context)),
+                system_recorded: AtomicBool::new(system_recorded),
+                bash: UserBash::default(),
+                sink,
+            }),
+        }
+    }
+
+    fn emit(&self, event: RpcEvent) {
+        (self.inner.sink)(event)
+    }
+
+    /// The context transcript, recovering it if a panicking holder poisoned the lock.
+    fn transcript(&self) -> std::sync::MutexGuard<'_, Vec<Message>> {
+        self.inner
+            .messages
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The working directory.
+    pub fn cwd(&self) -> &Path {
+        &self.inner.cwd
+    }
+
+    /// The session header as a JSON object (first line of `--mode json`).
+    pub fn header_json(&self) -> Value {
+        serde_json::to_value(self.inner.store.lock().header()).unwrap_or(Value::Null)
+    }
+
+    /// The run phase (`get_state`, prompt admission, EOF handling).
+    pub fn phase(&self) -> RunPhase {
+        self.inner.run.phase()
+    }
+
+    /// True from prompt acceptance until `agent_settled`.
+    pub fn is_streaming(&self) -> bool {
+        self.phase().is_streaming()
+    }
+
+    /// Context transcript (`get_messages`).
+    pub fn messages(&self) -> Vec<Message> {
+        self.transcript().clone()
+    }
+
+    /// The current model, if any.
+    pub fn model(&self) -> Option<Model> {
+        self.inner.model.lock().model.clone()
+    }
+
+    /// Models with credentials.
+    pub fn available_models(&self) -> Vec<Model> {
+        (self.inner.services.available_models)()
+    }
+
+    /// Replaces the tools and system prompt; the next LLM call uses them.
+    pub fn set_loadout(&self, loadout: Loadout) {
+        *self.inner.loadout.lock() = loadout;
+    }
+
+    /// Supported thinking levels of the current model (`["off"]` without one; 1.6 notes §15).
+    pub fn available_thinking_levels(&self) -> Vec<ThinkingLevel> {
+        match self.model() {
+            Some(m) => m.supported_thinking_levels(),
+            None => vec![ThinkingLevel::Off],
+        }
+    }
+
+    /// The current thinking level.
+    pub fn thinking_level(&self) -> ThinkingLevel {
+        self.inner.model.lock().thinking_level
+    }
+
+    /// Clamps `level` to the model's supported levels; when the effective level changes,
+    /// appends a `thinking_level_change` entry and emits `thinking_level_changed`
+    /// (rpc-protocol.md §4.4, §5.10). Returns the effective level.
+    pub fn set_thinking_level(&self, level: ThinkingLevel) -> ThinkingLevel {
+        let effective = {
+            let mut st = self.inner.model.lock();
+            let effective = match &st.model {
+                Some(m) => crate::config::clamp_thinking_level(Some(m), level),
+                None => ThinkingLevel::Off,
+            };
+            if st.thinking_level == effective {
+                return effective;
+            }
+            st.thinking_level = effective;
+            effective
+        };
+        if let Err(e) = self
+            .inner
+            .store
+            .lock()
+            .append_thinking_level_change(effective.as_str())
+        {
+            tracing::warn!("could not record thinking level change: {e}");
+        }
+        self.emit(RpcEvent::ThinkingLevelChanged {
+            level: effective.as_str().to_string(),
+        });
+        effective
+    }
+
+    /// `cycle_thinking_level`: the next supported level, or `None` for a model without
+    /// reasoning (or no model).
+    pub fn cycle_thinking_level(&self) -> Option<ThinkingLevel> {
+        let next =
+            crate::config::cycle_thinking_level(self.model().as_ref(), self.thinking_level())?;
+        Some(self.set_thinking_level(next))
+    }
+
+    /// Selects a model among the available ones (`set_model`, rpc-protocol.md §4.3): appends
+    /// `model_change`, then re-clamps the thinking level (which may emit
+    /// `thinking_level_changed`). Session-only: settings are not written (1.6 notes §8).
+    pub fn set_model(&self, provider: &str, model_id: &str) -> Result<Model, String> {
+        let model = self
+            .available_models()
+            .into_iter()
+            .find(|m| m.provider == provider && m.id == model_id)
+            .ok_or_else(|| format!("Model not found: {provider}/{model_id}"))?;
+        self.inner.model.lock().model = Some(model.clone());
+        if let Err(e) = self
+            .inner
+            .store
+            .lock()
+            .append_model_change(&model.provider, &model.id)
+        {
+            tracing::warn!("could not record model change: {e}");
+        }
+        let current = self.thinking_level();
+        self.set_thinking_level(current);
+        Ok(model)
+    }
+
+    /// Selects the next model (`cycle_model`, rpc-protocol.md §4.3): from the scoped models
+    /// that currently have credentials if there are any, else from every available model.
+    /// Returns `None` when that list has at most one entry, else the model and whether it came
+    /// from the scope; a scoped entry's `:level` becomes the thinking level.
+    pub fn cycle_model(&self) -> Result<Option<(Model, bool)>, String> {
+        let available = self.available_models();
+        let scoped: Vec<&ScopedModel> = self
+            .inner
+            .services
+            .scoped_models
+            .iter()
+            .filter(|s| {
+                available
+                    .iter()
+                    .any(|m| m.provider == s.model.provider && m.id == s.model.id)
+            })
+            .collect();
+        let is_scoped = !scoped.is_empty();
+        let candidates: Vec<(Model, Option<ThinkingLevel>)> = if is_scoped {
+            scoped
+                .into_iter()
+                .map(|s| (s.model.clone(), s.thinking_level))
+                .collect()
+        } else {
+            available.into_iter().map(|m| (m, None)).collect()
+        };
+        if candidates.len() <= 1 {
+            return Ok(None);
+        }
+        let next = self
+            .model()
+            .and_then(|c| {
+                candidates
+                    .iter()
+                    .position(|(m, _)| m.provider == c.provider && m.id == c.id)
+            })
+            .map(|i| (i + 1) % candidates.len())
+            .unwrap_or(0);
+        let (target, level) = &candidates[next];
+        let model = self.set_model(&target.provider, &target.id)?;
+        if let Some(level) = level {
+            self.set_thinking_level(*level);
+        }
+        Ok(Some((model, is_scoped)))
+    }
+
+    /// Writes one global setting (a failure is a warning: the session keeps the value).
+    fn persist_setting(&self, path: &[&str], value: Value) {
+        if let Err(e) = self.inner.services.settings.lock().set_global(path, value) {
+            tracing::warn!("could not write settings.json: {e}");
+        }
+    }
+
+    /// Sets the steering or follow-up mode and persists it to the global settings. Any string
+    /// is accepted and stored as given (rpc-protocol.md §4.5, golden queue_modes_and_toggles).
+    pub fn set_queue_mode(&self, kind: QueueKind, mode: String) {
+        self.inner.queues.lock().set_mode(kind, mode.clone());
+        let key = match kind {
+            QueueKind::Steering => "steeringMode",
+            QueueKind::FollowUp => "followUpMode",
+        };
+        self.persist_setting(&[key], Value::String(mode));
+    }
+
+    /// Turns automatic compaction on or off and persists `compaction.enabled`.
+    pub fn set_auto_compaction(&self, enabled: bool) {
+        self.inner.toggles.lock().auto_compaction = enabled;
+        self.persist_setting(&["compaction", "enabled"], Value::Bool(enabled));
+    }
+
+    /// Turns automatic retry on or off and persists `retry.enabled`.
+    pub fn set_auto_retry(&self, enabled: bool) {
+        self.inner.toggles.lock().auto_retry = enabled;
+        self.persist_setting(&["retry", "enabled"], Value::Bool(enabled));
+    }
+
+    /// Whether transient provider errors are retried automatically.
+    pub fn auto_retry(&self) -> bool {
+        self.inner.toggles.lock().auto_retry
+    }
+
+    /// Whether automatic compaction is on.
+    pub fn auto_compaction(&self) -> bool {
+        self.inner.toggles.lock().auto_compaction
+    }
+
+    /// `set_session_name` (rpc-protocol.md §4.9): trims, refuses an empty name, appends a
+    /// `session_info` entry and emits `session_info_changed`.
+    pub fn set_session_name(&self, name: &str) -> Result<(), String> {
+        if name.trim().is_empty() {
+            return Err("Session name cannot be empty".into());
+        }
+        let stored = {
+            let mut store = self.inner.store.lock();
+            store.append_session_info(name).map_err(|e| e.to_string())?;
+            store.session_name()
+        };
+        self.emit(RpcEvent::SessionInfoChanged { name: stored });
+        Ok(())
+    }
+
+    /// Queues a steering or follow-up message and emits `queue_update` (rpc-protocol.md §5.4).
+    pub fn enqueue(&self, kind: QueueKind, message: Message) {
+        let shown = self.inner.queues.lock().push(kind, message);
+        self.emit(RpcEvent::queue_update(shown));
+    }
+
+    /// Empties both queues, emits `queue_update` with empty lists and returns what was removed
+    /// (`clear_queue`).
+    pub fn clear_queue(&self) -> QueueTexts {
+        let removed = self.inner.queues.lock().clear();
+        self.emit(RpcEvent::queue_update(QueueTexts::default()));
+        removed
+    }
+
+    /// Aborts the run in flight and waits until it has settled (`abort`).
+    pub async fn abort(&self) {
+        self.inner.run.abort();
+        self.wait_settled().await;
+    }
+
+    /// Resolves once no run is in flight.
+    pub async fn wait_settled(&self) {
+        self.inner.run.wait_settled().await;
+    }
+}

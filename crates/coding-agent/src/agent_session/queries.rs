@@ -1,0 +1,178 @@
+//! Read-only views of a session: `get_state`, `get_session_stats`, `get_last_assistant_text`,
+//! `get_entries`, `get_tree`, `get_fork_messages` (spec rpc-protocol.md §4.2, §4.9).
+
+use super::convert::context_tokens;
+use super::queues::QueueKind;
+use super::AgentSession;
+use crate::rpc::protocol::{
+    js_string, ContextUsage, EntriesData, ForkMessage, SessionState, SessionStats, TokenTotals,
+    TreeData,
+};
+use crate::tools::util::json_number;
+use pi_ai::{Message, Model, StopReason};
+use serde_json::Value;
+
+impl AgentSession {
+    /// `get_state` data (rpc-protocol.md §4.2).
+    pub fn state(&self) -> SessionState {
+        let (model, thinking_level) = {
+            let st = self.inner.model.lock();
+            (
+                st.model.clone().unwrap_or_else(Model::unknown),
+                st.thinking_level,
+            )
+        };
+        let (steering_mode, follow_up_mode, pending) = {
+            let q = self.inner.queues.lock();
+            (
+                q.mode(QueueKind::Steering).to_string(),
+                q.mode(QueueKind::FollowUp).to_string(),
+                q.pending_count() as u64,
+            )
+        };
+        let (session_file, session_id, session_name) = {
+            let store = self.inner.store.lock();
+            (
+                store
+                    .session_file()
+                    .map(|f| f.to_string_lossy().into_owned()),
+                store.session_id().to_string(),
+                store.session_name(),
+            )
+        };
+        let phase = self.phase();
+        SessionState {
+            model,
+            thinking_level: thinking_level.as_str().to_string(),
+            is_streaming: phase.is_streaming(),
+            is_compacting: phase.is_compacting(),
+            steering_mode,
+            follow_up_mode,
+            session_file,
+            session_id,
+            session_name,
+            auto_compaction_enabled: self.auto_compaction(),
+            message_count: self.transcript().len() as u64,
+            pending_message_count: pending,
+        }
+    }
+
+    /// Text of the last assistant message (skipping aborted empty ones), or `None`.
+    pub fn last_assistant_text(&self) -> Option<String> {
+        self.transcript().iter().rev().find_map(|m| match m {
+            Message::Assistant(a)
+                if a.stop_reason == StopReason::Aborted && a.content.is_empty() =>
+            {
+                None
+            }
+            Message::Assistant(a) => Some(a.text()),
+            _ => None,
+        })
+    }
+
+    /// `get_session_stats` data: totals over the whole session file (1.6 notes §9).
+    pub fn session_stats(&self) -> SessionStats {
+        let (all, session_id, session_file): (Vec<Message>, String, Option<String>) = {
+            let store = self.inner.store.lock();
+            (
+                store
+                    .entries()
+                    .iter()
+                    .filter_map(|e| e.message().cloned())
+                    .collect(),
+                store.session_id().to_string(),
+                store
+                    .session_file()
+                    .map(|f| f.to_string_lossy().into_owned()),
+            )
+        };
+        let (mut user, mut assistant, mut calls, mut results) = (0u64, 0u64, 0u64, 0u64);
+        let (mut input, mut output, mut cr, mut cw, mut cost) = (0u64, 0u64, 0u64, 0u64, 0f64);
+        for m in &all {
+            match m {
+                Message::User(_) => user += 1,
+                Message::Assistant(a) => {
+                    assistant += 1;
+                    calls += a.tool_calls().count() as u64;
+                    input += a.usage.input;
+                    output += a.usage.output;
+                    cr += a.usage.cache_read;
+                    cw += a.usage.cache_write;
+                    cost += a.usage.cost.total;
+                }
+                Message::ToolResult(_) => results += 1,
+                _ => {}
+            }
+        }
+        let window = self.model().map(|m| m.context_window).unwrap_or(0);
+        let tokens = context_tokens(&self.transcript());
+        SessionStats {
+            session_id,
+            session_file,
+            user_messages: user,
+            assistant_messages: assistant,
+            tool_calls: calls,
+            tool_results: results,
+            total_messages: all.len() as u64,
+            tokens: TokenTotals {
+                input,
+                output,
+                cache_read: cr,
+                cache_write: cw,
+                total: input + output + cr + cw,
+            },
+            cost: json_number(cost),
+            context_usage: (window > 0).then(|| ContextUsage {
+                tokens,
+                context_window: window,
+                percent: json_number(tokens as f64 / window as f64 * 100.0),
+            }),
+        }
+    }
+
+    /// `get_entries {since?}`: every entry in file order, or those strictly after `since`.
+    /// A cursor that names no entry (also `""` and `null`) is `Entry not found: <since>`.
+    pub fn entries(&self, since: Option<&Value>) -> Result<EntriesData, String> {
+        let store = self.inner.store.lock();
+        let entries = match since {
+            None => store.entries().to_vec(),
+            Some(Value::String(id)) => store
+                .entries_since(id)
+                .ok_or_else(|| format!("Entry not found: {id}"))?
+                .to_vec(),
+            Some(other) => return Err(format!("Entry not found: {}", js_string(other))),
+        };
+        Ok(EntriesData {
+            entries,
+            leaf_id: store.leaf_id().map(str::to_string),
+        })
+    }
+
+    /// `get_tree`: the entry tree and the leaf.
+    pub fn tree(&self) -> TreeData {
+        let store = self.inner.store.lock();
+        TreeData {
+            tree: store.get_tree(),
+            leaf_id: store.leaf_id().map(str::to_string),
+        }
+    }
+
+    /// `get_fork_messages`: every user message entry (all branches, file order) with text.
+    pub fn fork_messages(&self) -> Vec<ForkMessage> {
+        let store = self.inner.store.lock();
+        store
+            .entries()
+            .iter()
+            .filter_map(|e| match e.message() {
+                Some(Message::User(u)) => {
+                    let text = u.content.joined_text();
+                    (!text.is_empty()).then(|| ForkMessage {
+                        entry_id: e.id.clone(),
+                        text,
+                    })
+                }
+                _ => None,
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,314 @@
+//! RPC mode: JSON commands on stdin, responses and events on stdout, one per line
+//! (spec rpc-protocol.md §2–§4). The wire types are in [`protocol`].
+//!
+//! Framing: records are split on LF only, one trailing CR is stripped, U+2028/U+2029 are never
+//! separators. Every malformed record gets exactly one response and the process keeps serving.
+//! Fast commands are answered inline in arrival order; slow ones (`abort`, `bash`, a prompt's
+//! run) run as tasks so they never block the reader. stdout has exactly one writer, which
+//! writes each record as one whole line and flushes it.
+
+pub mod protocol;
+
+use crate::agent_session::runtime::AgentSessionRuntime;
+use crate::agent_session::{AgentSession, PromptOutcome, QueueKind};
+use crate::output::Output;
+use pi_ai::{ImageContent, ThinkingLevel};
+use protocol::{
+    js_string, CommandsData, CycleModelData, Disposition, DispositionData, ForkMessagesData,
+    Incoming, LastAssistantTextData, LevelData, LevelsData, MessagesData, ModelsData, ResponseData,
+    RpcCommand, RpcResponse,
+};
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::task::JoinSet;
+
+/// Splits one raw input record: strips exactly one trailing CR.
+pub fn strip_cr(line: &[u8]) -> &[u8] {
+    line.strip_suffix(b"\r").unwrap_or(line)
+}
+
+/// Runs RPC mode until stdin closes and the run in flight has settled.
+pub async fn run(runtime: AgentSessionRuntime, out: Output) -> std::io::Result<()> {
+    let mut reader = BufReader::new(tokio::io::stdin());
+    let mut tasks = JoinSet::new();
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        let n = reader.read_until(b'\n', &mut buf).await?;
+        if n == 0 {
+            break;
+        }
+        let at_eof = !buf.ends_with(b"\n");
+        let line = buf.strip_suffix(b"\n").unwrap_or(&buf);
+        handle_line(&runtime, &out, strip_cr(line), &mut tasks);
+        if at_eof {
+            break;
+        }
+    }
+    // A task that panicked has already settled its run (the session's settle guard).
+    while tasks.join_next().await.is_some() {}
+    runtime.wait_settled().await;
+    out.flush();
+    Ok(())
+}
+
+/// Decodes one record and dispatches it.
+fn handle_line(runtime: &AgentSessionRuntime, out: &Output, line: &[u8], tasks: &mut JoinSet<()>) {
+    // Invalid UTF-8 sequences decode to U+FFFD, as Node's stdin decoder does.
+    let text = String::from_utf8_lossy(line);
+    let value: Value = match serde_json::from_str(&text) {
+        Ok(v) => v,
+        Err(e) => {
+            // Clients see the same text Node's JSON.parse gives (golden malformed_json); input
+            // V8 would accept but serde rejects (nesting > 128, ...) keeps serde's message.
+            let msg = crate::json_error::v8_json_error(&text).unwrap_or_else(|| e.to_string());
+            out.response(RpcResponse::parse_error(&msg));
+            return;
+        }
+    };
+    if value.is_null() {
+        // Upstream 1.6 crashes here (null_command_crash); we answer and keep serving.
+        out.response(RpcResponse::parse_error(
+            "a command must be a JSON object, got null",
+        ));
+        return;
+    }
+    match Incoming::from_value(value) {
+        Incoming::Untyped { id } => {
+            out.response(RpcResponse::error(id, None, "Unknown command: undefined"))
+        }
+        Incoming::Invalid { id, kind, error } => {
+            out.response(RpcResponse::error(id, Some(&kind), error))
+        }
+        Incoming::Command { id, kind, command } => {
+            dispatch(runtime, out, Call { id, kind }, command, tasks)
+        }
+    }
+}
+
+/// The id and `type` of the command being answered.
+struct Call {
+    id: Option<Value>,
+    kind: String,
+}
+
+impl Call {
+    fn reply(&self, out: &Output, result: Result<Option<ResponseData>, String>) {
+        out.response(RpcResponse::from_result(
+            self.id.clone(),
+            &self.kind,
+            result,
+        ));
+    }
+}
+
+fn images_of(images: Option<Value>) -> Result<Vec<ImageContent>, String> {
+    match images {
+        None | Some(Value::Null) => Ok(vec![]),
+        Some(v) => {
+            let raw: Vec<Value> =
+                serde_json::from_value(v).map_err(|e| format!("Invalid images: {e}"))?;
+            raw.into_iter()
+                .map(|i| {
+                    serde_json::from_value::<ImageContent>(i)
+                        .map_err(|e| format!("Invalid image: {e}"))
+                })
+                .collect()
+        }
+    }
+}
+
+fn some(data: ResponseData) -> Result<Option<ResponseData>, String> {
+    Ok(Some(data))
+}
+
+fn disposition(d: Disposition) -> ResponseData {
+    ResponseData::Disposition(DispositionData { disposition: d })
+}
+
+fn dispatch(
+    runtime: &AgentSessionRuntime,
+    out: &Output,
+    call: Call,
+    command: RpcCommand,
+    tasks: &mut JoinSet<()>,
+) {
+    let session = runtime.session();
+    let reply = |r| call.reply(out, r);
+    match command {
+        RpcCommand::ExtensionUiResponse { .. } => {
+            // Never answered (§2.4); extension dialogs arrive with issue 12.
+        }
+        RpcCommand::Prompt {
+            message,
+            images,
+            streaming_behavior,
+        } => {
+            let images = match images_of(images) {
+                Ok(i) => i,
+                Err(e) => return reply(Err(e)),
+            };
+            match session.prompt(
+                message.unwrap_or_default(),
+                images,
+                streaming_behavior.as_deref(),
+            ) {
+                Ok(PromptOutcome::Started(run)) => {
+                    reply(some(disposition(Disposition::Started)));
+                    tasks.spawn(run);
+                }
+                Ok(PromptOutcome::Queued) => reply(some(disposition(Disposition::Queued))),
+                Err(e) => reply(Err(e)),
+            }
+        }
+        RpcCommand::Steer { message, images } | RpcCommand::FollowUp { message, images } => {
+            let images = match images_of(images) {
+                Ok(i) => i,
+                Err(e) => return reply(Err(e)),
+            };
+            let kind = if call.kind == "steer" {
+                QueueKind::Steering
+            } else {
+                QueueKind::FollowUp
+            };
+            let msg = crate::agent_session::user_message(message.unwrap_or_default(), images);
+            session.enqueue(kind, msg);
+            reply(some(disposition(Disposition::Queued)));
+        }
+        RpcCommand::Abort {} => {
+            let o = out.clone();
+            tasks.spawn(async move {
+                session.abort().await;
+                call.reply(&o, Ok(None));
+            });
+        }
+        RpcCommand::ClearQueue {} => reply(some(ResponseData::Queue(session.clear_queue()))),
+        RpcCommand::Bash {
+            command,
+            exclude_from_context,
+        } => {
+            let Some(command) = command else {
+                return reply(Err("bash requires a string \"command\"".into()));
+            };
+            let o = out.clone();
+            tasks.spawn(async move {
+                let r = session
+                    .run_user_bash(
+                        &command,
+                        exclude_from_context.unwrap_or(false),
+                        call.id.clone(),
+                    )
+                    .await;
+                call.reply(&o, r.map(|b| Some(ResponseData::Bash(b))));
+            });
+        }
+        RpcCommand::AbortBash {} => {
+            // Upstream answers before the cancelled commands report back.
+            reply(Ok(None));
+            session.abort_bash();
+        }
+        RpcCommand::GetState {} => reply(some(ResponseData::State(Box::new(session.state())))),
+        RpcCommand::GetMessages {} => reply(some(ResponseData::Messages(MessagesData {
+            messages: session.messages(),
+        }))),
+        RpcCommand::GetLastAssistantText {} => reply(some(ResponseData::LastAssistantText(
+            LastAssistantTextData {
+                text: session.last_assistant_text(),
+            },
+        ))),
+        RpcCommand::GetAvailableModels {} => reply(some(ResponseData::Models(ModelsData {
+            models: session.available_models(),
+        }))),
+        RpcCommand::SetModel { provider, model_id } => reply(
+            session
+                .set_model(
+                    provider.as_deref().unwrap_or_default(),
+                    model_id.as_deref().unwrap_or_default(),
+                )
+                .map(|m| Some(ResponseData::Model(Box::new(m)))),
+        ),
+        RpcCommand::CycleModel {} => reply(cycle_model(&session)),
+        RpcCommand::GetAvailableThinkingLevels {} => {
+            let levels = session
+                .available_thinking_levels()
+                .into_iter()
+                .map(|l| l.as_str().to_string())
+                .collect();
+            reply(some(ResponseData::Levels(LevelsData { levels })))
+        }
+        RpcCommand::SetThinkingLevel { level } => {
+            let level = level
+                .as_deref()
+                .and_then(ThinkingLevel::parse)
+                .unwrap_or(ThinkingLevel::Off);
+            session.set_thinking_level(level);
+            reply(Ok(None))
+        }
+        RpcCommand::CycleThinkingLevel {} => reply(some(match session.cycle_thinking_level() {
+            Some(level) => ResponseData::Level(LevelData {
+                level: level.as_str().to_string(),
+            }),
+            None => ResponseData::Null,
+        })),
+        RpcCommand::SetSteeringMode { mode } | RpcCommand::SetFollowUpMode { mode } => {
+            let kind = if call.kind == "set_steering_mode" {
+                QueueKind::Steering
+            } else {
+                QueueKind::FollowUp
+            };
+            // Upstream stores the value as sent; a non-string is kept in its JS string form.
+            let mode = mode.as_ref().map(js_string).unwrap_or_default();
+            session.set_queue_mode(kind, mode);
+            reply(Ok(None))
+        }
+        RpcCommand::SetAutoCompaction { enabled } => {
+            session.set_auto_compaction(enabled.unwrap_or(false));
+            reply(Ok(None))
+        }
+        RpcCommand::SetAutoRetry { enabled } => {
+            session.set_auto_retry(enabled.unwrap_or(false));
+            reply(Ok(None))
+        }
+        RpcCommand::GetCommands {} => reply(some(ResponseData::Commands(CommandsData {
+            commands: vec![],
+        }))),
+        RpcCommand::GetSessionStats {} => {
+            reply(some(ResponseData::Stats(Box::new(session.session_stats()))))
+        }
+        RpcCommand::GetEntries { since } => reply(
+            session
+                .entries(since.as_ref())
+                .map(|e| Some(ResponseData::Entries(e))),
+        ),
+        RpcCommand::GetTree {} => reply(some(ResponseData::Tree(session.tree()))),
+        RpcCommand::GetForkMessages {} => {
+            reply(some(ResponseData::ForkMessages(ForkMessagesData {
+                messages: session.fork_messages(),
+            })))
+        }
+        RpcCommand::SetSessionName { name } => reply(
+            session
+                .set_session_name(name.as_deref().unwrap_or_default())
+                .map(|()| None),
+        ),
+        RpcCommand::NewSession { .. }
+        | RpcCommand::Compact { .. }
+        | RpcCommand::AbortRetry {}
+        | RpcCommand::ExportHtml { .. }
+        | RpcCommand::SwitchSession { .. }
+        | RpcCommand::Fork { .. }
+        | RpcCommand::Clone {}
+        | RpcCommand::Unknown => reply(Err(format!("Unknown command: {}", call.kind))),
+    }
+}
+
+fn cycle_model(session: &AgentSession) -> Result<Option<ResponseData>, String> {
+    Ok(Some(match session.cycle_model()? {
+        Some((model, is_scoped)) => ResponseData::CycleModel(Box::new(CycleModelData {
+            model,
+            thinking_level: session.thinking_level().as_str().to_string(),
+            is_scoped,
+        })),
+        None => ResponseData::Null,
+    }))
+}
