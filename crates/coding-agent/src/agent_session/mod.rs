@@ -204,6 +204,11 @@ impl AgentSession {
         &self.inner.cwd
     }
 
+    /// An independent copy of the session store (to branch from without touching this one).
+    pub fn store_snapshot(&self) -> SessionManager {
+        self.inner.store.lock().clone()
+    }
+
     /// The session header as a JSON object (first line of `--mode json`).
     pub fn header_json(&self) -> Value {
         serde_json::to_value(self.inner.store.lock().header()).unwrap_or(Value::Null)
@@ -308,8 +313,16 @@ impl AgentSession {
         {
             tracing::warn!("could not record model change: {e}");
         }
-        let current = self.thinking_level();
-        self.set_thinking_level(current);
+        // The level is re-derived: the `defaultThinkingLevel` setting, else the current level,
+        // then clamped (rpc-protocol.md §4.3; golden thinking_levels_max).
+        let derived = self
+            .inner
+            .services
+            .settings
+            .lock()
+            .default_thinking_level()
+            .unwrap_or_else(|| self.thinking_level());
+        self.set_thinking_level(derived);
         Ok(model)
     }
 

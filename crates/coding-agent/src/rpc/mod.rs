@@ -14,7 +14,7 @@ use crate::agent_session::{AgentSession, PromptOutcome, QueueKind};
 use crate::output::Output;
 use pi_ai::{ImageContent, ThinkingLevel};
 use protocol::{
-    js_string, CommandsData, CycleModelData, Disposition, DispositionData, ForkMessagesData,
+    js_string, CancelledData, CommandsData, CycleModelData, Disposition, DispositionData, ForkMessagesData,
     Incoming, LastAssistantTextData, LevelData, LevelsData, MessagesData, ModelsData, ResponseData,
     RpcCommand, RpcResponse,
 };
@@ -291,15 +291,32 @@ fn dispatch(
                 .set_session_name(name.as_deref().unwrap_or_default())
                 .map(|()| None),
         ),
+        RpcCommand::Clone {} => {
+            let (rt, o) = (runtime.clone(), out.clone());
+            tasks.spawn(async move {
+                let r = rt.clone_session().await;
+                call.reply(&o, r.map(|()| Some(not_cancelled())));
+            });
+        }
+        RpcCommand::SwitchSession { session_path } => {
+            let (rt, o) = (runtime.clone(), out.clone());
+            let path = session_path.unwrap_or_default();
+            tasks.spawn(async move {
+                let r = rt.switch_session(&path).await;
+                call.reply(&o, r.map(|()| Some(not_cancelled())));
+            });
+        }
         RpcCommand::NewSession { .. }
         | RpcCommand::Compact { .. }
         | RpcCommand::AbortRetry {}
         | RpcCommand::ExportHtml { .. }
-        | RpcCommand::SwitchSession { .. }
         | RpcCommand::Fork { .. }
-        | RpcCommand::Clone {}
         | RpcCommand::Unknown => reply(Err(format!("Unknown command: {}", call.kind))),
     }
+}
+
+fn not_cancelled() -> ResponseData {
+    ResponseData::Cancelled(CancelledData { cancelled: false })
 }
 
 fn cycle_model(session: &AgentSession) -> Result<Option<ResponseData>, String> {

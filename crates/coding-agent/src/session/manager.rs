@@ -174,8 +174,9 @@ fn file_name_for(header: &SessionHeader) -> String {
 /// assistant message is appended, then header and all entries are written at once
 /// (exclusive create); afterwards each append writes exactly its own line. Sessions opened
 /// from disk append directly. In-memory sessions ([`SessionManager::in_memory`]) never touch
-/// the disk.
-#[derive(Debug)]
+/// the disk. A clone is an independent copy of the in-memory state bound to the same file
+/// (used to branch into a new session while the old one stays intact).
+#[derive(Debug, Clone)]
 pub struct SessionManager {
     header: SessionHeader,
     entries: Vec<SessionEntry>,
