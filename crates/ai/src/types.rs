@@ -351,7 +351,7 @@ pub struct AssistantMessage {
     /// the wire and session JSON are unchanged and messages read back from JSON have `None`
     /// (classify those by text: [`crate::error::classify`]).
     #[serde(skip)]
-    pub error: Option<ProviderError>,
+    pub error: Option<Box<ProviderError>>,
 }
 
 impl AssistantMessage {

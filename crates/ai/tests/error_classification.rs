@@ -39,7 +39,7 @@ fn with_error(error: ProviderError) -> AssistantMessage {
         StopReason::Error
     };
     m.error_message = Some(error.to_string());
-    m.error = Some(error);
+    m.error = Some(Box::new(error));
     m
 }
 
@@ -123,10 +123,7 @@ fn openai_rate_limit_and_500_are_retryable_but_quota_is_not() {
         ),
     );
     assert_class(&quota, ErrorClass::Fatal);
-    assert!(!quota
-        .error
-        .as_ref()
-        .is_some_and(ProviderError::is_retryable));
+    assert!(!quota.error.as_ref().is_some_and(|e| e.is_retryable()));
     let gateway_quota = with_error(ProviderError::Stream {
         message: "429 Quota exceeded for this key, try again later".into(),
     });

@@ -75,7 +75,7 @@ async fn openai_429_keeps_status_body_and_retry_after_ms() {
     )
     .await;
     assert_eq!(msg.stop_reason, StopReason::Error);
-    let error = msg.error.clone().expect("typed error");
+    let error = *msg.error.clone().expect("typed error");
     assert_eq!(
         error,
         ProviderError::Http {
@@ -116,13 +116,13 @@ async fn anthropic_529_retry_after_seconds_and_overflow_400() {
     let model = anthropic_model(server.url(""));
     let provider = AnthropicMessages::default();
     let (_, msg) = run(&provider, &model).await;
-    let error = msg.error.clone().expect("typed error");
+    let error = *msg.error.clone().expect("typed error");
     assert_eq!(error.status(), Some(529));
     assert_eq!(error.retry_after_ms(), Some(3000));
     assert_eq!(classify(&msg, model.context_window), ErrorClass::Retryable);
 
     let (_, msg) = run(&provider, &model).await;
-    let error = msg.error.clone().expect("typed error");
+    let error = *msg.error.clone().expect("typed error");
     assert_eq!(error.status(), Some(400));
     assert_eq!(error.retry_after_ms(), None);
     assert!(error.is_context_overflow());
@@ -141,8 +141,8 @@ async fn connection_refused_is_a_transport_error() {
     let model = openai_model(format!("http://127.0.0.1:{port}/v1"));
     let (_, msg) = run(&OpenAiCompletions::default(), &model).await;
     assert_eq!(
-        msg.error,
-        Some(ProviderError::Transport {
+        msg.error.as_deref(),
+        Some(&ProviderError::Transport {
             message: "Connection error.".into()
         })
     );
@@ -172,14 +172,14 @@ async fn disconnect_is_retryable_and_early_end_is_typed() {
     let provider = OpenAiCompletions::default();
     let (_, msg) = run(&provider, &model).await;
     assert!(matches!(
-        msg.error,
-        Some(ProviderError::Disconnected { .. })
+        msg.error.as_deref(),
+        Some(&ProviderError::Disconnected { .. })
     ));
     assert_eq!(classify(&msg, 0), ErrorClass::Retryable);
     let (_, msg) = run(&provider, &model).await;
     assert_eq!(
-        msg.error,
-        Some(ProviderError::StreamEndedEarly {
+        msg.error.as_deref(),
+        Some(&ProviderError::StreamEndedEarly {
             message: "Stream ended without finish_reason".into()
         })
     );
@@ -196,8 +196,8 @@ async fn abort_is_typed_aborted() {
     let (_, msg) = collect(AnthropicMessages::default().stream(&model, &ctx(), options)).await;
     assert_eq!(msg.stop_reason, StopReason::Aborted);
     assert_eq!(
-        msg.error,
-        Some(ProviderError::Aborted {
+        msg.error.as_deref(),
+        Some(&ProviderError::Aborted {
             message: "Request was aborted".into()
         })
     );
@@ -229,7 +229,7 @@ async fn openai_stream_stalled_past_idle_timeout_is_a_retryable_timeout() {
         msg.error_message.as_deref(),
         Some("terminated: Body Timeout Error (UND_ERR_BODY_TIMEOUT)")
     );
-    let error = msg.error.clone().expect("typed error");
+    let error = *msg.error.clone().expect("typed error");
     assert!(matches!(error, ProviderError::Timeout { .. }), "{error:?}");
     assert!(error.is_retryable());
     assert_eq!(msg.text(), "Hello", "partial content is kept");
@@ -254,7 +254,7 @@ async fn anthropic_stream_stalled_past_idle_timeout_is_a_retryable_timeout() {
     let provider = providers.for_api("anthropic-messages").expect("adapter");
     let (_, msg) = run(provider.as_ref(), &anthropic_model(server.url(""))).await;
     assert!(
-        matches!(msg.error, Some(ProviderError::Timeout { .. })),
+        matches!(msg.error.as_deref(), Some(ProviderError::Timeout { .. })),
         "{:?}",
         msg.error
     );
@@ -268,8 +268,8 @@ async fn no_response_headers_within_idle_timeout_is_a_timeout() {
     let (events, msg) = run(&OpenAiCompletions::with_http(&short_idle()), &model).await;
     assert_eq!(events.len(), 1, "no start event without a response");
     assert_eq!(
-        msg.error,
-        Some(ProviderError::Timeout {
+        msg.error.as_deref(),
+        Some(&ProviderError::Timeout {
             message: "Request timed out.".into()
         })
     );
@@ -298,7 +298,10 @@ async fn disabled_idle_timeout_waits_for_the_abort() {
         .await
         .expect("the abort ended the request");
     assert_eq!(msg.stop_reason, StopReason::Aborted);
-    assert!(matches!(msg.error, Some(ProviderError::Aborted { .. })));
+    assert!(matches!(
+        msg.error.as_deref(),
+        Some(ProviderError::Aborted { .. })
+    ));
     canceller.await.expect("canceller");
     holder.abort();
 }

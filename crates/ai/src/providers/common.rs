@@ -110,7 +110,7 @@ impl Emitter {
             StopReason::Error
         };
         message.error_message = Some(error.to_string());
-        message.error = Some(error);
+        message.error = Some(Box::new(error));
         message.duration_ms = Some(elapsed_ms(started));
         self.emit(AssistantMessageEvent::Error {
             reason: message.stop_reason,
