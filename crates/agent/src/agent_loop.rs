@@ -7,14 +7,18 @@
 //! order, through the `emit` callback.
 
 use crate::event::AgentEvent;
-use crate::tool::{AgentTool, ToolContext, ToolOutput};
+use crate::tool::{AgentTool, ToolContext, ToolError, ToolOutput};
 use crate::validate::validate_tool_arguments;
 use futures::stream::{FuturesUnordered, StreamExt};
+use futures::FutureExt;
 use pi_ai::{
-    now_ms, AssistantMessage, AssistantMessageEvent, Context, Message, Model, Provider, StopReason,
-    StreamOptions, ThinkingLevel, ToolCall, ToolDefinition, ToolResultMessage,
+    now_ms, AssistantMessage, AssistantMessageEvent, Context, Message, Model, Provider,
+    ProviderError, StopReason, StreamOptions, ThinkingLevel, ToolCall, ToolDefinition,
+    ToolResultMessage,
 };
 use serde_json::Value;
+use std::any::Any;
+use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -69,8 +73,10 @@ pub fn length_tool_error(name: &str) -> String {
 /// Runs one agent run to completion and returns every message it created.
 ///
 /// `prompts` are emitted (`message_start`/`message_end`) and appended first. Provider failures
-/// and aborts end the run with an assistant message whose `stopReason` is `error`/`aborted`;
-/// this function itself never fails.
+/// and aborts end the run with an assistant message whose `stopReason` is `error`/`aborted`
+/// (with the typed [`ProviderError`] in `AssistantMessage::error` when the adapter gave one);
+/// tool failures, unknown tools, invalid arguments and tool panics become error tool results
+/// ([`ToolError`]) and the run goes on. This function itself never fails.
 pub async fn run_agent_loop(
     messages: SharedMessages,
     prompts: Vec<Message>,
@@ -223,13 +229,19 @@ async fn stream_assistant(
     }
     let mut message = final_message.unwrap_or_else(|| {
         let mut m = partial.clone();
-        if cancel.is_cancelled() {
+        let error = if cancel.is_cancelled() {
             m.stop_reason = StopReason::Aborted;
-            m.error_message = Some("Request was aborted".into());
+            ProviderError::Aborted {
+                message: "Request was aborted".into(),
+            }
         } else {
             m.stop_reason = StopReason::Error;
-            m.error_message = Some("Stream ended without a final message".into());
-        }
+            ProviderError::StreamEndedEarly {
+                message: "Stream ended without a final message".into(),
+            }
+        };
+        m.error_message = Some(error.to_string());
+        m.error = Some(Box::new(error));
         m
     });
     if message.thinking_level.is_none() {
@@ -289,7 +301,34 @@ fn refuse_truncated_calls(calls: &[ToolCall], emit: &EmitFn) -> Vec<ToolResultMe
 
 enum Prepared {
     Ready(Arc<dyn AgentTool>, Value),
-    Failed(ToolOutput),
+    Failed(ToolError),
+}
+
+/// The message of a caught panic payload (`panic!` with a literal or a formatted string).
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "<unknown panic>".to_owned()
+    }
+}
+
+/// Runs one tool call; a panic inside the tool becomes [`ToolError::Panicked`] instead of
+/// unwinding through the loop (the run goes on with an error result).
+async fn execute_guarded(
+    tool: Arc<dyn AgentTool>,
+    ctx: ToolContext,
+    args: Value,
+) -> Result<ToolOutput, ToolError> {
+    match AssertUnwindSafe(tool.execute(ctx, args))
+        .catch_unwind()
+        .await
+    {
+        Ok(result) => result,
+        Err(payload) => Err(ToolError::Panicked(panic_message(payload.as_ref()))),
+    }
 }
 
 /// Executes one assistant message's tool calls: starts and argument checks in call order,
@@ -316,17 +355,25 @@ async fn execute_tool_calls(
             .zip(&definitions)
             .find(|(_, def)| def.name == call.name)
         {
-            None => Prepared::Failed(ToolOutput::error(format!("Tool {} not found", call.name))),
+            None => Prepared::Failed(ToolError::NotFound(call.name.clone())),
             Some((tool, def)) => {
-                let args = tool.prepare_arguments(call.arguments.clone());
-                match validate_tool_arguments(&call.name, &def.parameters, &args) {
-                    Ok(args) => Prepared::Ready(tool.clone(), args),
-                    Err(e) => Prepared::Failed(ToolOutput::error(e)),
+                let raw = call.arguments.clone();
+                let prepared =
+                    std::panic::catch_unwind(AssertUnwindSafe(|| tool.prepare_arguments(raw)));
+                match prepared {
+                    Err(payload) => {
+                        Prepared::Failed(ToolError::Panicked(panic_message(payload.as_ref())))
+                    }
+                    Ok(args) => match validate_tool_arguments(&call.name, &def.parameters, &args) {
+                        Ok(args) => Prepared::Ready(tool.clone(), args),
+                        Err(e) => Prepared::Failed(ToolError::InvalidArguments(e)),
+                    },
                 }
             }
         };
         match prepared {
-            Prepared::Failed(out) => {
+            Prepared::Failed(error) => {
+                let out = ToolOutput::error(error.to_string());
                 emit(AgentEvent::ToolExecutionEnd {
                     tool_call_id: call.id.clone(),
                     tool_name: call.name.clone(),
@@ -354,7 +401,7 @@ async fn execute_tool_calls(
                 };
                 running.push(async move {
                     let start = Instant::now();
-                    let res = tool.execute(ctx, args).await;
+                    let res = execute_guarded(tool, ctx, args).await;
                     (idx, res, start.elapsed().as_millis() as u64)
                 });
             }
@@ -367,7 +414,7 @@ async fn execute_tool_calls(
                 let is_error = out.is_error.unwrap_or(false);
                 (out, is_error)
             }
-            Err(e) => (ToolOutput::error(e), true),
+            Err(e) => (ToolOutput::error(e.to_string()), true),
         };
         emit(AgentEvent::ToolExecutionEnd {
             tool_call_id: call.id.clone(),

@@ -36,7 +36,8 @@ impl ToolOutput {
             ..Default::default()
         }
     }
-    /// The error result the loop builds from an `Err(message)`: one text block and `details: {}`.
+    /// The error result the loop builds from an `Err(error)` (with `error.to_string()`): one
+    /// text block and `details: {}`.
     pub fn error(message: impl Into<String>) -> Self {
         ToolOutput {
             content: vec![Content::text(message)],
@@ -44,6 +45,47 @@ impl ToolOutput {
             structured_content: None,
             is_error: None,
         }
+    }
+}
+
+/// Why a tool call failed. `Display` is exactly the text of the error tool result the loop
+/// builds from it (one text block, `details: {}`, `isError: true`; spec tools.md §0,
+/// agent-loop.md §3), so wire output is the same as for the plain strings used before.
+///
+/// Tools that only have a message can use `?` on `Result<_, String>` (via `From<String>`,
+/// which gives [`ToolError::Failed`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ToolError {
+    /// The call was stopped through [`ToolContext::cancel`]. Text: `Operation aborted`.
+    #[error("Operation aborted")]
+    Aborted,
+    /// The arguments failed validation against the tool's schema (or the tool's own checks);
+    /// the text is the validation message as is (tools.md §0.2).
+    #[error("{0}")]
+    InvalidArguments(String),
+    /// No active tool has the called name (the payload). Text: `Tool <name> not found`.
+    #[error("Tool {0} not found")]
+    NotFound(String),
+    /// The tool failed; the text is the message as is (upstream: a thrown `Error`'s message).
+    #[error("{0}")]
+    Failed(String),
+    /// The tool's execution panicked; the payload is the panic message (`<unknown panic>` when
+    /// it was not a string). Text: `Tool execution panicked: <message>`.
+    #[error("Tool execution panicked: {0}")]
+    Panicked(String),
+}
+
+impl From<String> for ToolError {
+    /// [`ToolError::Failed`] with the text.
+    fn from(text: String) -> Self {
+        ToolError::Failed(text)
+    }
+}
+
+impl From<&str> for ToolError {
+    /// [`ToolError::Failed`] with the text.
+    fn from(text: &str) -> Self {
+        ToolError::Failed(text.to_owned())
     }
 }
 
@@ -57,7 +99,7 @@ pub struct ToolContext {
     /// The `toolCall.id`.
     pub call_id: String,
     /// Fires on abort; tools must stop promptly (bash kills its process group) and return
-    /// `Err("Operation aborted")` or, for bash, output ending with `Command aborted`.
+    /// `Err(ToolError::Aborted)` or, for bash, an error whose text ends with `Command aborted`.
     pub cancel: CancellationToken,
     /// Partial-result sink.
     pub on_update: UpdateFn,
@@ -73,7 +115,8 @@ pub trait AgentTool: Send + Sync {
     fn prepare_arguments(&self, args: Value) -> Value {
         args
     }
-    /// Run with already-validated arguments. `Err(text)` becomes an error tool result whose
-    /// only content is `text` (upstream: a thrown `Error`'s message).
-    async fn execute(&self, ctx: ToolContext, args: Value) -> Result<ToolOutput, String>;
+    /// Run with already-validated arguments. `Err(e)` becomes an error tool result whose only
+    /// content is `e.to_string()` (upstream: a thrown `Error`'s message). A panic is caught by
+    /// the loop and reported as [`ToolError::Panicked`].
+    async fn execute(&self, ctx: ToolContext, args: Value) -> Result<ToolOutput, ToolError>;
 }

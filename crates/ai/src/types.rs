@@ -3,6 +3,7 @@
 //! Source: spec `messages-and-models.md` §2–§7 (upstream `packages/ai/src/types.ts`,
 //! `packages/coding-agent/src/core/messages.ts`). Optional fields are omitted when unset.
 
+use crate::error::ProviderError;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -345,6 +346,12 @@ pub struct AssistantMessage {
     /// `None` = absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinking_level: Option<ThinkingLevel>,
+    /// The typed failure behind `errorMessage` (spec agent-loop.md §6.1, §7), set by the
+    /// built-in adapters for `error`/`aborted` stops; `None` otherwise. Never serialized, so
+    /// the wire and session JSON are unchanged and messages read back from JSON have `None`
+    /// (classify those by text: [`crate::error::classify`]).
+    #[serde(skip)]
+    pub error: Option<Box<ProviderError>>,
 }
 
 impl AssistantMessage {
@@ -363,6 +370,7 @@ impl AssistantMessage {
             thinking_level: None,
             duration_ms: None,
             timestamp: now_ms(),
+            error: None,
         }
     }
     /// The tool calls in content order.

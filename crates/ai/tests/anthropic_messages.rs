@@ -132,7 +132,8 @@ async fn thinking_turn_events_usage_headers_and_replay() {
     let mut options = opts();
     options.reasoning = Some(ThinkingLevel::Medium);
     let context = ctx("Greet me");
-    let (events, msg) = collect(AnthropicMessages.stream(&model, &context, options.clone())).await;
+    let (events, msg) =
+        collect(AnthropicMessages::default().stream(&model, &context, options.clone())).await;
 
     let types: Vec<String> = event_json(&events)
         .iter()
@@ -230,7 +231,7 @@ async fn thinking_turn_events_usage_headers_and_replay() {
     let mut context2 = context.clone();
     context2.messages.push(Message::Assistant(msg));
     context2.messages.push(Message::user_text("Is that all?"));
-    let _ = collect(AnthropicMessages.stream(&model, &context2, options)).await;
+    let _ = collect(AnthropicMessages::default().stream(&model, &context2, options)).await;
     let r = &server.requests()[1];
     assert_eq!(
         r.body["messages"],
@@ -276,7 +277,8 @@ async fn tool_use_stream_and_tool_result_request() {
         false,
     );
     let context = ctx("Read hello.txt");
-    let (events, msg) = collect(AnthropicMessages.stream(&model, &context, opts())).await;
+    let (events, msg) =
+        collect(AnthropicMessages::default().stream(&model, &context, opts())).await;
     let json = event_json(&events);
     assert_eq!(
         json[1],
@@ -310,7 +312,7 @@ async fn tool_use_stream_and_tool_result_request() {
             duration_ms: None,
             timestamp: 0,
         }));
-    let _ = collect(AnthropicMessages.stream(&model, &context2, opts())).await;
+    let _ = collect(AnthropicMessages::default().stream(&model, &context2, opts())).await;
     let body = &server.requests()[1].body;
     assert_eq!(
         body["messages"],
@@ -348,7 +350,7 @@ async fn image_prompt_with_thinking_off_on_reasoning_model() {
         })],
         tools: vec![],
     };
-    let _ = collect(AnthropicMessages.stream(&model, &context, opts())).await;
+    let _ = collect(AnthropicMessages::default().stream(&model, &context, opts())).await;
     let r = &server.requests()[0];
     assert_eq!(r.body["thinking"], json!({"type": "disabled"}));
     assert!(r.header("anthropic-beta").is_none());
@@ -370,7 +372,8 @@ async fn no_cache_markers_when_retention_is_none() {
         cache_retention: CacheRetention::None,
         ..Default::default()
     };
-    let _ = collect(AnthropicMessages.stream_tuned(&model, &context, opts(), tuning)).await;
+    let _ =
+        collect(AnthropicMessages::default().stream_tuned(&model, &context, opts(), tuning)).await;
     let body = &server.requests()[0].body;
     assert_eq!(
         body["system"],
@@ -401,14 +404,15 @@ async fn http_errors_use_sdk_wording() {
     ])
     .await;
     let model = model("anthropic-messages", "p", "m", server.url(""), false);
-    let (events, msg) = collect(AnthropicMessages.stream(&model, &ctx("x"), opts())).await;
+    let (events, msg) =
+        collect(AnthropicMessages::default().stream(&model, &ctx("x"), opts())).await;
     assert_eq!(events.len(), 1);
     assert_eq!(
         msg.error_message.as_deref(),
         Some(r#"529 {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#)
     );
     assert!(msg.content.is_empty());
-    let (_, msg) = collect(AnthropicMessages.stream(&model, &ctx("x"), opts())).await;
+    let (_, msg) = collect(AnthropicMessages::default().stream(&model, &ctx("x"), opts())).await;
     assert_eq!(
         msg.error_message.as_deref(),
         Some(
@@ -435,7 +439,7 @@ async fn abort_keeps_partial_text_without_block_end() {
     let model = model("anthropic-messages", "p", "m", server.url(""), false);
     let options = opts();
     let cancel = options.cancel.clone();
-    let mut stream = AnthropicMessages.stream(&model, &ctx("x"), options);
+    let mut stream = AnthropicMessages::default().stream(&model, &ctx("x"), options);
     let mut events = Vec::new();
     while let Some(ev) = stream.next().await {
         let second =
@@ -487,14 +491,14 @@ async fn disconnect_and_missing_message_stop() {
     ])
     .await;
     let model = model("anthropic-messages", "p", "m", server.url(""), false);
-    let (_, msg) = collect(AnthropicMessages.stream(&model, &ctx("x"), opts())).await;
+    let (_, msg) = collect(AnthropicMessages::default().stream(&model, &ctx("x"), opts())).await;
     assert_eq!(msg.stop_reason, StopReason::Error);
     assert_eq!(
         msg.error_message.as_deref(),
         Some("terminated: other side closed (UND_ERR_SOCKET)")
     );
     assert_eq!(msg.text(), "partial");
-    let (_, msg) = collect(AnthropicMessages.stream(&model, &ctx("x"), opts())).await;
+    let (_, msg) = collect(AnthropicMessages::default().stream(&model, &ctx("x"), opts())).await;
     assert_eq!(
         msg.error_message.as_deref(),
         Some("Anthropic stream ended before message_stop")
@@ -522,7 +526,8 @@ async fn budget_thinking_respects_model_cap_and_custom_budgets() {
         }),
         ..Default::default()
     };
-    let _ = collect(AnthropicMessages.stream_tuned(&model, &ctx("x"), options, tuning)).await;
+    let _ = collect(AnthropicMessages::default().stream_tuned(&model, &ctx("x"), options, tuning))
+        .await;
     let body = &server.requests()[0].body;
     assert_eq!(body["max_tokens"], 14_000);
     assert_eq!(body["thinking"]["budget_tokens"], 10_000);

@@ -76,7 +76,7 @@ async fn text_and_tool_call_stream_in_upstream_order() {
         false,
     );
     let (events, msg) =
-        collect(OpenAiCompletions.stream(&model, &ctx("Run echo hi"), opts())).await;
+        collect(OpenAiCompletions::default().stream(&model, &ctx("Run echo hi"), opts())).await;
 
     assert!(matches!(events[0], AssistantMessageEvent::Start { .. }));
     let kinds: Vec<Value> = event_json(&events[1..events.len() - 1]);
@@ -194,7 +194,8 @@ async fn reasoning_content_becomes_thinking_and_is_replayed() {
     let mut options = opts();
     options.reasoning = Some(ThinkingLevel::Medium);
     let context = ctx("Greet me");
-    let (events, msg) = collect(OpenAiCompletions.stream(&model, &context, options.clone())).await;
+    let (events, msg) =
+        collect(OpenAiCompletions::default().stream(&model, &context, options.clone())).await;
 
     let types: Vec<String> = event_json(&events[1..])
         .iter()
@@ -224,7 +225,7 @@ async fn reasoning_content_becomes_thinking_and_is_replayed() {
     context2
         .messages
         .push(Message::user_text("What is the answer?"));
-    let _ = collect(OpenAiCompletions.stream(&model, &context2, options)).await;
+    let _ = collect(OpenAiCompletions::default().stream(&model, &context2, options)).await;
     let req = &server.requests()[1];
     assert_eq!(
         req.body["messages"][2],
@@ -294,7 +295,7 @@ async fn thinking_level_map_and_tool_history() {
     };
     let mut options = opts();
     options.reasoning = Some(ThinkingLevel::Max);
-    let _ = collect(OpenAiCompletions.stream(&model, &context, options)).await;
+    let _ = collect(OpenAiCompletions::default().stream(&model, &context, options)).await;
     let body = &server.requests()[0].body;
     assert_eq!(body["reasoning_effort"], "max-effort");
     assert_eq!(body["tools"], json!([]));
@@ -331,7 +332,7 @@ async fn usage_with_cache_read_and_write() {
         cache_read: 0.1,
         cache_write: 1.25,
     };
-    let (_, msg) = collect(OpenAiCompletions.stream(&model, &ctx("x"), opts())).await;
+    let (_, msg) = collect(OpenAiCompletions::default().stream(&model, &ctx("x"), opts())).await;
     let u = &msg.usage;
     assert_eq!(
         (u.input, u.output, u.cache_read, u.cache_write),
@@ -351,7 +352,7 @@ async fn stop_length_maps_to_length() {
     ];
     let server = FakeServer::start(vec![Reply::sse(ev)]).await;
     let model = model("openai-completions", "p", "m", server.url("/v1"), false);
-    let (_, msg) = collect(OpenAiCompletions.stream(&model, &ctx("x"), opts())).await;
+    let (_, msg) = collect(OpenAiCompletions::default().stream(&model, &ctx("x"), opts())).await;
     assert_eq!(msg.stop_reason, StopReason::Length);
     assert_eq!(msg.raw_stop_reason.as_deref(), Some("length"));
     // No usage chunk: usage was never reported.
@@ -369,7 +370,8 @@ async fn http_500_is_an_error_event_with_the_raw_body() {
     }])
     .await;
     let model = model("openai-completions", "p", "m", server.url("/v1"), false);
-    let (events, msg) = collect(OpenAiCompletions.stream(&model, &ctx("x"), opts())).await;
+    let (events, msg) =
+        collect(OpenAiCompletions::default().stream(&model, &ctx("x"), opts())).await;
     assert_eq!(events.len(), 1, "no start event on HTTP errors");
     assert_eq!(msg.stop_reason, StopReason::Error);
     assert_eq!(
@@ -399,7 +401,7 @@ async fn connection_refused_is_an_error_event() {
         format!("http://127.0.0.1:{port}/v1"),
         false,
     );
-    let (_, msg) = collect(OpenAiCompletions.stream(&model, &ctx("x"), opts())).await;
+    let (_, msg) = collect(OpenAiCompletions::default().stream(&model, &ctx("x"), opts())).await;
     assert_eq!(msg.stop_reason, StopReason::Error);
     assert_eq!(msg.error_message.as_deref(), Some("Connection error."));
 }
@@ -422,7 +424,8 @@ async fn disconnect_mid_stream_keeps_partial_text() {
     }])
     .await;
     let model = model("openai-completions", "p", "m", server.url("/v1"), false);
-    let (events, msg) = collect(OpenAiCompletions.stream(&model, &ctx("x"), opts())).await;
+    let (events, msg) =
+        collect(OpenAiCompletions::default().stream(&model, &ctx("x"), opts())).await;
     let types: Vec<String> = event_json(&events)
         .iter()
         .map(|e| e["type"].as_str().unwrap_or("").to_owned())
@@ -467,7 +470,7 @@ async fn abort_mid_stream_closes_blocks_then_errors() {
     let model = model("openai-completions", "p", "m", server.url("/v1"), false);
     let options = opts();
     let cancel = options.cancel.clone();
-    let mut stream = OpenAiCompletions.stream(&model, &ctx("x"), options);
+    let mut stream = OpenAiCompletions::default().stream(&model, &ctx("x"), options);
     let mut events = Vec::new();
     use futures::StreamExt;
     while let Some(ev) = stream.next().await {
@@ -505,7 +508,8 @@ async fn already_cancelled_sends_nothing() {
     let model = model("openai-completions", "p", "m", server.url("/v1"), false);
     let options = opts();
     options.cancel.cancel();
-    let (events, msg) = collect(OpenAiCompletions.stream(&model, &ctx("x"), options)).await;
+    let (events, msg) =
+        collect(OpenAiCompletions::default().stream(&model, &ctx("x"), options)).await;
     assert_eq!(events.len(), 1);
     assert_eq!(msg.stop_reason, StopReason::Aborted);
     assert!(server.requests().is_empty());

@@ -230,7 +230,13 @@ async fn run(cli: Cli) -> i32 {
                 keyless: auth.keyless,
             })
         }),
-        provider: provider_resolver(&agent_dir),
+        provider: provider_resolver(
+            &agent_dir,
+            &pi_ai::providers::HttpOptions {
+                idle_timeout_ms: settings.http_idle_timeout_ms(),
+                ..Default::default()
+            },
+        ),
         settings: Arc::new(parking_lot::Mutex::new(settings.clone())),
     };
     let factory = SessionFactory {
@@ -294,10 +300,13 @@ async fn run(cli: Cli) -> i32 {
 
 /// Finds the adapter for a model's `api`: `"local-gguf"` → one shared
 /// [`pi_local::LocalProvider`] whose bare model ids resolve to `<agent_dir>/models/<id>.gguf`
-/// (issue 3; `local` feature), anything else → [`pi_ai::providers::provider_for_api`].
+/// (issue 3; `local` feature), anything else → the built-in HTTP adapters, which share one
+/// client with `http`'s timeouts (settings `httpIdleTimeoutMs`).
 fn provider_resolver(
     agent_dir: &std::path::Path,
+    http: &pi_ai::providers::HttpOptions,
 ) -> pi_coding_agent::agent_session::ProviderResolver {
+    let builtin = pi_ai::providers::BuiltinProviders::new(http);
     #[cfg(feature = "local")]
     {
         let local: Arc<dyn pi_ai::Provider> = Arc::new(pi_local::LocalProvider::with_config(
@@ -310,14 +319,14 @@ fn provider_resolver(
             if m.api == pi_local::API {
                 Some(local.clone())
             } else {
-                pi_ai::providers::provider_for_api(&m.api)
+                builtin.for_api(&m.api)
             }
         })
     }
     #[cfg(not(feature = "local"))]
     {
         let _ = agent_dir;
-        Arc::new(|m: &Model| pi_ai::providers::provider_for_api(&m.api))
+        Arc::new(move |m: &Model| builtin.for_api(&m.api))
     }
 }
 

@@ -113,6 +113,30 @@ fn unknown_values_fall_back() {
 }
 
 #[test]
+fn http_idle_timeout_follows_upstream_parsing() {
+    let idle = |v: serde_json::Value| {
+        Settings::from_values(json!({"httpIdleTimeoutMs": v}), json!({})).http_idle_timeout_ms()
+    };
+    assert_eq!(
+        Settings::from_values(json!({}), json!({})).http_idle_timeout_ms(),
+        300_000
+    );
+    assert_eq!(idle(json!(30000)), 30_000);
+    assert_eq!(idle(json!(1500.7)), 1500);
+    assert_eq!(idle(json!(0)), 0);
+    assert_eq!(idle(json!("disabled")), 0);
+    assert_eq!(idle(json!(" 60000 ")), 60_000);
+    assert_eq!(idle(json!(-5)), 300_000);
+    assert_eq!(idle(json!("soon")), 300_000);
+    // The project file wins, as for every key.
+    let s = Settings::from_values(
+        json!({"httpIdleTimeoutMs": 1000}),
+        json!({"httpIdleTimeoutMs": 2000}),
+    );
+    assert_eq!(s.http_idle_timeout_ms(), 2000);
+}
+
+#[test]
 fn legacy_keys_are_migrated() {
     let s = Settings::from_values(
         json!({"queueMode": "all", "websockets": true,

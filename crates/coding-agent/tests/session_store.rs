@@ -24,6 +24,7 @@ fn assistant(text: &str, stop: StopReason) -> Message {
         thinking_level: None,
         duration_ms: None,
         timestamp: 1,
+        error: None,
     })
 }
 
@@ -733,4 +734,71 @@ fn golden_session_files_round_trip() {
         }
     }
     assert!(checked > 0);
+}
+
+/// Costs read back from a session file equal, bit for bit, what was written (serde_json
+/// `float_roundtrip`; without it e.g. $3/M × 7 tokens = 0.000021000000000000002 reads back
+/// as 0.000021).
+#[test]
+fn costs_round_trip_exactly_through_a_session_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut sm = SessionManager::create(tmp.path(), tmp.path());
+    let file = sm.session_file().unwrap().to_path_buf();
+    let price = pi_ai::ModelCost {
+        input: 3.0,
+        output: 15.0,
+        cache_read: 0.3,
+        cache_write: 3.75,
+    };
+    let mut written = Vec::new();
+    for (input, output, cache_read, cache_write) in [
+        (7, 14, 33, 50),
+        (66, 69, 79, 129),
+        (1, 2, 3, 4),
+        (132, 135, 0, 0),
+    ] {
+        let mut usage = Usage {
+            input,
+            output,
+            cache_read,
+            cache_write,
+            ..Usage::default()
+        };
+        usage.compute_cost(&price);
+        written.push(usage);
+    }
+    // Awkward sums as well.
+    let mut awkward = Usage::default();
+    awkward.cost.input = 0.1 + 0.2;
+    awkward.cost.output = 1.0 / 3.0;
+    awkward.cost.total = 0.1 + 0.2 + 1.0 / 3.0;
+    written.push(awkward);
+
+    sm.append_message(&Message::user_text("hi")).unwrap();
+    for usage in &written {
+        let Message::Assistant(mut a) = assistant("ok", StopReason::Stop) else {
+            unreachable!()
+        };
+        a.usage = usage.clone();
+        sm.append_message(&Message::Assistant(a)).unwrap();
+    }
+    drop(sm);
+
+    let reopened = SessionManager::open(&file).unwrap();
+    let read: Vec<Usage> = reopened
+        .build_context()
+        .into_iter()
+        .filter_map(|m| match m {
+            Message::Assistant(a) => Some(a.usage),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(read.len(), written.len());
+    let bits = |u: &Usage| {
+        let c = &u.cost;
+        [c.input, c.output, c.cache_read, c.cache_write, c.total].map(f64::to_bits)
+    };
+    for (r, w) in read.iter().zip(&written) {
+        assert_eq!(bits(r), bits(w), "read {:?}, wrote {:?}", r.cost, w.cost);
+    }
 }

@@ -183,7 +183,7 @@ async fn abort_kills_process_group() {
         .await
         .expect("tool returned promptly")
         .unwrap();
-    assert_eq!(res.unwrap_err(), "started\n\n\nCommand aborted");
+    assert_eq!(res.unwrap_err().to_string(), "started\n\n\nCommand aborted");
     assert_all_dead(&pids).await;
 }
 
@@ -226,7 +226,7 @@ async fn already_aborted() {
         .execute(c, json!({"command":"echo never"}))
         .await
         .unwrap_err();
-    assert_eq!(err, "Command aborted");
+    assert_eq!(err.to_string(), "Command aborted");
 }
 
 #[tokio::test]

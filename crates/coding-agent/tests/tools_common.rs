@@ -22,9 +22,10 @@ pub fn ctx_with(cancel: CancellationToken) -> (ToolContext, Arc<Mutex<Vec<ToolOu
     (ctx, updates)
 }
 
+/// Runs `tool` with a fresh context; an error is returned as its tool-result text.
 pub async fn run(tool: &dyn AgentTool, args: Value) -> Result<ToolOutput, String> {
     let (c, _) = ctx();
-    tool.execute(c, args).await
+    tool.execute(c, args).await.map_err(|e| e.to_string())
 }
 
 pub fn text(out: &ToolOutput) -> String {

@@ -12,10 +12,12 @@
 
 use super::common::{
     anthropic_http_error, apply_headers, compat_bool, effective_max_tokens, end_event,
-    event_stream, extra_headers, finish_usage, http_client, joined_text, json_u64, mapped_level,
-    next_sse_event, parse_streaming_json, push_block, requested_reasoning, resolve_api_key,
-    send_streaming_request, Emitter, StreamEnd, ABORTED_MESSAGE,
+    event_stream, extra_headers, finish_usage, joined_text, json_u64, mapped_level, next_sse_event,
+    parse_streaming_json, push_block, requested_reasoning, resolve_api_key, send_streaming_request,
+    Emitter, StreamEnd,
 };
+use super::{common, HttpOptions};
+use crate::error::ProviderError;
 use crate::stream::{
     AssistantMessageEvent, AssistantStream, CacheRetention, Provider, RequestTuning, StreamOptions,
     ThinkingBudgets,
@@ -63,9 +65,31 @@ const CLAUDE_CODE_TOOLS: [&str; 17] = [
 const CLAUDE_CODE_VERSION: &str = "2.1.75";
 const CLAUDE_CODE_IDENTITY: &str = "You are Claude Code, Anthropic's official CLI for Claude.";
 
-/// The `anthropic-messages` adapter (stateless; one HTTP request per [`Provider::stream`]).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct AnthropicMessages;
+/// The `anthropic-messages` adapter: one HTTP request per [`Provider::stream`], over the HTTP
+/// client it was built with (`Default`: the process-wide client with the default
+/// [`HttpOptions`]).
+#[derive(Debug, Clone)]
+pub struct AnthropicMessages {
+    client: reqwest::Client,
+}
+
+impl Default for AnthropicMessages {
+    fn default() -> Self {
+        AnthropicMessages::with_client(common::http_client().clone())
+    }
+}
+
+impl AnthropicMessages {
+    /// The adapter over a new HTTP client with `http`'s connect and idle timeouts.
+    pub fn with_http(http: &HttpOptions) -> Self {
+        AnthropicMessages::with_client(common::build_client(http))
+    }
+
+    /// The adapter over `client` (shares its connection pool and timeouts).
+    pub fn with_client(client: reqwest::Client) -> Self {
+        AnthropicMessages { client }
+    }
+}
 
 impl Provider for AnthropicMessages {
     fn api(&self) -> &'static str {
@@ -88,7 +112,8 @@ impl Provider for AnthropicMessages {
         let oauth = api_key.as_deref().is_some_and(is_oauth_token);
         let body = build_body(&model, context, &options, &tuning, oauth);
         let tools = context.tools.clone();
-        event_stream(move |em| run(em, model, body, options, api_key, tools))
+        let client = self.client.clone();
+        event_stream(move |em| run(em, client, model, body, options, api_key, tools))
     }
 }
 
@@ -753,6 +778,7 @@ const MESSAGE_EVENTS: [&str; 6] = [
 
 async fn run(
     em: Emitter,
+    client: reqwest::Client,
     model: Model,
     body: Value,
     options: StreamOptions,
@@ -763,7 +789,7 @@ async fn run(
     let output = AssistantMessage::empty(&model);
     let cancel = options.cancel.clone();
     if cancel.is_cancelled() {
-        em.fail(output, true, ABORTED_MESSAGE, started);
+        em.fail(output, common::aborted(), started);
         return;
     }
     let oauth = api_key.as_deref().is_some_and(is_oauth_token);
@@ -823,12 +849,11 @@ async fn run(
         model.base_url.trim_end_matches('/')
     );
     let payload = serde_json::to_vec(&body).unwrap_or_default();
-    let request = http_client().post(url).headers(headers).body(payload);
-    let response = match send_streaming_request(request, &cancel).await {
+    let request = client.post(url).headers(headers).body(payload);
+    let response = match send_streaming_request(request, &cancel, anthropic_http_error).await {
         Ok(r) => r,
-        Err(failure) => {
-            let (aborted, text) = failure.into_error(anthropic_http_error);
-            em.fail(output, aborted, text, started);
+        Err(error) => {
+            em.fail(output, error, started);
             return;
         }
     };
@@ -847,7 +872,9 @@ async fn run(
             Err(end) => break end,
         };
         if event.event == "error" {
-            break StreamEnd::Failed(event.data);
+            break StreamEnd::Failed(ProviderError::Stream {
+                message: event.data,
+            });
         }
         if !MESSAGE_EVENTS.contains(&event.event.as_str()) {
             continue;
@@ -855,36 +882,42 @@ async fn run(
         let parsed = match serde_json::from_str::<Value>(&event.data) {
             Ok(v) => v,
             Err(e) => {
-                break StreamEnd::Failed(format!(
-                    "Could not parse Anthropic SSE event {}: {e}; data={}",
-                    event.event, event.data
-                ))
+                break StreamEnd::Failed(ProviderError::Protocol {
+                    message: format!(
+                        "Could not parse Anthropic SSE event {}: {e}; data={}",
+                        event.event, event.data
+                    ),
+                })
             }
         };
         if let Err(text) = state.handle_event(&parsed, &mut output, &em, &model, oauth, &tools) {
-            break StreamEnd::Failed(text);
+            break StreamEnd::Failed(ProviderError::Protocol { message: text });
         }
     };
 
     state.finalize_open(&mut output);
     match end {
-        StreamEnd::Aborted => em.fail(output, true, ABORTED_MESSAGE, started),
-        StreamEnd::Failed(text) => em.fail(output, cancel.is_cancelled(), text, started),
+        StreamEnd::Aborted => em.fail(output, common::aborted(), started),
+        StreamEnd::Failed(error) => {
+            let error = error.aborted_if(cancel.is_cancelled());
+            em.fail(output, error, started)
+        }
         StreamEnd::Finished => {
             if output.stop_reason == StopReason::Pending {
                 output.stop_reason = StopReason::Stop;
             }
             if cancel.is_cancelled() {
-                em.fail(output, true, ABORTED_MESSAGE, started);
+                em.fail(output, common::aborted(), started);
             } else if state.saw_start && !state.saw_stop {
-                em.fail(
-                    output,
-                    false,
-                    "Anthropic stream ended before message_stop",
-                    started,
-                );
+                let error = ProviderError::StreamEndedEarly {
+                    message: "Anthropic stream ended before message_stop".to_owned(),
+                };
+                em.fail(output, error, started);
             } else if matches!(output.stop_reason, StopReason::Error | StopReason::Aborted) {
-                em.fail(output, false, "An unknown error occurred", started);
+                let error = ProviderError::Stream {
+                    message: "An unknown error occurred".to_owned(),
+                };
+                em.fail(output, error, started);
             } else {
                 em.done(output, started);
             }

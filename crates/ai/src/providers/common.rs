@@ -2,17 +2,18 @@
 //! the shared HTTP client, request sending and SSE reading under cancellation, content-block
 //! start/end events, usage totals, streaming-JSON repair, error texts and small model helpers.
 
+use super::HttpOptions;
 use crate::env_keys::env_api_key;
+use crate::error::{parse_retry_after, ProviderError};
 use crate::stream::{AssistantMessageEvent, AssistantStream, StreamOptions};
 use crate::types::{AssistantMessage, Content, Model, StopReason, ThinkingLevel, Usage};
 use eventsource_stream::{Event, EventStreamError};
 use futures::channel::mpsc::{unbounded, UnboundedSender};
 use futures::{Stream, StreamExt};
 use serde_json::{Map, Value};
-use std::fmt::Display;
 use std::future::Future;
 use std::sync::OnceLock;
-use std::time::Instant;
+use std::time::{Duration, Instant, SystemTime};
 use tokio_util::sync::CancellationToken;
 
 /// Text of a request that was cancelled through [`StreamOptions::cancel`]
@@ -24,25 +25,45 @@ pub(crate) const ABORTED_MESSAGE: &str = "Request was aborted";
 /// `other side closed`).
 pub(crate) const BODY_TERMINATED_MESSAGE: &str = "terminated: other side closed (UND_ERR_SOCKET)";
 
-/// Text of a request that never got a response (connection refused, DNS, TLS), as the
-/// upstream SDKs word it.
+/// Text for a body that stayed silent longer than the idle timeout, worded as undici's body
+/// timeout would surface through upstream's error formatting (inferred from
+/// [`BODY_TERMINATED_MESSAGE`]'s shape). Matches the retry classifier (`timeout`,
+/// `terminated`).
+pub(crate) const BODY_TIMEOUT_MESSAGE: &str =
+    "terminated: Body Timeout Error (UND_ERR_BODY_TIMEOUT)";
+
+/// Text of a request that never got a response (connection refused, DNS, TLS), as the upstream
+/// SDKs word it.
 pub(crate) const CONNECTION_ERROR_MESSAGE: &str = "Connection error.";
 
-/// Text of a request whose sending timed out before response headers arrived, as the upstream
-/// SDKs word it.
+/// Text of a request that timed out before response headers arrived (connect or idle timeout),
+/// as the upstream SDKs word it.
 pub(crate) const REQUEST_TIMEOUT_MESSAGE: &str = "Request timed out.";
 
 /// `user-agent` sent with every request.
 pub(crate) const USER_AGENT: &str = concat!("pi/", env!("CARGO_PKG_VERSION"));
 
-/// The process-wide HTTP client (connection pooling across requests).
+/// The process-wide HTTP client with the default [`HttpOptions`] (connection pooling across
+/// requests); used by adapters built with `Default`.
 pub(crate) fn http_client() -> &'static reqwest::Client {
     static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
-    CLIENT.get_or_init(|| {
-        reqwest::Client::builder()
-            .user_agent(USER_AGENT)
-            .build()
-            .unwrap_or_else(|_| reqwest::Client::new())
+    CLIENT.get_or_init(|| build_client(&HttpOptions::default()))
+}
+
+/// A new HTTP client with `options`' connect and idle (read) timeouts; `0` disables either.
+/// Should the configured builder fail (TLS backend initialisation), a warning is logged and a
+/// plain client is used.
+pub(crate) fn build_client(options: &HttpOptions) -> reqwest::Client {
+    let mut builder = reqwest::Client::builder().user_agent(USER_AGENT);
+    if options.connect_timeout_ms > 0 {
+        builder = builder.connect_timeout(Duration::from_millis(options.connect_timeout_ms));
+    }
+    if options.idle_timeout_ms > 0 {
+        builder = builder.read_timeout(Duration::from_millis(options.idle_timeout_ms));
+    }
+    builder.build().unwrap_or_else(|e| {
+        tracing::warn!("could not build the configured HTTP client ({e}); using defaults");
+        reqwest::Client::new()
     })
 }
 
@@ -74,26 +95,34 @@ impl Emitter {
         });
     }
 
-    /// Finish with a failure: `stopReason` becomes `aborted` when `aborted` else `error`,
-    /// `errorMessage` is `text`; content streamed so far is kept.
+    /// Finish with a failure: `stopReason` becomes `aborted` for [`ProviderError::Aborted`]
+    /// else `error`, `errorMessage` is the error's text and [`AssistantMessage::error`] the
+    /// error itself; content streamed so far is kept.
     pub(crate) fn fail(
         &self,
         mut message: AssistantMessage,
-        aborted: bool,
-        text: impl Into<String>,
+        error: ProviderError,
         started: Instant,
     ) {
-        message.stop_reason = if aborted {
+        message.stop_reason = if error.is_aborted() {
             StopReason::Aborted
         } else {
             StopReason::Error
         };
-        message.error_message = Some(text.into());
+        message.error_message = Some(error.to_string());
+        message.error = Some(Box::new(error));
         message.duration_ms = Some(elapsed_ms(started));
         self.emit(AssistantMessageEvent::Error {
             reason: message.stop_reason,
             message: Box::new(message),
         });
+    }
+}
+
+/// [`ProviderError::Aborted`] with [`ABORTED_MESSAGE`].
+pub(crate) fn aborted() -> ProviderError {
+    ProviderError::Aborted {
+        message: ABORTED_MESSAGE.to_owned(),
     }
 }
 
@@ -115,66 +144,59 @@ where
     Box::pin(futures::stream::select(rx, driver))
 }
 
-/// Why [`send_streaming_request`] produced no response whose body can be streamed.
-#[derive(Debug)]
-pub(crate) enum SendFailure {
-    /// The cancel token fired before the response headers (or, for a non-2xx status, the
-    /// error body) arrived.
-    Aborted,
-    /// No response at all: [`REQUEST_TIMEOUT_MESSAGE`] for a timeout, else
-    /// [`CONNECTION_ERROR_MESSAGE`] (connection refused, DNS, TLS, …).
-    Transport(&'static str),
-    /// A non-2xx response: its status code and its body text (empty when unreadable).
-    Http {
-        /// HTTP status code, e.g. `529`.
-        status: u16,
-        /// Raw response body as text.
-        body: String,
-    },
-}
-
-impl SendFailure {
-    /// `(aborted, errorMessage)` for [`Emitter::fail`]: `(true, ABORTED_MESSAGE)` for an
-    /// abort, `(false, <transport text>)` when no response came, and
-    /// `(false, http_error(status, body))` for a non-2xx status, where `http_error` is the
-    /// adapter's own formatter ([`anthropic_http_error`], [`openai_http_error`]).
-    pub(crate) fn into_error(self, http_error: fn(u16, &str) -> String) -> (bool, String) {
-        match self {
-            SendFailure::Aborted => (true, ABORTED_MESSAGE.to_owned()),
-            SendFailure::Transport(text) => (false, text.to_owned()),
-            SendFailure::Http { status, body } => (false, http_error(status, &body)),
-        }
-    }
-}
-
 /// Send `request` and wait for the response headers, racing `cancel` (unbiased). A 2xx
-/// response is returned unread so its body can be streamed; anything else becomes a
-/// [`SendFailure`] (for a non-2xx status the body is read first, still racing `cancel`).
+/// response is returned unread so its body can be streamed. Otherwise the error is:
+/// [`ProviderError::Aborted`] when `cancel` fired first; [`ProviderError::Timeout`]
+/// ([`REQUEST_TIMEOUT_MESSAGE`]) when the connect or idle timeout ran out;
+/// [`ProviderError::Transport`] ([`CONNECTION_ERROR_MESSAGE`]) for any other failure to get a
+/// response; and for a non-2xx status [`ProviderError::Http`] with the body (read first, still
+/// racing `cancel`), the `retry-after-ms`/`retry-after` delay and `http_error(status, body)`
+/// as the text (the adapter's formatter: [`anthropic_http_error`], [`openai_http_error`]).
 pub(crate) async fn send_streaming_request(
     request: reqwest::RequestBuilder,
     cancel: &CancellationToken,
-) -> Result<reqwest::Response, SendFailure> {
+    http_error: fn(u16, &str) -> String,
+) -> Result<reqwest::Response, ProviderError> {
     let response = tokio::select! {
-        _ = cancel.cancelled() => return Err(SendFailure::Aborted),
+        _ = cancel.cancelled() => return Err(aborted()),
         r = request.send() => r,
     };
     let response = response.map_err(|e| {
-        SendFailure::Transport(if e.is_timeout() {
-            REQUEST_TIMEOUT_MESSAGE
+        if e.is_timeout() {
+            ProviderError::Timeout {
+                message: REQUEST_TIMEOUT_MESSAGE.to_owned(),
+            }
         } else {
-            CONNECTION_ERROR_MESSAGE
-        })
+            ProviderError::Transport {
+                message: CONNECTION_ERROR_MESSAGE.to_owned(),
+            }
+        }
     })?;
     let status = response.status();
     if status.is_success() {
         return Ok(response);
     }
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let retry_after_ms = parse_retry_after(
+        header("retry-after-ms").as_deref(),
+        header("retry-after").as_deref(),
+        SystemTime::now(),
+    );
     let body = tokio::select! {
-        _ = cancel.cancelled() => return Err(SendFailure::Aborted),
+        _ = cancel.cancelled() => return Err(aborted()),
         t = response.text() => t.unwrap_or_default(),
     };
-    Err(SendFailure::Http {
-        status: status.as_u16(),
+    let status = status.as_u16();
+    Err(ProviderError::Http {
+        status,
+        retry_after_ms,
+        message: http_error(status, &body),
         body,
     })
 }
@@ -186,21 +208,22 @@ pub(crate) enum StreamEnd {
     Finished,
     /// The cancel token fired.
     Aborted,
-    /// The stream broke or carried an error; the text becomes `errorMessage`.
-    Failed(String),
+    /// The stream broke or carried an error.
+    Failed(ProviderError),
 }
 
 /// The next SSE event of `events`, racing `cancel` (checked first), or how the stream ended:
-/// [`StreamEnd::Aborted`] on cancel, [`StreamEnd::Finished`] at the end of the body,
-/// [`StreamEnd::Failed`] with [`BODY_TERMINATED_MESSAGE`] when the connection broke, or with
-/// the parser's error text for malformed UTF-8/SSE.
-pub(crate) async fn next_sse_event<S, E>(
+/// [`StreamEnd::Aborted`] on cancel, [`StreamEnd::Finished`] at the end of the body, and
+/// [`StreamEnd::Failed`] with [`ProviderError::Timeout`] ([`BODY_TIMEOUT_MESSAGE`]) when the
+/// idle timeout ran out between chunks, [`ProviderError::Disconnected`]
+/// ([`BODY_TERMINATED_MESSAGE`]) when the connection broke, or [`ProviderError::Protocol`]
+/// with the parser's error text for malformed UTF-8/SSE.
+pub(crate) async fn next_sse_event<S>(
     events: &mut S,
     cancel: &CancellationToken,
 ) -> Result<Event, StreamEnd>
 where
-    S: Stream<Item = Result<Event, EventStreamError<E>>> + Unpin,
-    E: Display,
+    S: Stream<Item = Result<Event, EventStreamError<reqwest::Error>>> + Unpin,
 {
     let next = tokio::select! {
         biased;
@@ -209,10 +232,19 @@ where
     };
     match next {
         None => Err(StreamEnd::Finished),
-        Some(Err(EventStreamError::Transport(_))) => {
-            Err(StreamEnd::Failed(BODY_TERMINATED_MESSAGE.to_owned()))
+        Some(Err(EventStreamError::Transport(e))) if e.is_timeout() => {
+            Err(StreamEnd::Failed(ProviderError::Timeout {
+                message: BODY_TIMEOUT_MESSAGE.to_owned(),
+            }))
         }
-        Some(Err(e)) => Err(StreamEnd::Failed(e.to_string())),
+        Some(Err(EventStreamError::Transport(_))) => {
+            Err(StreamEnd::Failed(ProviderError::Disconnected {
+                message: BODY_TERMINATED_MESSAGE.to_owned(),
+            }))
+        }
+        Some(Err(e)) => Err(StreamEnd::Failed(ProviderError::Protocol {
+            message: e.to_string(),
+        })),
         Some(Ok(event)) => Ok(event),
     }
 }

@@ -1,4 +1,5 @@
-//! Provider adapters, one per wire API, and the lookup from an `api` value to its adapter.
+//! Provider adapters, one per wire API, the lookup from an `api` value to its adapter, and the
+//! HTTP client settings they share.
 
 pub mod anthropic_messages;
 mod common;
@@ -11,12 +12,80 @@ pub use openai_completions::OpenAiCompletions;
 use crate::stream::Provider;
 use std::sync::Arc;
 
-/// The adapter for a model's `api` value (`"openai-completions"` or `"anthropic-messages"`);
-/// `None` for APIs this port does not speak.
+/// Upstream's default for settings `httpIdleTimeoutMs`, in ms (5 minutes; spec config.md §3.2).
+pub const DEFAULT_HTTP_IDLE_TIMEOUT_MS: u64 = 300_000;
+
+/// Default connect timeout in ms (10 s, the connect timeout of upstream's HTTP stack, undici).
+pub const DEFAULT_HTTP_CONNECT_TIMEOUT_MS: u64 = 10_000;
+
+/// HTTP client settings of the built-in adapters.
+///
+/// A request that exceeds a timeout ends as an assistant message with `stopReason: "error"`
+/// and a retryable [`crate::ProviderError::Timeout`]: `Request timed out.` before the response
+/// headers, `terminated: Body Timeout Error (UND_ERR_BODY_TIMEOUT)` while the body streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HttpOptions {
+    /// Longest wait for the TCP (and TLS) connection, in ms; `0` = no limit. Default
+    /// [`DEFAULT_HTTP_CONNECT_TIMEOUT_MS`].
+    pub connect_timeout_ms: u64,
+    /// Longest silence while waiting for the response headers or for the next chunk of the
+    /// body, in ms (settings `httpIdleTimeoutMs`, which upstream applies as both its headers
+    /// and its body timeout); `0` = disabled. Default [`DEFAULT_HTTP_IDLE_TIMEOUT_MS`].
+    pub idle_timeout_ms: u64,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        HttpOptions {
+            connect_timeout_ms: DEFAULT_HTTP_CONNECT_TIMEOUT_MS,
+            idle_timeout_ms: DEFAULT_HTTP_IDLE_TIMEOUT_MS,
+        }
+    }
+}
+
+/// The adapter for a model's `api` value (`"openai-completions"` or `"anthropic-messages"`)
+/// with the default [`HttpOptions`]; `None` for APIs this port does not speak.
 pub fn provider_for_api(api: &str) -> Option<Arc<dyn Provider>> {
     match api {
-        openai_completions::API => Some(Arc::new(OpenAiCompletions)),
-        anthropic_messages::API => Some(Arc::new(AnthropicMessages)),
+        openai_completions::API => Some(Arc::new(OpenAiCompletions::default())),
+        anthropic_messages::API => Some(Arc::new(AnthropicMessages::default())),
         _ => None,
+    }
+}
+
+/// The built-in adapters sharing one HTTP client (one connection pool) built with the given
+/// [`HttpOptions`]. Build it once per process and look adapters up with
+/// [`BuiltinProviders::for_api`].
+#[derive(Debug, Clone)]
+pub struct BuiltinProviders {
+    openai_completions: Arc<OpenAiCompletions>,
+    anthropic_messages: Arc<AnthropicMessages>,
+}
+
+impl BuiltinProviders {
+    /// Both adapters over one new client with `http`'s timeouts.
+    pub fn new(http: &HttpOptions) -> Self {
+        let client = common::build_client(http);
+        BuiltinProviders {
+            openai_completions: Arc::new(OpenAiCompletions::with_client(client.clone())),
+            anthropic_messages: Arc::new(AnthropicMessages::with_client(client)),
+        }
+    }
+
+    /// The adapter for a model's `api` value, as [`provider_for_api`]; `None` for APIs this
+    /// port does not speak.
+    pub fn for_api(&self, api: &str) -> Option<Arc<dyn Provider>> {
+        match api {
+            openai_completions::API => Some(self.openai_completions.clone()),
+            anthropic_messages::API => Some(self.anthropic_messages.clone()),
+            _ => None,
+        }
+    }
+}
+
+impl Default for BuiltinProviders {
+    /// [`BuiltinProviders::new`] with the default [`HttpOptions`].
+    fn default() -> Self {
+        BuiltinProviders::new(&HttpOptions::default())
     }
 }

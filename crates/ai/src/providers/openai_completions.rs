@@ -13,10 +13,12 @@
 
 use super::common::{
     apply_headers, compact, compat_bool, compat_str, effective_max_tokens, end_event, event_stream,
-    extra_headers, finish_usage, http_client, joined_text, json_u64, mapped_level, next_sse_event,
+    extra_headers, finish_usage, joined_text, json_u64, mapped_level, next_sse_event,
     openai_http_error, parse_streaming_json, push_block, requested_reasoning, resolve_api_key,
-    send_streaming_request, Emitter, StreamEnd, ABORTED_MESSAGE,
+    send_streaming_request, Emitter, StreamEnd,
 };
+use super::{common, HttpOptions};
+use crate::error::ProviderError;
 use crate::stream::{
     AssistantMessageEvent, AssistantStream, CacheRetention, Provider, RequestTuning, StreamOptions,
 };
@@ -34,9 +36,31 @@ use std::time::Instant;
 /// The `api` value of this adapter.
 pub const API: &str = "openai-completions";
 
-/// The `openai-completions` adapter (stateless; one HTTP request per [`Provider::stream`]).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct OpenAiCompletions;
+/// The `openai-completions` adapter: one HTTP request per [`Provider::stream`], over the HTTP
+/// client it was built with (`Default`: the process-wide client with the default
+/// [`HttpOptions`]).
+#[derive(Debug, Clone)]
+pub struct OpenAiCompletions {
+    client: reqwest::Client,
+}
+
+impl Default for OpenAiCompletions {
+    fn default() -> Self {
+        OpenAiCompletions::with_client(common::http_client().clone())
+    }
+}
+
+impl OpenAiCompletions {
+    /// The adapter over a new HTTP client with `http`'s connect and idle timeouts.
+    pub fn with_http(http: &HttpOptions) -> Self {
+        OpenAiCompletions::with_client(common::build_client(http))
+    }
+
+    /// The adapter over `client` (shares its connection pool and timeouts).
+    pub fn with_client(client: reqwest::Client) -> Self {
+        OpenAiCompletions { client }
+    }
+}
 
 impl Provider for OpenAiCompletions {
     fn api(&self) -> &'static str {
@@ -56,7 +80,8 @@ impl Provider for OpenAiCompletions {
     ) -> AssistantStream {
         let model = model.clone();
         let body = build_request_body(&model, context, &options, &tuning);
-        event_stream(move |em| run(em, model, body, options))
+        let client = self.client.clone();
+        event_stream(move |em| run(em, client, model, body, options))
     }
 }
 
@@ -830,12 +855,18 @@ fn append_to_block(
     em.emit(event);
 }
 
-async fn run(em: Emitter, model: Model, body: Value, options: StreamOptions) {
+async fn run(
+    em: Emitter,
+    client: reqwest::Client,
+    model: Model,
+    body: Value,
+    options: StreamOptions,
+) {
     let started = Instant::now();
     let mut output = AssistantMessage::empty(&model);
     let cancel = options.cancel.clone();
     if cancel.is_cancelled() {
-        em.fail(output, true, ABORTED_MESSAGE, started);
+        em.fail(output, common::aborted(), started);
         return;
     }
 
@@ -851,13 +882,12 @@ async fn run(em: Emitter, model: Model, body: Value, options: StreamOptions) {
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     apply_headers(&mut headers, extra_headers(&model, &options));
     let payload = serde_json::to_vec(&body).unwrap_or_default();
-    let request = http_client().post(url).headers(headers).body(payload);
+    let request = client.post(url).headers(headers).body(payload);
 
-    let response = match send_streaming_request(request, &cancel).await {
+    let response = match send_streaming_request(request, &cancel, openai_http_error).await {
         Ok(r) => r,
-        Err(failure) => {
-            let (aborted, text) = failure.into_error(openai_http_error);
-            em.fail(output, aborted, text, started);
+        Err(error) => {
+            em.fail(output, error, started);
             return;
         }
     };
@@ -881,31 +911,34 @@ async fn run(em: Emitter, model: Model, body: Value, options: StreamOptions) {
             continue;
         };
         if let Err(text) = state.handle_chunk(&chunk, &mut output, &em, &model) {
-            break StreamEnd::Failed(text);
+            break StreamEnd::Failed(ProviderError::Stream { message: text });
         }
     };
 
     match end {
-        StreamEnd::Failed(text) => {
+        StreamEnd::Failed(error) => {
             state.finish_blocks(&mut output, None);
-            em.fail(output, cancel.is_cancelled(), text, started);
+            em.fail(output, error.aborted_if(cancel.is_cancelled()), started);
         }
         StreamEnd::Aborted => {
             state.finish_blocks(&mut output, Some(&em));
-            em.fail(output, true, ABORTED_MESSAGE, started);
+            em.fail(output, common::aborted(), started);
         }
         StreamEnd::Finished => {
             state.finish_blocks(&mut output, Some(&em));
             if cancel.is_cancelled() {
-                em.fail(output, true, ABORTED_MESSAGE, started);
+                em.fail(output, common::aborted(), started);
             } else if output.stop_reason == StopReason::Error {
-                let text = output
+                let message = output
                     .error_message
                     .clone()
                     .unwrap_or_else(|| "Provider returned an error stop reason".to_owned());
-                em.fail(output, false, text, started);
+                em.fail(output, ProviderError::Stream { message }, started);
             } else if !state.has_finish_reason {
-                em.fail(output, false, "Stream ended without finish_reason", started);
+                let error = ProviderError::StreamEndedEarly {
+                    message: "Stream ended without finish_reason".to_owned(),
+                };
+                em.fail(output, error, started);
             } else {
                 em.done(output, started);
             }

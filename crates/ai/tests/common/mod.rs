@@ -26,6 +26,12 @@ pub enum Reply {
     },
     /// A JSON (or any text) error response.
     Error { status: u16, body: String },
+    /// Like `Error`, with extra response headers (e.g. `retry-after`).
+    ErrorWithHeaders {
+        status: u16,
+        body: String,
+        headers: Vec<(&'static str, String)>,
+    },
 }
 
 impl Reply {
@@ -124,6 +130,19 @@ async fn handle(state: Shared, req: Request) -> Response {
             .header("content-type", "application/json")
             .body(Body::from(body))
             .expect("response"),
+        Some(Reply::ErrorWithHeaders {
+            status,
+            body,
+            headers,
+        }) => {
+            let mut builder = Response::builder()
+                .status(StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+                .header("content-type", "application/json");
+            for (name, value) in headers {
+                builder = builder.header(name, value);
+            }
+            builder.body(Body::from(body)).expect("response")
+        }
         Some(Reply::Sse {
             events,
             disconnect_after,
@@ -163,6 +182,22 @@ async fn handle(state: Shared, req: Request) -> Response {
                 .expect("response")
         }
     }
+}
+
+/// A 127.0.0.1 server that accepts connections and reads requests but never answers: the
+/// port, and the task holding the sockets open (abort it to close them).
+pub async fn start_silent_server() -> (u16, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let task = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    (port, task)
 }
 
 /// `data: <json>\n\n`.

@@ -309,9 +309,28 @@ impl Settings {
         self.str_at(&["sessionDir"])
     }
 
-    /// `httpIdleTimeoutMs` (default 300000).
+    /// `httpIdleTimeoutMs`: the idle timeout of provider HTTP requests in ms — the longest wait
+    /// for response headers or for the next body chunk (default 300000; `0` = disabled).
+    /// As upstream 1.6 (`parseHttpIdleTimeoutMs`): a non-negative number (floored), a numeric
+    /// string, or `"disabled"` (= 0); anything else (negative, other strings) uses the default
+    /// (upstream rejects those with an error).
     pub fn http_idle_timeout_ms(&self) -> u64 {
-        self.u64_at(&["httpIdleTimeoutMs"], 300_000)
+        const DEFAULT: u64 = pi_ai::providers::DEFAULT_HTTP_IDLE_TIMEOUT_MS;
+        match self.get_path(&["httpIdleTimeoutMs"]) {
+            Some(Value::String(s)) => {
+                let s = s.trim();
+                if s.eq_ignore_ascii_case("disabled") {
+                    0
+                } else {
+                    s.parse::<f64>()
+                        .ok()
+                        .and_then(|f| as_u64(&Value::from(f)))
+                        .unwrap_or(DEFAULT)
+                }
+            }
+            Some(v) => as_u64(v).unwrap_or(DEFAULT),
+            None => DEFAULT,
+        }
     }
 
     /// `quietStartup` (default false).

@@ -15,7 +15,7 @@ use super::shell::{
 use super::truncate::{format_size, TruncatedBy, TruncationLimits, DEFAULT_MAX_BYTES};
 use super::util::{arg_f64, js_number, json_number, require_str, tool_definition};
 use async_trait::async_trait;
-use pi_agent::{AgentTool, ToolContext, ToolOutput, UpdateFn};
+use pi_agent::{AgentTool, ToolContext, ToolError, ToolOutput, UpdateFn};
 use pi_ai::{Content, ToolDefinition};
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;
@@ -197,7 +197,7 @@ impl AgentTool for BashTool {
         tool_definition("bash", description(), parameters())
     }
 
-    async fn execute(&self, ctx: ToolContext, args: Value) -> Result<ToolOutput, String> {
+    async fn execute(&self, ctx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
         let command = require_str(&args, "command")?;
         let timeout_arg = arg_f64(&args, "timeout");
         let timeout = validate_timeout(timeout_arg)?;
@@ -232,14 +232,17 @@ impl AgentTool for BashTool {
         let snap = acc.snapshot(true);
         let exit = result?;
         match exit {
-            ShellExit::Aborted => Err(append_status(&format_output(&snap, ""), "Command aborted")),
-            ShellExit::TimedOut => Err(append_status(
+            ShellExit::Aborted => Err(ToolError::Failed(append_status(
+                &format_output(&snap, ""),
+                "Command aborted",
+            ))),
+            ShellExit::TimedOut => Err(ToolError::Failed(append_status(
                 &format_output(&snap, ""),
                 &format!(
                     "Command timed out after {} seconds",
                     js_number(timeout_arg.unwrap_or_default())
                 ),
-            )),
+            ))),
             ShellExit::Exited(code) => {
                 let text = format_output(&snap, "(no output)");
                 let wall = (started.elapsed().as_secs_f64() * 10.0).round() / 10.0;

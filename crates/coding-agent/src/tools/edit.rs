@@ -12,7 +12,7 @@ use super::util::{
     tool_definition,
 };
 use async_trait::async_trait;
-use pi_agent::{AgentTool, ToolContext, ToolOutput};
+use pi_agent::{AgentTool, ToolContext, ToolError, ToolOutput};
 use pi_ai::{Content, ToolDefinition};
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;
@@ -138,7 +138,7 @@ impl AgentTool for EditTool {
         prepare_edit_arguments(args)
     }
 
-    async fn execute(&self, ctx: ToolContext, args: Value) -> Result<ToolOutput, String> {
+    async fn execute(&self, ctx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
         let args = prepare_edit_arguments(args);
         let edits = parse_edits(&args)?;
         let path_arg = require_str(&args, "path")?.to_string();
@@ -151,7 +151,8 @@ impl AgentTool for EditTool {
             return Err(format!(
                 "Could not edit file: {path_arg}. Error code: {}.",
                 error_code(&e)
-            ));
+            )
+            .into());
         }
         let bytes = tokio::fs::read(&abs).await.map_err(|e| {
             format!(

@@ -10,7 +10,7 @@ use super::util::{
 };
 use async_trait::async_trait;
 use globset::GlobBuilder;
-use pi_agent::{AgentTool, ToolContext, ToolOutput};
+use pi_agent::{AgentTool, ToolContext, ToolError, ToolOutput};
 use pi_ai::ToolDefinition;
 use serde_json::Value;
 use std::path::PathBuf;
@@ -97,7 +97,7 @@ fn run_find(
         .sort_by_file_name(|a, b| a.cmp(b));
     let mut results: Vec<String> = Vec::new();
     for entry in walk.build() {
-        check_aborted(cancel)?;
+        check_aborted(cancel).map_err(|e| e.to_string())?;
         let Ok(entry) = entry else { continue };
         if entry.depth() == 0 {
             continue;
@@ -143,7 +143,7 @@ impl AgentTool for FindTool {
         tool_definition("find", description(), parameters())
     }
 
-    async fn execute(&self, ctx: ToolContext, args: Value) -> Result<ToolOutput, String> {
+    async fn execute(&self, ctx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
         check_aborted(&ctx.cancel)?;
         let pattern = require_str(&args, "pattern")?.to_string();
         let path_arg = arg_str(&args, "path")

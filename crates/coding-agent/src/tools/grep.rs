@@ -12,7 +12,7 @@ use super::util::{
 use async_trait::async_trait;
 use grep_regex::RegexMatcherBuilder;
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch};
-use pi_agent::{AgentTool, ToolContext, ToolOutput};
+use pi_agent::{AgentTool, ToolContext, ToolError, ToolOutput};
 use pi_ai::ToolDefinition;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -142,7 +142,7 @@ fn run_grep(p: &GrepParams, cancel: &CancellationToken) -> Result<ToolOutput, St
 
     let mut hits: Vec<Hit> = Vec::new();
     for entry in walk.build() {
-        check_aborted(cancel)?;
+        check_aborted(cancel).map_err(|e| e.to_string())?;
         let Ok(entry) = entry else { continue };
         if !entry.file_type().is_some_and(|t| t.is_file()) {
             continue;
@@ -245,7 +245,7 @@ impl AgentTool for GrepTool {
         tool_definition("grep", description(), parameters())
     }
 
-    async fn execute(&self, ctx: ToolContext, args: Value) -> Result<ToolOutput, String> {
+    async fn execute(&self, ctx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
         check_aborted(&ctx.cancel)?;
         let path_arg = arg_str(&args, "path")
             .filter(|s| !s.is_empty())

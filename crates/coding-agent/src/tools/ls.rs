@@ -8,7 +8,7 @@ use super::util::{
     run_blocking_cancellable, tool_definition, ListingNotice,
 };
 use async_trait::async_trait;
-use pi_agent::{AgentTool, ToolContext, ToolOutput};
+use pi_agent::{AgentTool, ToolContext, ToolError, ToolOutput};
 use pi_ai::ToolDefinition;
 use serde_json::Value;
 use std::cmp::Ordering;
@@ -123,7 +123,7 @@ impl AgentTool for LsTool {
         tool_definition("ls", description, parameters())
     }
 
-    async fn execute(&self, ctx: ToolContext, args: Value) -> Result<ToolOutput, String> {
+    async fn execute(&self, ctx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
         check_aborted(&ctx.cancel)?;
         let path_arg = arg_str(&args, "path")
             .filter(|s| !s.is_empty())

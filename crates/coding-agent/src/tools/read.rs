@@ -13,7 +13,7 @@ use super::util::{
 };
 use async_trait::async_trait;
 use base64::Engine;
-use pi_agent::{AgentTool, ToolContext, ToolOutput};
+use pi_agent::{AgentTool, ToolContext, ToolError, ToolOutput};
 use pi_ai::{Content, ImageContent, ToolDefinition};
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -153,38 +153,42 @@ impl AgentTool for ReadTool {
         tool_definition("read", description(), parameters())
     }
 
-    async fn execute(&self, ctx: ToolContext, args: Value) -> Result<ToolOutput, String> {
+    async fn execute(&self, ctx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
         check_aborted(&ctx.cancel)?;
         let path_arg = require_str(&args, "path")?.to_string();
         let offset = arg_f64(&args, "offset");
         let limit = arg_f64(&args, "limit");
         let cwd = self.cwd.clone();
-        run_blocking_cancellable("read", &ctx.cancel, move || {
-            let path = resolve_read_path(&path_arg, &cwd);
-            access(&path, libc::R_OK).map_err(|e| node_error(&e, "access", Some(&path)))?;
-            let bytes = std::fs::read(&path).map_err(|e| node_error(&e, "read", None))?;
-            if let Some(mime) = detect_image_mime(&bytes) {
-                let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
-                return Ok(ToolOutput {
-                    content: vec![
-                        Content::text(format!("Read image file [{mime}]")),
-                        Content::Image(ImageContent {
-                            data,
-                            mime_type: mime.to_string(),
-                        }),
-                    ],
-                    ..Default::default()
-                });
-            }
-            let text = String::from_utf8_lossy(&bytes);
-            let (out, details) = format_text_read(&text, &path_arg, offset, limit)?;
-            Ok(ToolOutput {
-                content: vec![Content::text(out.clone())],
-                details,
-                structured_content: Some(Value::String(out)),
-                is_error: None,
-            })
-        })
+        run_blocking_cancellable(
+            "read",
+            &ctx.cancel,
+            move || -> Result<ToolOutput, String> {
+                let path = resolve_read_path(&path_arg, &cwd);
+                access(&path, libc::R_OK).map_err(|e| node_error(&e, "access", Some(&path)))?;
+                let bytes = std::fs::read(&path).map_err(|e| node_error(&e, "read", None))?;
+                if let Some(mime) = detect_image_mime(&bytes) {
+                    let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
+                    return Ok(ToolOutput {
+                        content: vec![
+                            Content::text(format!("Read image file [{mime}]")),
+                            Content::Image(ImageContent {
+                                data,
+                                mime_type: mime.to_string(),
+                            }),
+                        ],
+                        ..Default::default()
+                    });
+                }
+                let text = String::from_utf8_lossy(&bytes);
+                let (out, details) = format_text_read(&text, &path_arg, offset, limit)?;
+                Ok(ToolOutput {
+                    content: vec![Content::text(out.clone())],
+                    details,
+                    structured_content: Some(Value::String(out)),
+                    is_error: None,
+                })
+            },
+        )
         .await
     }
 }

@@ -4,7 +4,7 @@
 //! (grep, find, ls; spec tools.md §5–§7).
 
 use super::truncate::{format_size, truncate_head, TruncationLimits, DEFAULT_MAX_BYTES};
-use pi_agent::ToolOutput;
+use pi_agent::{ToolError, ToolOutput};
 use pi_ai::{Content, ToolDefinition};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -213,10 +213,10 @@ pub fn require_str<'a>(args: &'a Value, key: &str) -> Result<&'a str, String> {
 /// The error text of a tool call stopped through its cancellation token (upstream's abort text).
 pub const ABORTED: &str = "Operation aborted";
 
-/// `Err(`[`ABORTED`]`)` when `cancel` has fired, else `Ok(())`.
-pub fn check_aborted(cancel: &CancellationToken) -> Result<(), String> {
+/// `Err(`[`ToolError::Aborted`]`)` (text [`ABORTED`]) when `cancel` has fired, else `Ok(())`.
+pub fn check_aborted(cancel: &CancellationToken) -> Result<(), ToolError> {
     if cancel.is_cancelled() {
-        Err(ABORTED.into())
+        Err(ToolError::Aborted)
     } else {
         Ok(())
     }
@@ -238,21 +238,26 @@ pub fn tool_definition(
 
 /// Runs `work` on tokio's blocking pool and waits for it, unless `cancel` fires first.
 ///
-/// Errors: [`ABORTED`] when `cancel` fires before `work` finishes (the blocking work is not
-/// interrupted, its result is dropped; `work` may poll a clone of `cancel` to stop early);
-/// `"<tool> failed: <join error>"` when the task panics; otherwise `work`'s own result.
-pub async fn run_blocking_cancellable<F>(
+/// Errors: [`ToolError::Aborted`] when `cancel` fires before `work` finishes (the blocking
+/// work is not interrupted, its result is dropped; `work` may poll a clone of `cancel` to stop
+/// early); [`ToolError::Failed`] `"<tool> failed: <join error>"` when the task panics;
+/// otherwise `work`'s own result (a `String` error becomes [`ToolError::Failed`]).
+pub async fn run_blocking_cancellable<F, E>(
     tool: &str,
     cancel: &CancellationToken,
     work: F,
-) -> Result<ToolOutput, String>
+) -> Result<ToolOutput, ToolError>
 where
-    F: FnOnce() -> Result<ToolOutput, String> + Send + 'static,
+    F: FnOnce() -> Result<ToolOutput, E> + Send + 'static,
+    E: Into<ToolError> + Send + 'static,
 {
     let task = tokio::task::spawn_blocking(work);
     tokio::select! {
-        _ = cancel.cancelled() => Err(ABORTED.into()),
-        res = task => res.map_err(|e| format!("{tool} failed: {e}"))?,
+        _ = cancel.cancelled() => Err(ToolError::Aborted),
+        res = task => match res {
+            Ok(result) => result.map_err(Into::into),
+            Err(e) => Err(ToolError::Failed(format!("{tool} failed: {e}"))),
+        },
     }
 }
 

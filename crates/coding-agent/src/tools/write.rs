@@ -6,7 +6,7 @@ use super::util::{
     check_aborted, file_lock, node_error, require_str, resolve_to_cwd, tool_definition,
 };
 use async_trait::async_trait;
-use pi_agent::{AgentTool, ToolContext, ToolOutput};
+use pi_agent::{AgentTool, ToolContext, ToolError, ToolOutput};
 use pi_ai::ToolDefinition;
 use serde_json::Value;
 use std::path::PathBuf;
@@ -51,7 +51,7 @@ impl AgentTool for WriteTool {
         )
     }
 
-    async fn execute(&self, ctx: ToolContext, args: Value) -> Result<ToolOutput, String> {
+    async fn execute(&self, ctx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
         let path_arg = require_str(&args, "path")?.to_string();
         let content = require_str(&args, "content")?.to_string();
         let abs = resolve_to_cwd(&path_arg, &self.cwd);
