@@ -14,9 +14,9 @@ use crate::agent_session::{AgentSession, PromptOutcome, QueueKind};
 use crate::output::Output;
 use pi_ai::{ImageContent, ThinkingLevel};
 use protocol::{
-    js_string, CancelledData, CommandsData, CycleModelData, Disposition, DispositionData, ForkMessagesData,
-    Incoming, LastAssistantTextData, LevelData, LevelsData, MessagesData, ModelsData, ResponseData,
-    RpcCommand, RpcResponse,
+    js_string, CancelledData, CommandsData, CycleModelData, Disposition, DispositionData,
+    ForkMessagesData, Incoming, LastAssistantTextData, LevelData, LevelsData, MessagesData,
+    ModelsData, ResponseData, RpcCommand, RpcResponse,
 };
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
