@@ -209,6 +209,7 @@ async fn reasoning_content_becomes_thinking_and_is_replayed() {
             thinking: "The user wants a greeting.".into(),
             thinking_signature: Some("reasoning_content".into()),
             redacted: None,
+            extra: Default::default(),
         })
     );
     assert_eq!(msg.stop_reason, StopReason::Stop);
@@ -256,6 +257,7 @@ async fn thinking_level_map_and_tool_history() {
             name: "bash".into(),
             arguments: json!({"command": "echo hi"}),
             thought_signature: None,
+            extra: Default::default(),
         }),
     ];
     let mut orphan = AssistantMessage::empty(&m);
@@ -265,6 +267,7 @@ async fn thinking_level_map_and_tool_history() {
         name: "bash".into(),
         arguments: json!({}),
         thought_signature: None,
+        extra: Default::default(),
     })];
     let mut failed = AssistantMessage::empty(&m);
     failed.stop_reason = StopReason::Error;
@@ -280,11 +283,13 @@ async fn thinking_level_map_and_tool_history() {
                 content: vec![Content::Text(TextContent {
                     text: "hi\n".into(),
                     text_signature: None,
+                    extra: Default::default(),
                 })],
                 details: None,
                 is_error: false,
                 duration_ms: None,
                 timestamp: 0,
+                extra: Default::default(),
             }),
             Message::Assistant(orphan),
             Message::user_text("next"),

@@ -531,6 +531,7 @@ impl AgentSession {
             full_output_path: result.full_output_path.clone(),
             exclude_from_context: exclude_from_context.then_some(true),
             timestamp: now_ms(),
+            extra: Default::default(),
         });
         if self.is_streaming() {
             self.inner.deferred_bash.lock().unwrap().push(message);
@@ -852,6 +853,7 @@ pub fn user_message(text: String, images: Vec<ImageContent>) -> Message {
     Message::User(UserMessage {
         content: UserContent::Blocks(content),
         timestamp: now_ms(),
+        extra: Default::default(),
     })
 }
 
@@ -888,6 +890,7 @@ pub fn convert_to_llm(messages: &[Message]) -> Vec<Message> {
                 out.push(Message::User(UserMessage {
                     content: UserContent::Blocks(vec![Content::text(text)]),
                     timestamp: b.timestamp,
+                    extra: Default::default(),
                 }));
             }
             Message::Other(map) => {
@@ -914,6 +917,7 @@ pub fn convert_to_llm(messages: &[Message]) -> Vec<Message> {
                     out.push(Message::User(UserMessage {
                         content: UserContent::Blocks(content),
                         timestamp: ts,
+                        extra: Default::default(),
                     }));
                 }
             }

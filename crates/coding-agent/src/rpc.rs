@@ -132,7 +132,12 @@ fn images_of(cmd: &Value) -> Result<Vec<ImageContent>, String> {
             let raw: Vec<Value> =
                 serde_json::from_value(v.clone()).map_err(|e| format!("Invalid images: {e}"))?;
             raw.into_iter()
-                .map(|i| {
+                .map(|mut i| {
+                    // The block's `type` is implied; left in, it would be kept as an unknown
+                    // key and written twice.
+                    if let Value::Object(m) = &mut i {
+                        m.remove("type");
+                    }
                     serde_json::from_value::<ImageContent>(i)
                         .map_err(|e| format!("Invalid image: {e}"))
                 })

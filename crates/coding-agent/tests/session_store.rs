@@ -24,6 +24,7 @@ fn assistant(text: &str, stop: StopReason) -> Message {
         thinking_level: None,
         duration_ms: None,
         timestamp: 1,
+        extra: Default::default(),
     })
 }
 

@@ -597,6 +597,7 @@ impl StreamState {
                         thinking: String::new(),
                         thinking_signature: Some(String::new()),
                         redacted: None,
+                        extra: Default::default(),
                     }),
                     "redacted_thinking" => {
                         let data = block.get("data").and_then(Value::as_str).unwrap_or("");
@@ -604,6 +605,7 @@ impl StreamState {
                             thinking: "[Reasoning redacted]".into(),
                             thinking_signature: Some(data.to_owned()),
                             redacted: Some(true),
+                            extra: Default::default(),
                         })
                     }
                     "tool_use" => {
@@ -623,6 +625,7 @@ impl StreamState {
                             name,
                             arguments,
                             thought_signature: None,
+                            extra: Default::default(),
                         })
                     }
                     _ => return Ok(()),
