@@ -274,6 +274,7 @@ fn tool_result(
         is_error,
         duration_ms,
         timestamp: now_ms(),
+        extra: Default::default(),
     }
 }
 

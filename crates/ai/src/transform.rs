@@ -102,12 +102,14 @@ fn convert_foreign_block(
                 Some(Content::Text(TextContent {
                     text: t.thinking,
                     text_signature: None,
+                    extra: Default::default(),
                 }))
             }
         }
         Content::Text(t) => Some(Content::Text(TextContent {
             text: t.text,
             text_signature: None,
+            extra: Default::default(),
         })),
         Content::ToolCall(mut tc) => {
             tc.thought_signature = None;
@@ -139,6 +141,7 @@ fn flush_orphans(
                 is_error: true,
                 duration_ms: None,
                 timestamp: crate::types::now_ms(),
+                extra: Default::default(),
             }));
         }
     }
@@ -170,6 +173,7 @@ mod tests {
         Message::User(UserMessage {
             content: UserContent::Text(text.into()),
             timestamp: 0,
+            extra: Default::default(),
         })
     }
 
@@ -179,6 +183,7 @@ mod tests {
             name: "bash".into(),
             arguments: json!({}),
             thought_signature: Some("sig".into()),
+            extra: Default::default(),
         })
     }
 
@@ -214,6 +219,7 @@ mod tests {
                 thinking: s.into(),
                 thinking_signature: Some("sig".into()),
                 redacted,
+                extra: Default::default(),
             })
         };
         let msgs = vec![
@@ -235,6 +241,7 @@ mod tests {
                 is_error: false,
                 duration_ms: None,
                 timestamp: 0,
+                extra: Default::default(),
             }),
         ];
         let norm = |id: &str| id.replace('|', "_");

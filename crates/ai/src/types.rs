@@ -34,6 +34,10 @@ pub struct TextContent {
     /// Wire `textSignature`: opaque provider metadata kept verbatim; `None` = absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text_signature: Option<String>,
+    /// Unknown keys, kept verbatim and written after the known ones (upstream keeps every
+    /// field of a persisted block); empty for anything pi creates.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 /// `{"type":"thinking","thinking":…,"thinkingSignature"?,"redacted"?}`.
@@ -49,6 +53,10 @@ pub struct ThinkingContent {
     /// `true` for redacted thinking; `None` = absent (not redacted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub redacted: Option<bool>,
+    /// Unknown keys, kept verbatim and written after the known ones (upstream keeps every
+    /// field of a persisted block); empty for anything pi creates.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 /// `{"type":"image","data":<base64 without data: prefix>,"mimeType":"image/png"}`.
@@ -59,6 +67,10 @@ pub struct ImageContent {
     pub data: String,
     /// Wire `mimeType`, e.g. `image/png`.
     pub mime_type: String,
+    /// Unknown keys, kept verbatim and written after the known ones (upstream keeps every
+    /// field of a persisted block); empty for anything pi creates.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 /// `{"type":"toolCall","id","name","arguments":{…}}`. `arguments` is always a JSON object.
@@ -76,6 +88,10 @@ pub struct ToolCall {
     /// Wire `thoughtSignature`: Google-specific opaque value; `None` = absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thought_signature: Option<String>,
+    /// Unknown keys, kept verbatim and written after the known ones (upstream keeps every
+    /// field of a persisted block); empty for anything pi creates.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 fn empty_object() -> Value {
@@ -106,6 +122,7 @@ impl Content {
         Content::Text(TextContent {
             text: s.into(),
             text_signature: None,
+            extra: Default::default(),
         })
     }
     /// The text of a text block, else `None`.
@@ -300,6 +317,10 @@ pub struct SystemMessage {
     /// `true` = this message replaces all earlier system state; `None` = absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replace: Option<bool>,
+    /// Unknown keys, kept verbatim and written after the known ones (upstream keeps every
+    /// field of a persisted message); empty for anything pi creates.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 /// `role:"user"` message (spec messages-and-models.md §4.2).
@@ -310,6 +331,10 @@ pub struct UserMessage {
     pub content: UserContent,
     /// Ms since the Unix epoch.
     pub timestamp: i64,
+    /// Unknown keys, kept verbatim and written after the known ones (upstream keeps every
+    /// field of a persisted message); empty for anything pi creates.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 /// An assistant response (spec §4.3). `timestamp` is when the request started.
@@ -352,6 +377,10 @@ pub struct AssistantMessage {
     /// (classify those by text: [`crate::error::classify`]).
     #[serde(skip)]
     pub error: Option<Box<ProviderError>>,
+    /// Unknown keys, kept verbatim and written after the known ones (upstream keeps every
+    /// field of a persisted message); empty for anything pi creates.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 impl AssistantMessage {
@@ -371,6 +400,7 @@ impl AssistantMessage {
             duration_ms: None,
             timestamp: now_ms(),
             error: None,
+            extra: Default::default(),
         }
     }
     /// The tool calls in content order.
@@ -406,6 +436,10 @@ pub struct ToolResultMessage {
     pub duration_ms: Option<u64>,
     /// Ms since the Unix epoch.
     pub timestamp: i64,
+    /// Unknown keys, kept verbatim and written after the known ones (upstream keeps every
+    /// field of a persisted message); empty for anything pi creates.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 /// Output of an RPC `bash` command (spec §4.5).
@@ -431,6 +465,10 @@ pub struct BashExecutionMessage {
     pub exclude_from_context: Option<bool>,
     /// Ms since the Unix epoch.
     pub timestamp: i64,
+    /// Unknown keys, kept verbatim and written after the known ones (upstream keeps every
+    /// field of a persisted message); empty for anything pi creates.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 /// Every message role of the coding agent. Unknown roles are kept verbatim in `Other`.
@@ -474,6 +512,7 @@ impl Message {
         Message::User(UserMessage {
             content: UserContent::Blocks(vec![Content::text(text)]),
             timestamp: now_ms(),
+            extra: Default::default(),
         })
     }
 }

@@ -311,6 +311,7 @@ async fn tool_use_stream_and_tool_result_request() {
             is_error: false,
             duration_ms: None,
             timestamp: 0,
+            extra: Default::default(),
         }));
     let _ = collect(AnthropicMessages::default().stream(&model, &context2, opts())).await;
     let body = &server.requests()[1].body;
@@ -344,9 +345,11 @@ async fn image_prompt_with_thinking_off_on_reasoning_model() {
                 Content::Image(ImageContent {
                     data: "iVBORw0KGgo=".into(),
                     mime_type: "image/png".into(),
+                    extra: Default::default(),
                 }),
             ]),
             timestamp: 0,
+            extra: Default::default(),
         })],
         tools: vec![],
     };

@@ -97,6 +97,7 @@ fn user_blocks(content: &Value) -> Message {
             "image" => Some(Content::Image(ImageContent {
                 data: b["source"]["data"].as_str()?.into(),
                 mime_type: b["source"]["media_type"].as_str()?.into(),
+                extra: Default::default(),
             })),
             "image_url" => {
                 let url = b["image_url"]["url"].as_str()?;
@@ -104,6 +105,7 @@ fn user_blocks(content: &Value) -> Message {
                 Some(Content::Image(ImageContent {
                     data: data.into(),
                     mime_type: head.trim_start_matches("data:").into(),
+                    extra: Default::default(),
                 }))
             }
             _ => None,
@@ -112,6 +114,7 @@ fn user_blocks(content: &Value) -> Message {
     Message::User(UserMessage {
         content: UserContent::Blocks(blocks),
         timestamp: 0,
+        extra: Default::default(),
     })
 }
 

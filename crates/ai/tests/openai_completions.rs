@@ -210,6 +210,7 @@ async fn reasoning_content_becomes_thinking_and_is_replayed() {
             thinking: "The user wants a greeting.".into(),
             thinking_signature: Some("reasoning_content".into()),
             redacted: None,
+            extra: Default::default(),
         })
     );
     assert_eq!(msg.stop_reason, StopReason::Stop);
@@ -257,6 +258,7 @@ async fn thinking_level_map_and_tool_history() {
             name: "bash".into(),
             arguments: json!({"command": "echo hi"}),
             thought_signature: None,
+            extra: Default::default(),
         }),
     ];
     let mut orphan = AssistantMessage::empty(&m);
@@ -266,6 +268,7 @@ async fn thinking_level_map_and_tool_history() {
         name: "bash".into(),
         arguments: json!({}),
         thought_signature: None,
+        extra: Default::default(),
     })];
     let mut failed = AssistantMessage::empty(&m);
     failed.stop_reason = StopReason::Error;
@@ -281,11 +284,13 @@ async fn thinking_level_map_and_tool_history() {
                 content: vec![Content::Text(TextContent {
                     text: "hi\n".into(),
                     text_signature: None,
+                    extra: Default::default(),
                 })],
                 details: None,
                 is_error: false,
                 duration_ms: None,
                 timestamp: 0,
+                extra: Default::default(),
             }),
             Message::Assistant(orphan),
             Message::user_text("next"),

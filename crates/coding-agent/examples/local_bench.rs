@@ -283,6 +283,7 @@ mod bench {
                     is_error: false,
                     duration_ms: None,
                     timestamp: answer.timestamp,
+                    extra: Default::default(),
                 }));
         }
         context.messages.push(Message::user_text(TURN2));

@@ -371,6 +371,7 @@ pub fn build_system_message(input: &SystemPromptInput) -> (SystemMessage, String
         ),
         tools_removed: None,
         replace: None,
+        extra: Default::default(),
     };
     let text = system_message_text(&msg);
     (msg, text)

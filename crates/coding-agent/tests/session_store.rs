@@ -25,6 +25,7 @@ fn assistant(text: &str, stop: StopReason) -> Message {
         duration_ms: None,
         timestamp: 1,
         error: None,
+        extra: Default::default(),
     })
 }
 

@@ -191,6 +191,7 @@ impl Reply {
                         thinking: String::new(),
                         thinking_signature: None,
                         redacted: None,
+                        extra: Default::default(),
                     }));
                 self.thinking_block = Some(i);
                 self.emit(AssistantMessageEvent::ThinkingStart { content_index: i });
@@ -213,6 +214,7 @@ impl Reply {
                     thinking: content.clone(),
                     thinking_signature: None,
                     redacted: None,
+                    extra: Default::default(),
                 });
             }
             self.emit(AssistantMessageEvent::ThinkingEnd {
@@ -261,6 +263,7 @@ impl Reply {
             name: name.to_owned(),
             arguments: Value::Object(Map::new()),
             thought_signature: None,
+            extra: Default::default(),
         }));
         self.tool_block = Some(index);
         self.tool_args.clear();

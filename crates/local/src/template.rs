@@ -368,6 +368,7 @@ mod tests {
                 name: "ls".into(),
                 arguments: json!({"path": "."}),
                 thought_signature: None,
+                extra: Default::default(),
             }),
         ];
         let r = ToolResultMessage {
@@ -378,6 +379,7 @@ mod tests {
             is_error: false,
             duration_ms: None,
             timestamp: 0,
+            extra: Default::default(),
         };
         let msgs = chat_messages("", &[Message::Assistant(a), Message::ToolResult(r)]);
         assert_eq!(

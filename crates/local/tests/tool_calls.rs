@@ -228,6 +228,7 @@ async fn auto_tool_choice_ends_cleanly_and_follow_up_renders() {
         name: "ls".into(),
         arguments: json!({"path": "."}),
         thought_signature: None,
+        extra: Default::default(),
     })];
     call_msg.stop_reason = StopReason::ToolUse;
     let mut ctx = context();
@@ -241,6 +242,7 @@ async fn auto_tool_choice_ends_cleanly_and_follow_up_renders() {
             is_error: false,
             duration_ms: None,
             timestamp: 0,
+            extra: Default::default(),
         }));
     let options = StreamOptions {
         max_tokens: Some(200),

@@ -622,6 +622,7 @@ impl StreamState {
                         thinking: String::new(),
                         thinking_signature: Some(String::new()),
                         redacted: None,
+                        extra: Default::default(),
                     }),
                     "redacted_thinking" => {
                         let data = block.get("data").and_then(Value::as_str).unwrap_or("");
@@ -629,6 +630,7 @@ impl StreamState {
                             thinking: "[Reasoning redacted]".into(),
                             thinking_signature: Some(data.to_owned()),
                             redacted: Some(true),
+                            extra: Default::default(),
                         })
                     }
                     "tool_use" => {
@@ -648,6 +650,7 @@ impl StreamState {
                             name,
                             arguments,
                             thought_signature: None,
+                            extra: Default::default(),
                         })
                     }
                     _ => return Ok(()),

@@ -699,6 +699,7 @@ impl StreamState {
                     thinking: String::new(),
                     thinking_signature: Some(signature.to_owned()),
                     redacted: None,
+                    extra: Default::default(),
                 })
             });
         }
@@ -769,6 +770,7 @@ impl StreamState {
                     name: name.unwrap_or("").to_owned(),
                     arguments: Value::Object(Map::new()),
                     thought_signature: None,
+                    extra: Default::default(),
                 };
                 if let Some(d) = self.unmatched_details.remove(&tc.id) {
                     tc.thought_signature = Some(compact(&d));

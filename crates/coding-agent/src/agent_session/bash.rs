@@ -45,6 +45,7 @@ impl AgentSession {
             full_output_path: result.full_output_path.clone(),
             exclude_from_context: exclude_from_context.then_some(true),
             timestamp: now_ms(),
+            extra: Default::default(),
         });
         if self.is_streaming() {
             self.inner.bash.deferred.lock().push(message);

@@ -10,6 +10,7 @@ pub fn user_message(text: String, images: Vec<ImageContent>) -> Message {
     Message::User(UserMessage {
         content: UserContent::Blocks(content),
         timestamp: now_ms(),
+        extra: Default::default(),
     })
 }
 
@@ -46,6 +47,7 @@ pub fn convert_to_llm(messages: &[Message]) -> Vec<Message> {
                 out.push(Message::User(UserMessage {
                     content: UserContent::Blocks(vec![Content::text(text)]),
                     timestamp: b.timestamp,
+                    extra: Default::default(),
                 }));
             }
             Message::Other(map) => {
@@ -72,6 +74,7 @@ pub fn convert_to_llm(messages: &[Message]) -> Vec<Message> {
                     out.push(Message::User(UserMessage {
                         content: UserContent::Blocks(content),
                         timestamp: ts,
+                        extra: Default::default(),
                     }));
                 }
             }

@@ -135,6 +135,7 @@ mod tests {
         Message::User(UserMessage {
             content: UserContent::Blocks(vec![Content::text(t)]),
             timestamp: 0,
+            extra: Default::default(),
         })
     }
 

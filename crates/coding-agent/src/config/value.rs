@@ -66,14 +66,15 @@ fn run_cached(key: &str, command: &str) -> Option<String> {
 }
 
 fn run_command(command: &str) -> Option<String> {
-    let mut child = Command::new("sh")
-        .arg("-c")
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
         .arg(command)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
+        .stderr(Stdio::null());
+    // Killed if the agent dies; this thread waits for it, so the death signal stays armed.
+    crate::child_guard::die_with_parent(&mut cmd);
+    let mut child = cmd.spawn().ok()?;
     // Read stdout on a helper thread so a chatty command cannot block on a full pipe.
     let mut stdout = child.stdout.take()?;
     let reader = std::thread::spawn(move || {

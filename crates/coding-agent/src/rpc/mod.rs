@@ -109,7 +109,12 @@ fn images_of(images: Option<Value>) -> Result<Vec<ImageContent>, String> {
             let raw: Vec<Value> =
                 serde_json::from_value(v).map_err(|e| format!("Invalid images: {e}"))?;
             raw.into_iter()
-                .map(|i| {
+                .map(|mut i| {
+                    // The block's `type` is implied; left in, it would be kept as an unknown
+                    // key and written twice.
+                    if let Value::Object(m) = &mut i {
+                        m.remove("type");
+                    }
                     serde_json::from_value::<ImageContent>(i)
                         .map_err(|e| format!("Invalid image: {e}"))
                 })

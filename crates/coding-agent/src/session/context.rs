@@ -135,6 +135,7 @@ pub fn current_system_message(messages: &[Message]) -> Option<SystemMessage> {
         tools_added: (!tools.is_empty()).then(|| tools.into_iter().map(|(_, t)| t).collect()),
         tools_removed: None,
         replace: None,
+        extra: Default::default(),
     })
 }
 

@@ -174,6 +174,7 @@ impl AgentTool for ReadTool {
                             Content::Image(ImageContent {
                                 data,
                                 mime_type: mime.to_string(),
+                                extra: Default::default(),
                             }),
                         ],
                         ..Default::default()

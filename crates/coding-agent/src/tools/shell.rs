@@ -3,6 +3,8 @@
 //!
 //! A command runs as `<shell> -c <command>` in its own process group with stdin closed and
 //! stdout/stderr merged in arrival order. Abort and timeout kill the whole group with `SIGKILL`.
+//! On Linux the shell runs under a per-command supervisor that also kills the group when the
+//! agent process dies ([`crate::child_guard::supervise_group`]).
 
 use super::truncate::{truncate_tail, TruncationLimits, TruncationResult, DEFAULT_MAX_BYTES};
 use serde::Serialize;
@@ -230,6 +232,8 @@ pub async fn run_shell(
         .envs(env)
         .stdin(Stdio::null())
         .process_group(0);
+    // The group dies with the agent, even on SIGKILL (see crate::child_guard).
+    crate::child_guard::supervise_group(command.as_std_mut());
     // stdout and stderr share one pipe, so output arrives in the order the command wrote it
     // (two pipes race: `echo out; echo err >&2` could come back as "err\nout").
     let (pipe_reader, pipe_writer) =
