@@ -1,0 +1,377 @@
+//! The RPC wire protocol: every command, response and event as a serde type, named as on the
+//! wire (spec rpc-protocol.md §3–§6, upstream-1.6-notes.md).
+//!
+//! * [`RpcCommand`]: one stdin record, tagged by `type`. Parsing is as lenient as upstream's:
+//!   unknown fields are ignored, a field of the wrong JSON type reads as absent (upstream does no
+//!   validation and lets the value fail later, see §3.1), an unknown `type` is
+//!   [`RpcCommand::Unknown`].
+//! * [`RpcResponse`]: `{id?, type:"response", command?, success, data?|error?}` with a typed
+//!   [`ResponseData`] payload per command.
+//! * [`RpcEvent`]: every event, tagged by `type`, fields in upstream's key order.
+//! * [`RpcOutput`]: one stdout record (a response or an event); clients and tests decode every
+//!   line into it.
+//!
+//! No event or response JSON is built anywhere else; the serializers here keep upstream's key
+//! order (`id, type, command, success, data/error` for responses; `type` first for events).
+
+mod event;
+mod response;
+
+pub use event::*;
+pub use response::*;
+
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::{Map, Value};
+
+// ---------------------------------------------------------------------------------------------
+// Lenient field readers (rpc-protocol.md §3.1: upstream validates nothing up front).
+// ---------------------------------------------------------------------------------------------
+
+/// A string field: `Some` only for a JSON string; any other JSON value reads as absent.
+pub(crate) fn lenient_string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    Ok(match Value::deserialize(d)? {
+        Value::String(s) => Some(s),
+        _ => None,
+    })
+}
+
+/// A boolean field: `Some` only for a JSON boolean.
+pub(crate) fn lenient_bool<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
+    Ok(Value::deserialize(d)?.as_bool())
+}
+
+/// Any JSON value, with a present `null` kept as `Some(Value::Null)` (absent stays `None`).
+pub(crate) fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
+
+/// JavaScript's `String(value)` for a JSON value, as upstream interpolates command fields into
+/// error texts (`Entry not found: null`).
+pub fn js_string(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        Value::Null => "null".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n
+            .as_f64()
+            .map(|f| pi_agent::validate::json_number(f).to_string())
+            .unwrap_or_else(|| n.to_string()),
+        Value::Array(items) => items
+            .iter()
+            .map(|v| match v {
+                Value::Null => String::new(),
+                other => js_string(other),
+            })
+            .collect::<Vec<_>>()
+            .join(","),
+        Value::Object(_) => "[object Object]".into(),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Commands (stdin)
+// ---------------------------------------------------------------------------------------------
+
+/// One command record (rpc-protocol.md §4), tagged by `type`. The `id` is read separately
+/// ([`CommandEnvelope`]) because it is echoed for every command, known or not.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum RpcCommand {
+    /// `prompt {message, images?, streamingBehavior?}` (§4.1).
+    Prompt {
+        /// User text; absent = empty.
+        #[serde(default, deserialize_with = "lenient_string")]
+        message: Option<String>,
+        /// `ImageContent[]`, decoded by the handler (a bad image is a failure response).
+        #[serde(default)]
+        images: Option<Value>,
+        /// `"steer"` | `"followUp"`; required while a run is active.
+        #[serde(
+            default,
+            rename = "streamingBehavior",
+            deserialize_with = "lenient_string"
+        )]
+        streaming_behavior: Option<String>,
+    },
+    /// `steer {message, images?}` (§4.1).
+    Steer {
+        /// User text; absent = empty.
+        #[serde(default, deserialize_with = "lenient_string")]
+        message: Option<String>,
+        /// `ImageContent[]`.
+        #[serde(default)]
+        images: Option<Value>,
+    },
+    /// `follow_up {message, images?}` (§4.1).
+    FollowUp {
+        /// User text; absent = empty.
+        #[serde(default, deserialize_with = "lenient_string")]
+        message: Option<String>,
+        /// `ImageContent[]`.
+        #[serde(default)]
+        images: Option<Value>,
+    },
+    /// `abort` (§4.1): answered after the aborted run has settled.
+    Abort {},
+    /// `clear_queue` (§4.1).
+    ClearQueue {},
+    /// `new_session {parentSession?}` (§4.1).
+    NewSession {
+        /// Path recorded as the new header's `parentSession`.
+        #[serde(default, rename = "parentSession", deserialize_with = "lenient_string")]
+        parent_session: Option<String>,
+    },
+    /// `get_state` (§4.2).
+    GetState {},
+    /// `get_messages` (§4.2).
+    GetMessages {},
+    /// `set_model {provider, modelId}` (§4.3).
+    SetModel {
+        /// Provider name.
+        #[serde(default, deserialize_with = "lenient_string")]
+        provider: Option<String>,
+        /// Model id.
+        #[serde(default, rename = "modelId", deserialize_with = "lenient_string")]
+        model_id: Option<String>,
+    },
+    /// `cycle_model` (§4.3).
+    CycleModel {},
+    /// `get_available_models` (§4.3).
+    GetAvailableModels {},
+    /// `set_thinking_level {level}` (§4.4); an unknown level clamps like `off`.
+    SetThinkingLevel {
+        /// Requested level.
+        #[serde(default, deserialize_with = "lenient_string")]
+        level: Option<String>,
+    },
+    /// `cycle_thinking_level` (§4.4).
+    CycleThinkingLevel {},
+    /// `get_available_thinking_levels` (§4.4).
+    GetAvailableThinkingLevels {},
+    /// `set_steering_mode {mode}` (§4.5): any value is accepted and stored.
+    SetSteeringMode {
+        /// The mode as sent (`"all"`, `"one-at-a-time"` or anything else).
+        #[serde(default, deserialize_with = "present")]
+        mode: Option<Value>,
+    },
+    /// `set_follow_up_mode {mode}` (§4.5).
+    SetFollowUpMode {
+        /// The mode as sent.
+        #[serde(default, deserialize_with = "present")]
+        mode: Option<Value>,
+    },
+    /// `compact {customInstructions?}` (§4.6).
+    Compact {
+        /// Extra summarization instructions.
+        #[serde(
+            default,
+            rename = "customInstructions",
+            deserialize_with = "lenient_string"
+        )]
+        custom_instructions: Option<String>,
+    },
+    /// `set_auto_compaction {enabled}` (§4.6).
+    SetAutoCompaction {
+        /// New state; a non-boolean reads as `false`.
+        #[serde(default, deserialize_with = "lenient_bool")]
+        enabled: Option<bool>,
+    },
+    /// `set_auto_retry {enabled}` (§4.7).
+    SetAutoRetry {
+        /// New state; a non-boolean reads as `false`.
+        #[serde(default, deserialize_with = "lenient_bool")]
+        enabled: Option<bool>,
+    },
+    /// `abort_retry` (§4.7).
+    AbortRetry {},
+    /// `bash {command, excludeFromContext?}` (§4.8).
+    Bash {
+        /// The shell command.
+        #[serde(default, deserialize_with = "lenient_string")]
+        command: Option<String>,
+        /// Keep the result out of the model context.
+        #[serde(
+            default,
+            rename = "excludeFromContext",
+            deserialize_with = "lenient_bool"
+        )]
+        exclude_from_context: Option<bool>,
+    },
+    /// `abort_bash` (§4.8).
+    AbortBash {},
+    /// `get_session_stats` (§4.9).
+    GetSessionStats {},
+    /// `export_html {outputPath?}` (§4.9).
+    ExportHtml {
+        /// Where to write the file.
+        #[serde(default, rename = "outputPath", deserialize_with = "lenient_string")]
+        output_path: Option<String>,
+    },
+    /// `switch_session {sessionPath}` (§4.9).
+    SwitchSession {
+        /// The session file to open.
+        #[serde(default, rename = "sessionPath", deserialize_with = "lenient_string")]
+        session_path: Option<String>,
+    },
+    /// `fork {entryId}` (§4.9).
+    Fork {
+        /// A user-message entry id.
+        #[serde(default, rename = "entryId", deserialize_with = "lenient_string")]
+        entry_id: Option<String>,
+    },
+    /// `clone` (§4.9).
+    Clone {},
+    /// `get_fork_messages` (§4.9).
+    GetForkMessages {},
+    /// `get_entries {since?}` (§4.9). A present `null` or `""` is an unknown cursor, as upstream.
+    GetEntries {
+        /// Entry id cursor; `Some(Value::Null)` when sent as `null`.
+        #[serde(default, deserialize_with = "present")]
+        since: Option<Value>,
+    },
+    /// `get_tree` (§4.9).
+    GetTree {},
+    /// `get_last_assistant_text` (§4.9).
+    GetLastAssistantText {},
+    /// `set_session_name {name}` (§4.9).
+    SetSessionName {
+        /// The new name (trimmed by the handler).
+        #[serde(default, deserialize_with = "lenient_string")]
+        name: Option<String>,
+    },
+    /// `get_commands` (§4.10).
+    GetCommands {},
+    /// `extension_ui_response {id, value?|confirmed?|cancelled?}` (§6.2): never answered.
+    ExtensionUiResponse {
+        /// The dialog's request id (also in the envelope).
+        #[serde(default, deserialize_with = "present")]
+        id: Option<Value>,
+        /// Selected option / entered text.
+        #[serde(default, deserialize_with = "lenient_string")]
+        value: Option<String>,
+        /// Confirm-dialog answer.
+        #[serde(default, deserialize_with = "lenient_bool")]
+        confirmed: Option<bool>,
+        /// The user dismissed the dialog.
+        #[serde(default, deserialize_with = "lenient_bool")]
+        cancelled: Option<bool>,
+    },
+    /// Any other `type` string: answered `Unknown command: <type>`.
+    #[serde(other)]
+    Unknown,
+}
+
+/// What one parsed input line is, before dispatch (rpc-protocol.md §2.3–§2.4).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Incoming {
+    /// A command with its `id` (echoed as given, any JSON value) and `type` string.
+    Command {
+        /// The `id` to echo; `None` = absent.
+        id: Option<Value>,
+        /// The `type` string as sent.
+        kind: String,
+        /// The typed command ([`RpcCommand::Unknown`] for an unknown `type`).
+        command: RpcCommand,
+    },
+    /// A known `type` whose fields could not be read at all: answered as a failure.
+    Invalid {
+        /// The `id` to echo.
+        id: Option<Value>,
+        /// The `type` string.
+        kind: String,
+        /// What was wrong.
+        error: String,
+    },
+    /// Valid JSON without a string `type` (`42`, `[]`, `{}`): `Unknown command: undefined`.
+    Untyped {
+        /// The `id` to echo, if the value was an object with one.
+        id: Option<Value>,
+    },
+}
+
+impl Incoming {
+    /// Classifies one decoded JSON value. `null` is [`Incoming::Untyped`] too (upstream
+    /// crashes on it, 1.6 notes §16; the caller answers with a parse error instead).
+    pub fn from_value(value: Value) -> Incoming {
+        let id = value.get("id").cloned();
+        let Some(kind) = value
+            .get("type")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+        else {
+            return Incoming::Untyped { id };
+        };
+        match serde_json::from_value::<RpcCommand>(value) {
+            Ok(command) => Incoming::Command { id, kind, command },
+            Err(e) => Incoming::Invalid {
+                id,
+                kind,
+                error: e.to_string(),
+            },
+        }
+    }
+}
+
+/// The envelope of a command: only what every command carries.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct CommandEnvelope {
+    /// The correlation id (any JSON value, echoed as given).
+    #[serde(default, deserialize_with = "present")]
+    pub id: Option<Value>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// One stdout record
+// ---------------------------------------------------------------------------------------------
+
+/// One stdout record: a response or an event (extension UI requests come with issue 12).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum RpcOutput {
+    /// `type: "response"`.
+    Response(RpcResponse),
+    /// Any event.
+    Event(Box<RpcEvent>),
+}
+
+impl<'de> Deserialize<'de> for RpcOutput {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = Map::<String, Value>::deserialize(d)?;
+        let v = Value::Object(v);
+        if v.get("type").and_then(Value::as_str) == Some("response") {
+            serde_json::from_value(v)
+                .map(RpcOutput::Response)
+                .map_err(D::Error::custom)
+        } else {
+            serde_json::from_value(v)
+                .map(|e| RpcOutput::Event(Box::new(e)))
+                .map_err(D::Error::custom)
+        }
+    }
+}
+
+impl RpcOutput {
+    /// One compact JSON line without the trailing LF. Serializing these types cannot fail
+    /// (string keys, finite numbers); a failure would yield an internal-error response line.
+    pub fn to_line(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|e| {
+            format!(
+                "{{\"type\":\"response\",\"success\":false,\"error\":{}}}",
+                Value::String(format!("internal error: could not serialize a record: {e}"))
+            )
+        })
+    }
+}
+
+impl From<RpcEvent> for RpcOutput {
+    fn from(e: RpcEvent) -> Self {
+        RpcOutput::Event(Box::new(e))
+    }
+}
+
+impl From<RpcResponse> for RpcOutput {
+    fn from(r: RpcResponse) -> Self {
+        RpcOutput::Response(r)
+    }
+}
