@@ -3,7 +3,7 @@
 use clap::Parser;
 use pi_ai::{Model, ThinkingLevel};
 use pi_coding_agent::agent_session::factory::{SessionFactory, SessionRequest};
-use pi_coding_agent::agent_session::runtime::AgentSessionRuntime;
+use pi_coding_agent::agent_session::runtime::{record_start, AgentSessionRuntime};
 use pi_coding_agent::agent_session::{RequestCredentials, SessionServices};
 use pi_coding_agent::cli::Cli;
 use pi_coding_agent::config::{self, InitialModelOptions, ModelRegistry, Settings};
@@ -204,10 +204,7 @@ async fn run(cli: Cli) -> i32 {
             config::warn(&format!("could not record the session name: {e}"));
         }
     }
-    if let Some(m) = &initial.model {
-        let _ = session.append_model_change(&m.provider, &m.id);
-    }
-    let _ = session.append_thinking_level_change(initial.thinking_level.as_str());
+    record_start(&mut session, initial.model.as_ref(), initial.thinking_level);
 
     let registry = Arc::new(RwLock::new(registry));
     let reg_models = registry.clone();

@@ -5,7 +5,7 @@
 
 use super::factory::{SessionFactory, SessionRequest};
 use super::{AgentSession, EventSink};
-use crate::session::SessionManager;
+use crate::session::{NewSessionOptions, SessionManager};
 use parking_lot::RwLock;
 use pi_ai::ThinkingLevel;
 use std::path::Path;
@@ -80,6 +80,80 @@ impl AgentSessionRuntime {
         Ok(())
     }
 
+    /// `new_session {parentSession?}` (rpc-protocol.md §4.1): tears down the current session
+    /// and starts a fresh one in the same session directory and cwd, holding the current
+    /// model and thinking level as its first entries (1.6 notes §14).
+    pub async fn new_session(&self, parent_session: Option<String>) -> Result<(), String> {
+        let current = self.session();
+        let mut store = current.store_snapshot();
+        store
+            .new_session(NewSessionOptions {
+                id: None,
+                parent_session,
+            })
+            .map_err(|e| e.to_string())?;
+        let (model, level) = (current.model(), current.thinking_level());
+        record_start(&mut store, model.as_ref(), level);
+        self.replace(SessionRequest {
+            cwd: store.cwd().to_path_buf(),
+            store,
+            model,
+            thinking_level: level,
+        })
+        .await;
+        Ok(())
+    }
+
+    /// `fork {entryId}` (rpc-protocol.md §4.9): `entryId` must be a user message. The new
+    /// session holds the path up to (not including) it, or is empty with `parentSession` set
+    /// when it is the first entry. Returns the user message's text for the editor.
+    pub async fn fork(&self, entry_id: &str) -> Result<String, String> {
+        const INVALID: &str = "Invalid entry ID for forking";
+        let current = self.session();
+        let mut store = current.store_snapshot();
+        let (text, parent) = match store.entry(entry_id) {
+            Some(e) => match e.message() {
+                Some(pi_ai::Message::User(u)) => (u.content.joined_text(), e.parent_id.clone()),
+                _ => return Err(INVALID.into()),
+            },
+            None => return Err(INVALID.into()),
+        };
+        if store.is_persisted() && !store.is_flushed() {
+            return Err(NOT_SAVED_YET.into());
+        }
+        match parent {
+            Some(p) => {
+                store
+                    .create_branched_session(&p)
+                    .map_err(|e| e.to_string())?;
+            }
+            None => {
+                let parent_session = store
+                    .session_file()
+                    .map(|f| f.to_string_lossy().into_owned());
+                store
+                    .new_session(NewSessionOptions {
+                        id: None,
+                        parent_session,
+                    })
+                    .map_err(|e| e.to_string())?;
+                record_start(
+                    &mut store,
+                    current.model().as_ref(),
+                    current.thinking_level(),
+                );
+            }
+        }
+        self.replace(SessionRequest {
+            cwd: store.cwd().to_path_buf(),
+            store,
+            model: current.model(),
+            thinking_level: current.thinking_level(),
+        })
+        .await;
+        Ok(text)
+    }
+
     /// `switch_session {sessionPath}` (rpc-protocol.md §4.9): opens the file (a missing file
     /// starts a new session at exactly that path), restores its model when that model is
     /// available and its thinking level (clamped), and switches to it in its recorded cwd.
@@ -110,11 +184,7 @@ impl AgentSessionRuntime {
         };
         let level = crate::config::clamp_thinking_level(model.as_ref(), level);
         if store.entries().is_empty() {
-            // A fresh session starts with its model and level, as at start-up (1.6 notes §14).
-            if let Some(m) = &model {
-                let _ = store.append_model_change(&m.provider, &m.id);
-            }
-            let _ = store.append_thinking_level_change(level.as_str());
+            record_start(&mut store, model.as_ref(), level);
         }
         let request = SessionRequest {
             cwd: store.cwd().to_path_buf(),
@@ -129,5 +199,22 @@ impl AgentSessionRuntime {
     /// Waits until the current session has no run in flight (EOF handling).
     pub async fn wait_settled(&self) {
         self.session().wait_settled().await;
+    }
+}
+
+/// A fresh session starts with its model and thinking level as entries, as at start-up
+/// (1.6 notes §14). A write failure is a warning: the session still works in memory.
+pub fn record_start(
+    store: &mut SessionManager,
+    model: Option<&pi_ai::Model>,
+    level: ThinkingLevel,
+) {
+    if let Some(m) = model {
+        if let Err(e) = store.append_model_change(&m.provider, &m.id) {
+            tracing::warn!("could not record the model: {e}");
+        }
+    }
+    if let Err(e) = store.append_thinking_level_change(level.as_str()) {
+        tracing::warn!("could not record the thinking level: {e}");
     }
 }

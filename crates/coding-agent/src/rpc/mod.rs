@@ -14,7 +14,7 @@ use crate::agent_session::{AgentSession, PromptOutcome, QueueKind};
 use crate::output::Output;
 use pi_ai::{ImageContent, ThinkingLevel};
 use protocol::{
-    js_string, CancelledData, CommandsData, CycleModelData, Disposition, DispositionData,
+    js_string, CancelledData, CommandsData, CycleModelData, Disposition, DispositionData, ForkData,
     ForkMessagesData, Incoming, LastAssistantTextData, LevelData, LevelsData, MessagesData,
     ModelsData, ResponseData, RpcCommand, RpcResponse,
 };
@@ -311,11 +311,32 @@ fn dispatch(
                 call.reply(&o, r.map(|()| Some(not_cancelled())));
             });
         }
-        RpcCommand::NewSession { .. }
-        | RpcCommand::Compact { .. }
+        RpcCommand::NewSession { parent_session } => {
+            let (rt, o) = (runtime.clone(), out.clone());
+            tasks.spawn(async move {
+                let r = rt.new_session(parent_session).await;
+                call.reply(&o, r.map(|()| Some(not_cancelled())));
+            });
+        }
+        RpcCommand::Fork { entry_id } => {
+            let (rt, o) = (runtime.clone(), out.clone());
+            let entry_id = entry_id.unwrap_or_default();
+            tasks.spawn(async move {
+                let r = rt.fork(&entry_id).await;
+                call.reply(
+                    &o,
+                    r.map(|text| {
+                        Some(ResponseData::Fork(ForkData {
+                            text: Some(text),
+                            cancelled: false,
+                        }))
+                    }),
+                );
+            });
+        }
+        RpcCommand::Compact { .. }
         | RpcCommand::AbortRetry {}
         | RpcCommand::ExportHtml { .. }
-        | RpcCommand::Fork { .. }
         | RpcCommand::Unknown => reply(Err(format!("Unknown command: {}", call.kind))),
     }
 }
