@@ -221,3 +221,44 @@ fn clone_fork_new_and_switch_replace_the_session() {
         check_session_file(&f).unwrap();
     }
 }
+
+#[test]
+fn queue_update_comes_right_before_the_delivered_message() {
+    let (_fake, root) = setup(
+        Script::new([
+            Turn::tool_call("bash", json!({"command": "sleep 1; echo slow done"})),
+            Turn::text("Handled steer."),
+            Turn::text("Handled follow."),
+        ]),
+        DEFAULT_MODEL,
+    );
+    let mut agent = root.spawn();
+    agent.send(json!({"id": "p1", "type": "prompt", "message": "Go"}));
+    agent.wait_event("tool_execution_start");
+    agent.request(json!({"id": "s1", "type": "steer", "message": "Steer one"}));
+    agent.request(json!({"id": "f1", "type": "follow_up", "message": "Follow one"}));
+    let (end, _) = agent.wait_from(0, LIVENESS, |v| kind(v) == "agent_settled");
+    let recs = agent.events()[..=end].to_vec();
+    let labels: Vec<String> = recs
+        .iter()
+        .filter(|v| !matches!(kind(v), "message_update" | "tool_execution_update"))
+        .map(|v| match kind(v) {
+            "queue_update" => format!("queue {} {}", v["steering"], v["followUp"]),
+            "message_start" => format!("start {}", v["message"]["role"].as_str().unwrap()),
+            k => k.to_string(),
+        })
+        .collect();
+    let at = |label: &str| {
+        labels
+            .iter()
+            .position(|l| l == label)
+            .unwrap_or_else(|| panic!("{label} not in {labels:#?}"))
+    };
+    let steer_delivery = at(r#"queue [] ["Follow one"]"#);
+    assert_eq!(labels[steer_delivery - 1], "turn_start", "{labels:#?}");
+    assert_eq!(labels[steer_delivery + 1], "start user", "{labels:#?}");
+    let follow_delivery = at("queue [] []");
+    assert_eq!(labels[follow_delivery - 1], "turn_start", "{labels:#?}");
+    assert_eq!(labels[follow_delivery + 1], "start user", "{labels:#?}");
+    assert!(steer_delivery < follow_delivery);
+}
