@@ -355,12 +355,12 @@ pub struct AssistantMessage {
     pub stop_reason: StopReason,
     /// Ms since the Unix epoch, set when the request started.
     pub timestamp: i64,
-    /// Wire `errorMessage`: present for `error` and `aborted` stops; `None` = absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error_message: Option<String>,
     /// Wire `responseId`: the provider's response/message id; `None` = not reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_id: Option<String>,
+    /// Wire `errorMessage`: present for `error` and `aborted` stops; `None` = absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_message: Option<String>,
     /// Wire `rawStopReason`: the provider's own stop reason string; `None` = not reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raw_stop_reason: Option<String>,

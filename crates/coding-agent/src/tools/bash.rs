@@ -246,10 +246,11 @@ impl AgentTool for BashTool {
             ShellExit::Exited(code) => {
                 let text = format_output(&snap, "(no output)");
                 let wall = (started.elapsed().as_secs_f64() * 10.0).round() / 10.0;
+                // Key order as upstream writes it (golden parallel_tool_calls).
                 let structured = json!({
-                    "exit_code": code,
                     "output": snap.content,
                     "truncated": snap.truncation.truncated,
+                    "exit_code": code,
                     "wall_time_seconds": json_number(wall),
                 });
                 let failed = matches!(code, Some(c) if c != 0);

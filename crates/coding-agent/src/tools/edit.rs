@@ -175,11 +175,12 @@ impl AgentTool for EditTool {
         let (diff, first_changed) = generate_diff_string(&base, &new_content, DIFF_CONTEXT);
         let patch = generate_unified_patch(&path_arg, &base, &new_content, DIFF_CONTEXT);
         let mut details = Map::new();
+        // Key order as upstream writes it (golden tool_edit).
         details.insert("diff".into(), json!(diff));
+        details.insert("patch".into(), json!(patch));
         if let Some(line) = first_changed {
             details.insert("firstChangedLine".into(), json!(line));
         }
-        details.insert("patch".into(), json!(patch));
         Ok(ToolOutput {
             content: vec![Content::text(format!(
                 "Successfully replaced {} block(s) in {path_arg}.",

@@ -269,11 +269,11 @@ pub struct ContextUsage {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SessionStats {
-    /// The session id.
-    pub session_id: String,
     /// The session file; absent with `--no-session`.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub session_file: Option<String>,
+    /// The session id.
+    pub session_id: String,
     /// User messages in the whole file.
     pub user_messages: u64,
     /// Assistant messages in the whole file.
