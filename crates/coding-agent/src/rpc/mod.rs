@@ -166,19 +166,11 @@ fn dispatch(
                 Err(e) => reply(Err(e)),
             }
         }
-        RpcCommand::Steer { message, images } | RpcCommand::FollowUp { message, images } => {
-            let images = match images_of(images) {
-                Ok(i) => i,
-                Err(e) => return reply(Err(e)),
-            };
-            let kind = if call.kind == "steer" {
-                QueueKind::Steering
-            } else {
-                QueueKind::FollowUp
-            };
-            let msg = crate::agent_session::user_message(message.unwrap_or_default(), images);
-            session.enqueue(kind, msg);
-            reply(some(disposition(Disposition::Queued)));
+        RpcCommand::Steer { message, images } => {
+            reply(enqueue(&session, QueueKind::Steering, message, images))
+        }
+        RpcCommand::FollowUp { message, images } => {
+            reply(enqueue(&session, QueueKind::FollowUp, message, images))
         }
         RpcCommand::Abort {} => {
             let o = out.clone();
@@ -255,15 +247,12 @@ fn dispatch(
             }),
             None => ResponseData::Null,
         })),
-        RpcCommand::SetSteeringMode { mode } | RpcCommand::SetFollowUpMode { mode } => {
-            let kind = if call.kind == "set_steering_mode" {
-                QueueKind::Steering
-            } else {
-                QueueKind::FollowUp
-            };
-            // Upstream stores the value as sent; a non-string is kept in its JS string form.
-            let mode = mode.as_ref().map(js_string).unwrap_or_default();
-            session.set_queue_mode(kind, mode);
+        RpcCommand::SetSteeringMode { mode } => {
+            session.set_queue_mode(QueueKind::Steering, mode_string(mode));
+            reply(Ok(None))
+        }
+        RpcCommand::SetFollowUpMode { mode } => {
+            session.set_queue_mode(QueueKind::FollowUp, mode_string(mode));
             reply(Ok(None))
         }
         RpcCommand::SetAutoCompaction { enabled } => {
@@ -339,6 +328,24 @@ fn dispatch(
         | RpcCommand::ExportHtml { .. }
         | RpcCommand::Unknown => reply(Err(format!("Unknown command: {}", call.kind))),
     }
+}
+
+/// `steer` / `follow_up` (§4.1): queues the message and answers `queued`.
+fn enqueue(
+    session: &AgentSession,
+    kind: QueueKind,
+    message: Option<String>,
+    images: Option<Value>,
+) -> Result<Option<ResponseData>, String> {
+    let images = images_of(images)?;
+    let msg = crate::agent_session::user_message(message.unwrap_or_default(), images);
+    session.enqueue(kind, msg);
+    some(disposition(Disposition::Queued))
+}
+
+/// A queue mode as upstream stores it: the string as sent, a non-string in its JS string form.
+fn mode_string(mode: Option<Value>) -> String {
+    mode.as_ref().map(js_string).unwrap_or_default()
 }
 
 fn not_cancelled() -> ResponseData {
