@@ -70,24 +70,35 @@ const CLAUDE_CODE_IDENTITY: &str = "You are Claude Code, Anthropic's official CL
 /// [`HttpOptions`]).
 #[derive(Debug, Clone)]
 pub struct AnthropicMessages {
-    client: reqwest::Client,
+    client: common::LazyClient,
 }
 
 impl Default for AnthropicMessages {
     fn default() -> Self {
-        AnthropicMessages::with_client(common::http_client().clone())
+        AnthropicMessages {
+            client: common::LazyClient::Default,
+        }
     }
 }
 
 impl AnthropicMessages {
     /// The adapter over a new HTTP client with `http`'s connect and idle timeouts.
     pub fn with_http(http: &HttpOptions) -> Self {
-        AnthropicMessages::with_client(common::build_client(http))
+        AnthropicMessages {
+            client: common::LazyClient::configured(http),
+        }
+    }
+
+    /// The adapter over a lazily built client shared with other adapters.
+    pub(crate) fn with_lazy(client: common::LazyClient) -> Self {
+        AnthropicMessages { client }
     }
 
     /// The adapter over `client` (shares its connection pool and timeouts).
     pub fn with_client(client: reqwest::Client) -> Self {
-        AnthropicMessages { client }
+        AnthropicMessages {
+            client: common::LazyClient::Ready(client),
+        }
     }
 }
 
@@ -112,7 +123,7 @@ impl Provider for AnthropicMessages {
         let oauth = api_key.as_deref().is_some_and(is_oauth_token);
         let body = build_body(&model, context, &options, &tuning, oauth);
         let tools = context.tools.clone();
-        let client = self.client.clone();
+        let client = self.client.get();
         event_stream(move |em| run(em, client, model, body, options, api_key, tools))
     }
 }

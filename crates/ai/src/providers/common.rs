@@ -12,7 +12,7 @@ use futures::channel::mpsc::{unbounded, UnboundedSender};
 use futures::{Stream, StreamExt};
 use serde_json::{Map, Value};
 use std::future::Future;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 use tokio_util::sync::CancellationToken;
 
@@ -48,6 +48,36 @@ pub(crate) const USER_AGENT: &str = concat!("pi/", env!("CARGO_PKG_VERSION"));
 pub(crate) fn http_client() -> &'static reqwest::Client {
     static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
     CLIENT.get_or_init(|| build_client(&HttpOptions::default()))
+}
+
+/// An HTTP client built on first use, so that start-up pays nothing for TLS roots and
+/// connection pools until a request is made. Clones share one client.
+#[derive(Debug, Clone)]
+pub(crate) enum LazyClient {
+    /// The process-wide client with the default options ([`http_client`]).
+    Default,
+    /// Built from these options on first use.
+    Configured(HttpOptions, Arc<OnceLock<reqwest::Client>>),
+    /// A client given by the caller.
+    Ready(reqwest::Client),
+}
+
+impl LazyClient {
+    /// A client with `options`, built on first use.
+    pub(crate) fn configured(options: &HttpOptions) -> Self {
+        LazyClient::Configured(*options, Arc::new(OnceLock::new()))
+    }
+
+    /// The client (built now if this is the first use).
+    pub(crate) fn get(&self) -> reqwest::Client {
+        match self {
+            LazyClient::Default => http_client().clone(),
+            LazyClient::Configured(options, cell) => {
+                cell.get_or_init(|| build_client(options)).clone()
+            }
+            LazyClient::Ready(c) => c.clone(),
+        }
+    }
 }
 
 /// A new HTTP client with `options`' connect and idle (read) timeouts; `0` disables either.

@@ -63,12 +63,13 @@ pub struct BuiltinProviders {
 }
 
 impl BuiltinProviders {
-    /// Both adapters over one new client with `http`'s timeouts.
+    /// Both adapters over one client with `http`'s timeouts, built on the first request
+    /// (nothing is paid at start-up).
     pub fn new(http: &HttpOptions) -> Self {
-        let client = common::build_client(http);
+        let client = common::LazyClient::configured(http);
         BuiltinProviders {
-            openai_completions: Arc::new(OpenAiCompletions::with_client(client.clone())),
-            anthropic_messages: Arc::new(AnthropicMessages::with_client(client)),
+            openai_completions: Arc::new(OpenAiCompletions::with_lazy(client.clone())),
+            anthropic_messages: Arc::new(AnthropicMessages::with_lazy(client)),
         }
     }
 

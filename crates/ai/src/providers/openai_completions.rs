@@ -41,24 +41,35 @@ pub const API: &str = "openai-completions";
 /// [`HttpOptions`]).
 #[derive(Debug, Clone)]
 pub struct OpenAiCompletions {
-    client: reqwest::Client,
+    client: common::LazyClient,
 }
 
 impl Default for OpenAiCompletions {
     fn default() -> Self {
-        OpenAiCompletions::with_client(common::http_client().clone())
+        OpenAiCompletions {
+            client: common::LazyClient::Default,
+        }
     }
 }
 
 impl OpenAiCompletions {
     /// The adapter over a new HTTP client with `http`'s connect and idle timeouts.
     pub fn with_http(http: &HttpOptions) -> Self {
-        OpenAiCompletions::with_client(common::build_client(http))
+        OpenAiCompletions {
+            client: common::LazyClient::configured(http),
+        }
+    }
+
+    /// The adapter over a lazily built client shared with other adapters.
+    pub(crate) fn with_lazy(client: common::LazyClient) -> Self {
+        OpenAiCompletions { client }
     }
 
     /// The adapter over `client` (shares its connection pool and timeouts).
     pub fn with_client(client: reqwest::Client) -> Self {
-        OpenAiCompletions { client }
+        OpenAiCompletions {
+            client: common::LazyClient::Ready(client),
+        }
     }
 }
 
@@ -80,7 +91,7 @@ impl Provider for OpenAiCompletions {
     ) -> AssistantStream {
         let model = model.clone();
         let body = build_request_body(&model, context, &options, &tuning);
-        let client = self.client.clone();
+        let client = self.client.get();
         event_stream(move |em| run(em, client, model, body, options))
     }
 }
