@@ -2,6 +2,8 @@
 //! (`shared/conformance/golden/<scenario>/llm_requests.raw.jsonl`, first request of each
 //! scenario). Skipped when the recordings are not checked out beside the workspace.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use pi_ai::providers::{anthropic_messages, openai_completions};
 use pi_ai::{
     Content, Context, ImageContent, Message, Model, ModelCost, RequestTuning, StreamOptions,

@@ -6,6 +6,8 @@
 //! Model file: env `PI_LOCAL_TEST_MODEL`, else `~/.pi/agent/models/*.gguf` of the user running
 //! the tests (`SmolLM2-135M-Instruct.Q4_1.gguf` preferred; `scripts/fetch-default-model.sh`
 //! puts it there). Without one, each test prints a notice and passes.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 #![cfg(feature = "local")]
 
 mod common;

@@ -3,6 +3,8 @@
 //! so a failure reproduces). Every session file left behind must consist of complete JSON
 //! lines: a v3 header first, then entries whose `parentId`s name earlier entries.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::*;

@@ -1,5 +1,7 @@
 //! Session store tests with real files in temp dirs (spec `sessions.md`).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::fs;
 use std::path::{Path, PathBuf};
 

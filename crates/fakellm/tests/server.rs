@@ -1,5 +1,7 @@
 //! Black-box tests of the fake server over real HTTP on 127.0.0.1.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use pi_fakellm::{Block, FakeLlm, Script, Turn, Usage, EXHAUSTED_TEXT};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};

@@ -4,6 +4,8 @@
 //! `<default models dir>/SmolLM2-135M-Instruct.Q4_1.gguf` (`scripts/fetch-default-model.sh`).
 //! Each test prints a notice and passes when the file is absent.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use futures::StreamExt;
 use pi_ai::{
     AssistantMessage, AssistantMessageEvent, Context, Message, Model, Provider, StopReason,

@@ -4,6 +4,8 @@
 //! else the first `*.gguf` there (`scripts/fetch-default-model.sh`). Each test prints a notice
 //! and passes when there is none.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use futures::StreamExt;
 use pi_ai::{
     AssistantMessageEvent, Context, Message, Model, Provider, StopReason, StreamOptions,
