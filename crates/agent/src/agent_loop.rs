@@ -19,7 +19,7 @@ use pi_ai::{
 use serde_json::Value;
 use std::any::Any;
 use std::panic::AssertUnwindSafe;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -28,6 +28,12 @@ pub type EmitFn = Arc<dyn Fn(AgentEvent) + Send + Sync>;
 
 /// The context transcript shared between the loop and readers such as `get_messages`.
 pub type SharedMessages = Arc<Mutex<Vec<Message>>>;
+
+/// Locks the transcript. A poisoned lock (a reader panicked while holding it) is recovered: the
+/// vector is only ever pushed to or read whole, so it is consistent even then.
+fn lock_messages(messages: &SharedMessages) -> MutexGuard<'_, Vec<Message>> {
+    messages.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
 /// What one LLM call uses. Built by [`RunHooks::turn_config`] before every call.
 #[derive(Clone)]
@@ -105,7 +111,7 @@ pub async fn run_agent_loop(
             let cfg = hooks.turn_config();
             let assistant = stream_assistant(&messages, hooks, &cfg, cancel, emit).await;
             let assistant_msg = Message::Assistant(assistant.clone());
-            messages.lock().unwrap().push(assistant_msg.clone());
+            lock_messages(&messages).push(assistant_msg.clone());
             created.push(assistant_msg.clone());
             emit(AgentEvent::MessageEnd {
                 message: assistant_msg.clone(),
@@ -157,7 +163,7 @@ pub async fn run_agent_loop(
 
 fn push_message(messages: &SharedMessages, created: &mut Vec<Message>, emit: &EmitFn, m: Message) {
     emit(AgentEvent::MessageStart { message: m.clone() });
-    messages.lock().unwrap().push(m.clone());
+    lock_messages(messages).push(m.clone());
     created.push(m.clone());
     emit(AgentEvent::MessageEnd { message: m });
 }
@@ -173,7 +179,7 @@ async fn stream_assistant(
 ) -> AssistantMessage {
     let started = Instant::now();
     let llm_messages = {
-        let guard = messages.lock().unwrap();
+        let guard = lock_messages(messages);
         hooks.convert_to_llm(&guard)
     };
     let context = Context {

@@ -4,6 +4,8 @@
 //! No test asserts on wall-clock durations; every run is bounded by a generous liveness
 //! timeout only.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 #[path = "all/support.rs"]
 mod support;
 

@@ -2,6 +2,8 @@
 //! bodies and the `errorMessage` texts the adapters derive from them, both with the typed
 //! [`ProviderError`] and, as for messages read back from a session file, from the text alone.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use pi_ai::{
     classify, is_context_overflow, is_retryable, AssistantMessage, ErrorClass, Model,
     ProviderError, StopReason,

@@ -1,6 +1,9 @@
 //! Request bodies must equal what upstream 1.6 sent in the conformance recordings
 //! (`shared/conformance/golden/<scenario>/llm_requests.raw.jsonl`, first request of each
-//! scenario). Skipped when the recordings are not checked out beside the workspace.
+//! scenario). Skipped with a notice when the recordings are not checked out beside the
+//! workspace, a failure when `PI_REQUIRE_TEST_RESOURCES=1`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use pi_ai::providers::{anthropic_messages, openai_completions};
 use pi_ai::{
@@ -10,17 +13,45 @@ use pi_ai::{
 use serde_json::Value;
 use std::path::PathBuf;
 
-fn golden_dir() -> Option<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance/golden");
-    dir.is_dir().then_some(dir)
+const HOW_TO_GET: &str =
+    "check out the shared conformance recordings as `shared/` beside the workspace folder";
+
+/// A resource the tests need is missing: with `PI_REQUIRE_TEST_RESOURCES=1` (as in `.ci/run`)
+/// that is a failure; otherwise a notice on stderr and the test passes.
+fn missing_resource(what: &str, how: &str) {
+    if std::env::var_os("PI_REQUIRE_TEST_RESOURCES").is_some_and(|v| v == "1") {
+        panic!("missing test resource: {what}; {how} (PI_REQUIRE_TEST_RESOURCES=1 is set)");
+    }
+    eprintln!("SKIP: {what}; {how}");
 }
 
+fn golden_dir() -> Option<PathBuf> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance/golden");
+    if dir.is_dir() {
+        Some(dir)
+    } else {
+        missing_resource(
+            &format!("no conformance recordings at {}", dir.display()),
+            HOW_TO_GET,
+        );
+        None
+    }
+}
+
+/// The body of the scenario's first recorded request, or `None` (see [`missing_resource`]).
 fn first_request(scenario: &str) -> Option<Value> {
-    let text = std::fs::read_to_string(golden_dir()?.join(scenario).join("llm_requests.raw.jsonl"))
-        .ok()?;
-    let line = text.lines().next()?;
-    let v: Value = serde_json::from_str(line).ok()?;
-    Some(v["body"].clone())
+    let file = golden_dir()?.join(scenario).join("llm_requests.raw.jsonl");
+    let body = std::fs::read_to_string(&file)
+        .ok()
+        .and_then(|text| serde_json::from_str::<Value>(text.lines().next()?).ok())
+        .map(|v| v["body"].clone());
+    if body.is_none() {
+        missing_resource(
+            &format!("no recorded request in {}", file.display()),
+            HOW_TO_GET,
+        );
+    }
+    body
 }
 
 /// The fake models of `run_scenario.py` (`DEFAULT_MODELS`).
@@ -120,7 +151,6 @@ fn user_blocks(content: &Value) -> Message {
 
 fn check_openai(scenario: &str, level: Option<ThinkingLevel>) {
     let Some(golden) = first_request(scenario) else {
-        eprintln!("skipping {scenario}: no recordings");
         return;
     };
     let model = fake_model(golden["model"].as_str().unwrap_or(""));
@@ -162,7 +192,6 @@ fn check_openai(scenario: &str, level: Option<ThinkingLevel>) {
 
 fn check_anthropic(scenario: &str, level: Option<ThinkingLevel>) {
     let Some(golden) = first_request(scenario) else {
-        eprintln!("skipping {scenario}: no recordings");
         return;
     };
     let model = fake_model(golden["model"].as_str().unwrap_or(""));

@@ -1,6 +1,8 @@
 //! `openai-completions` adapter against a scripted local server (shapes from the upstream 1.6
 //! recordings in `shared/conformance/golden`).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::*;

@@ -2,6 +2,8 @@
 //! `retry-after` headers, connection failures, disconnects, aborts, and the connect/idle
 //! timeouts of [`HttpOptions`] (settings `httpIdleTimeoutMs`).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::*;

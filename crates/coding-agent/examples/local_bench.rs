@@ -27,6 +27,8 @@
 //! `FILE.turn2`), for `bench/local_model_reference.py`, which measures the same through
 //! llama-cpp-python. `--json FILE` writes every sample and the medians.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 #[cfg(feature = "local")]
 fn main() {
     bench::main();

@@ -1,5 +1,7 @@
 //! models.json / auth.json / credential resolution, with real files in temp dirs.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use pi_ai::{Model, ModelCost};
 use pi_coding_agent::config::{AuthStorage, ModelRegistry, ModelsConfig};
 use serde_json::json;

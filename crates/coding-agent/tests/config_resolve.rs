@@ -2,6 +2,8 @@
 //! harness's models.json (golden get_state_fresh, models_set_cycle, thinking_levels,
 //! prompt_no_model).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use pi_ai::{Model, ThinkingLevel as L};
 use pi_coding_agent::config::{
     clamp_thinking_level, cycle_thinking_level, find_initial_model, no_api_key_message,

@@ -1,5 +1,7 @@
 //! settings.json loading, merging, accessors and writes, with real files in temp dirs.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use pi_ai::ThinkingLevel;
 use pi_coding_agent::config::settings::deep_merge;
 use pi_coding_agent::config::{QueueMode, Settings};

@@ -1,6 +1,8 @@
 //! Context file discovery and the system prompt message (golden simple_text,
 //! context_agents_md, commands_templates_skills).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use pi_ai::ToolDefinition;
 use pi_coding_agent::resources::{
     load_append_prompt, load_context_files, load_custom_prompt, ContextFile, Skill,

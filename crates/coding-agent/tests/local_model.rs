@@ -5,7 +5,10 @@
 //!
 //! Model file: env `PI_LOCAL_TEST_MODEL`, else `~/.pi/agent/models/*.gguf` of the user running
 //! the tests (`SmolLM2-135M-Instruct.Q4_1.gguf` preferred; `scripts/fetch-default-model.sh`
-//! puts it there). Without one, each test prints a notice and passes.
+//! puts it there). Without one, each test prints a notice and passes, or fails when
+//! `PI_REQUIRE_TEST_RESOURCES=1`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 #![cfg(feature = "local")]
 
 mod common;
@@ -33,14 +36,26 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The model file to test with, or `None` (with a notice on stderr).
+/// A resource the tests need is missing: with `PI_REQUIRE_TEST_RESOURCES=1` (as in `.ci/run`)
+/// that is a failure; otherwise a notice on stderr and the test passes.
+fn missing_resource(what: &str, how: &str) {
+    if std::env::var_os("PI_REQUIRE_TEST_RESOURCES").is_some_and(|v| v == "1") {
+        panic!("missing test resource: {what}; {how} (PI_REQUIRE_TEST_RESOURCES=1 is set)");
+    }
+    eprintln!("SKIP: {what}; {how}");
+}
+
+/// The model file to test with, or `None` (see [`missing_resource`]).
 fn model_file() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("PI_LOCAL_TEST_MODEL") {
         let p = PathBuf::from(p);
         if p.is_file() {
             return Some(p);
         }
-        eprintln!("SKIP: PI_LOCAL_TEST_MODEL={} is not a file", p.display());
+        missing_resource(
+            &format!("PI_LOCAL_TEST_MODEL={} is not a file", p.display()),
+            "point it at a GGUF model file",
+        );
         return None;
     }
     let dir = std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".pi/agent/models"));
@@ -59,8 +74,9 @@ fn model_file() -> Option<PathBuf> {
         all.into_iter().next()
     });
     if found.is_none() {
-        eprintln!(
-            "SKIP: no GGUF model (set PI_LOCAL_TEST_MODEL or run scripts/fetch-default-model.sh)"
+        missing_resource(
+            "no GGUF model in ~/.pi/agent/models",
+            "run scripts/fetch-default-model.sh or set PI_LOCAL_TEST_MODEL",
         );
     }
     found

@@ -6,6 +6,8 @@
 //! `x-repo-commit`, `x-linked-etag` (the file's sha256) and `x-linked-size` headers; the CDN
 //! serves the bytes with `Range` support (`206` + `content-range`).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use axum::body::Body;
 use axum::http::{header, HeaderMap, StatusCode, Uri};
 use axum::response::Response;

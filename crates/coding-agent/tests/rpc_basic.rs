@@ -1,6 +1,8 @@
 //! RPC mode end to end: the real `pi` binary against the real fake LLM server.
 //! Prompt event order, both wire formats, framing, malformed input, unknown commands, EOF.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::*;

@@ -1,5 +1,7 @@
 //! Model selection over RPC: the `--models` scope drives startup selection and `cycle_model`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::*;

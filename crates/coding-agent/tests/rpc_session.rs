@@ -1,6 +1,8 @@
 //! Session persistence in RPC mode (without `--no-session`): the JSONL file under
 //! `agent/sessions/--<cwd>--/`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::*;

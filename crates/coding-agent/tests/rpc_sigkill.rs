@@ -3,6 +3,8 @@
 //! so a failure reproduces). Every session file left behind must consist of complete JSON
 //! lines: a v3 header first, then entries whose `parentId`s name earlier entries.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::*;
@@ -52,7 +54,7 @@ fn sigkill_leaves_only_complete_session_lines() {
     let turns: Vec<Turn> = (0..KILLS * 6).map(|i| noisy_turn(&mut rng, i)).collect();
     // Once the script runs out, keep the agent busy with tool calls until it is killed.
     let forever = Turn::text("more").with_tool_call("bash", json!({"command": "seq 1 2000"}));
-    let fake = FakeLlm::spawn(Script::new(turns).exhausted(forever));
+    let fake = FakeLlm::spawn(Script::new(turns).exhausted(forever)).unwrap();
     let root = RunRoot::new(fake.port());
 
     let mut seen: HashSet<PathBuf> = HashSet::new();

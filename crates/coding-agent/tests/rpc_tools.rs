@@ -1,6 +1,8 @@
 //! RPC mode with tool calls: the bash tool really runs in the cwd, its result reaches the
 //! model, and commands are answered while a tool is running.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::*;

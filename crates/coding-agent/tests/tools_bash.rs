@@ -1,6 +1,8 @@
 //! Bash tool and user shell executor: result shapes, streaming, truncation with the full-output
 //! temp file, and killing the whole process group on abort and timeout.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 #[path = "tools_common.rs"]
 mod common;
 use common::*;

@@ -1,4 +1,6 @@
 //! Shared helpers for the tools integration tests (included with `#[path]`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 #![allow(dead_code)]
 
 use pi_agent::{AgentTool, ToolContext, ToolOutput};

@@ -1,5 +1,7 @@
 //! Edit tool: exact and fuzzy matching, CRLF/BOM preservation, multiple edits, errors.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 #[path = "tools_common.rs"]
 mod common;
 use common::*;

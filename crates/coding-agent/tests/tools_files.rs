@@ -1,5 +1,7 @@
 //! read, write, grep, find and ls against real files.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 #[path = "tools_common.rs"]
 mod common;
 use common::*;

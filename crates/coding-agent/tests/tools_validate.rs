@@ -1,5 +1,7 @@
 //! Argument validation against the real tool schemas (spec tools.md §0.2, golden tool_errors).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 #[path = "tools_common.rs"]
 mod common;
 use common::*;

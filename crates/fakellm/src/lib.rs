@@ -19,8 +19,9 @@
 //! let fake = FakeLlm::spawn(Script::new([
 //!     Turn::tool_call("bash", json!({"command": "echo hi"})),
 //!     Turn::text("The command printed: hi").usage(Usage::new(120, 12)),
-//! ]));
+//! ]))?;
 //! println!("openai base url: {}", fake.base_url_openai());
+//! # Ok::<(), std::io::Error>(())
 //! ```
 
 mod script;

@@ -156,18 +156,18 @@ impl std::fmt::Debug for FakeLlm {
 impl FakeLlm {
     /// Starts serving `script` on a free port of 127.0.0.1.
     ///
-    /// # Panics
+    /// # Errors
     /// If no loopback port can be bound.
-    pub async fn start(script: Script) -> FakeLlm {
+    pub async fn start(script: Script) -> std::io::Result<FakeLlm> {
         Self::spawn(script)
     }
 
     /// Synchronous twin of [`FakeLlm::start`] for non-async tests.
     ///
-    /// # Panics
+    /// # Errors
     /// If no loopback port can be bound.
-    pub fn spawn(script: Script) -> FakeLlm {
-        Self::spawn_with(script, Options::default()).expect("fakellm: cannot bind 127.0.0.1")
+    pub fn spawn(script: Script) -> std::io::Result<FakeLlm> {
+        Self::spawn_with(script, Options::default())
     }
 
     /// Starts serving `script` with explicit options.
@@ -471,11 +471,13 @@ async fn serve_turn(shared: Arc<Shared>, api: Api, turn: Turn, req: Value, seq: 
         HeaderValue::from_static("text/event-stream"),
     );
     h.insert("cache-control", HeaderValue::from_static("no-cache"));
-    let rid = HeaderValue::try_from(format!("req_fake_{seq}")).expect("ascii header value");
-    match api {
-        Api::Anthropic => h.insert("request-id", rid),
-        Api::Openai => h.insert("x-request-id", rid),
-    };
+    // `req_fake_<digits>` is always a valid header value.
+    if let Ok(rid) = HeaderValue::try_from(format!("req_fake_{seq}")) {
+        match api {
+            Api::Anthropic => h.insert("request-id", rid),
+            Api::Openai => h.insert("x-request-id", rid),
+        };
+    }
     resp
 }
 

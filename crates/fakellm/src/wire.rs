@@ -53,17 +53,18 @@ pub fn python_json(value: &Value) -> String {
     }
     let mut out = Vec::new();
     let mut ser = serde_json::Serializer::with_formatter(&mut out, PyFormatter);
-    value
-        .serialize(&mut ser)
-        .expect("serializing a Value cannot fail");
-    String::from_utf8(out).expect("serde_json writes UTF-8")
+    match value.serialize(&mut ser) {
+        // serde_json writes UTF-8; the lossy conversion only guards the type system.
+        Ok(()) => String::from_utf8(out)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+        // Writing a Value into a Vec cannot fail; compact JSON is the nearest rendering if it did.
+        Err(_) => value.to_string(),
+    }
 }
 
 fn sse_data(v: &Value) -> String {
-    format!(
-        "data: {}\n\n",
-        serde_json::to_string(v).expect("serializing a Value cannot fail")
-    )
+    // `Value`'s Display is `serde_json::to_string` without the (unreachable) error.
+    format!("data: {v}\n\n")
 }
 
 fn sse_event(name: &str, v: &Value) -> String {

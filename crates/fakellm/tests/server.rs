@@ -1,5 +1,7 @@
 //! Black-box tests of the fake server over real HTTP on 127.0.0.1.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use pi_fakellm::{Block, FakeLlm, Script, Turn, Usage, EXHAUSTED_TEXT};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
@@ -34,7 +36,8 @@ async fn openai_stream_text_and_tool_call() {
     let fake = FakeLlm::start(Script::new([Turn::text("Hello there, world")
         .with_tool_call("bash", json!({"command": "echo hi"}))
         .usage(Usage::new(100, 20).cache(5, 0))]))
-    .await;
+    .await
+    .unwrap();
     let resp = client()
         .post(format!("{}/chat/completions", fake.base_url_openai()))
         .header("authorization", "Bearer k")
@@ -115,7 +118,8 @@ async fn anthropic_stream_with_beta_query() {
         Block::tool_call("read", json!({"path": "a.txt"})),
     ])
     .usage(Usage::new(200, 15).cache(50, 10))]))
-    .await;
+    .await
+    .unwrap();
     let resp = client()
         .post(format!(
             "{}/v1/messages?beta=true",
@@ -178,7 +182,8 @@ async fn match_api_constraints_and_exhaustion() {
         Turn::text("second").matching("SECOND"),
         Turn::text("first"),
     ]))
-    .await;
+    .await
+    .unwrap();
     let c = client();
     let ask = |msg: &'static str| {
         let c = c.clone();
@@ -227,7 +232,8 @@ async fn scripted_errors_and_unknown_paths() {
         t,
         Turn::error_body(Turn::default(), 400, json!("plain text body")),
     ]))
-    .await;
+    .await
+    .unwrap();
     let c = client();
     let r = c
         .post(format!("{}/v1/messages", fake.base_url_anthropic()))
@@ -281,7 +287,8 @@ async fn disconnect_after_events_breaks_the_stream() {
     let fake = FakeLlm::start(Script::new([Turn::text("abcdefghijklmnop")
         .chunk_size(2)
         .disconnect_after(3)]))
-    .await;
+    .await
+    .unwrap();
     let resp = client()
         .post(format!("{}/chat/completions", fake.base_url_openai()))
         .json(&json!({"model": "m"}))
@@ -313,7 +320,8 @@ async fn stall_holds_the_stream_and_notices_a_client_that_leaves() {
     let fake = FakeLlm::start(Script::new([Turn::text("abcdefghijklmnop")
         .chunk_size(2)
         .stall_after(3, 20_000)]))
-    .await;
+    .await
+    .unwrap();
     let mut resp = client()
         .post(format!("{}/chat/completions", fake.base_url_openai()))
         .json(&json!({"model": "m"}))

@@ -2,6 +2,8 @@
 //!
 //! `cargo run --example generate -- <file.gguf> "prompt" [max_tokens]`
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use futures::StreamExt;
 use pi_ai::{AssistantMessageEvent, Context, Message, Provider, StreamOptions};
 use pi_local::{discover_models, LocalConfig, LocalProvider, SamplingConfig};

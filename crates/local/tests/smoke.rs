@@ -2,7 +2,10 @@
 //!
 //! Model file: env `PI_LOCAL_TEST_MODEL`, else
 //! `<default models dir>/SmolLM2-135M-Instruct.Q4_1.gguf` (`scripts/fetch-default-model.sh`).
-//! Each test prints a notice and passes when the file is absent.
+//! Each test prints a notice and passes when the file is absent, or fails when
+//! `PI_REQUIRE_TEST_RESOURCES=1`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use futures::StreamExt;
 use pi_ai::{
@@ -19,18 +22,31 @@ const DEFAULT_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 /// time so that the cache-reuse figures are those of one conversation.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
+/// A resource the tests need is missing: with `PI_REQUIRE_TEST_RESOURCES=1` (as in `.ci/run`)
+/// that is a failure; otherwise a notice on stderr and the test passes.
+fn missing_resource(what: &str, how: &str) {
+    if std::env::var_os("PI_REQUIRE_TEST_RESOURCES").is_some_and(|v| v == "1") {
+        panic!("missing test resource: {what}; {how} (PI_REQUIRE_TEST_RESOURCES=1 is set)");
+    }
+    eprintln!("SKIP: {what}; {how}");
+}
+
 fn model_file() -> Option<PathBuf> {
+    let how = "run scripts/fetch-default-model.sh or set PI_LOCAL_TEST_MODEL";
     let path = match std::env::var_os("PI_LOCAL_TEST_MODEL") {
         Some(p) => PathBuf::from(p),
-        None => pi_local::default_models_dir()?.join(DEFAULT_FILE),
+        None => match pi_local::default_models_dir() {
+            Some(dir) => dir.join(DEFAULT_FILE),
+            None => {
+                missing_resource("no model file (no default models folder)", how);
+                return None;
+            }
+        },
     };
     if path.is_file() {
         Some(path)
     } else {
-        eprintln!(
-            "SKIP: no model file at {} (run scripts/fetch-default-model.sh or set PI_LOCAL_TEST_MODEL)",
-            path.display()
-        );
+        missing_resource(&format!("no model file at {}", path.display()), how);
         None
     }
 }

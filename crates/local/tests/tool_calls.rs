@@ -2,7 +2,9 @@
 //!
 //! Model file: env `PI_LOCAL_TEST_MODEL`, else `<default models dir>/SmolLM2-135M-Instruct.Q4_1.gguf`,
 //! else the first `*.gguf` there (`scripts/fetch-default-model.sh`). Each test prints a notice
-//! and passes when there is none.
+//! and passes when there is none, or fails when `PI_REQUIRE_TEST_RESOURCES=1`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use futures::StreamExt;
 use pi_ai::{
@@ -17,6 +19,15 @@ const DEFAULT_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 
 /// One model worker per file is shared by the tests of this binary; run them one at a time.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A resource the tests need is missing: with `PI_REQUIRE_TEST_RESOURCES=1` (as in `.ci/run`)
+/// that is a failure; otherwise a notice on stderr and the test passes.
+fn missing_resource(what: &str, how: &str) {
+    if std::env::var_os("PI_REQUIRE_TEST_RESOURCES").is_some_and(|v| v == "1") {
+        panic!("missing test resource: {what}; {how} (PI_REQUIRE_TEST_RESOURCES=1 is set)");
+    }
+    eprintln!("SKIP: {what}; {how}");
+}
 
 fn model_file() -> Option<PathBuf> {
     let path = match std::env::var_os("PI_LOCAL_TEST_MODEL") {
@@ -41,9 +52,12 @@ fn model_file() -> Option<PathBuf> {
     match path {
         Some(p) if p.is_file() => Some(p),
         other => {
-            eprintln!(
-                "SKIP: no model file ({}); run scripts/fetch-default-model.sh or set PI_LOCAL_TEST_MODEL",
-                other.map_or_else(|| "no models folder".into(), |p| p.display().to_string())
+            missing_resource(
+                &format!(
+                    "no model file ({})",
+                    other.map_or_else(|| "no models folder".into(), |p| p.display().to_string())
+                ),
+                "run scripts/fetch-default-model.sh or set PI_LOCAL_TEST_MODEL",
             );
             None
         }

@@ -580,7 +580,7 @@ fn read_stdout(mut stdout: impl Read, shared: &Shared) {
 
 /// Convenience: starts a fake with `script` and a run root using `model`.
 pub fn setup(script: pi_fakellm::Script, model: &str) -> (FakeLlm, RunRoot) {
-    let fake = FakeLlm::spawn(script);
+    let fake = FakeLlm::spawn(script).expect("fakellm: cannot bind 127.0.0.1");
     let root = RunRoot::with_model(fake.port(), model);
     (fake, root)
 }
