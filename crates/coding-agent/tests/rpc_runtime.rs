@@ -5,6 +5,8 @@
 //! `new_session`, `switch_session`). Every stdout line is decoded into the protocol types by
 //! the common harness.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::*;
@@ -261,4 +263,53 @@ fn queue_update_comes_right_before_the_delivered_message() {
     assert_eq!(labels[follow_delivery - 1], "turn_start", "{labels:#?}");
     assert_eq!(labels[follow_delivery + 1], "start user", "{labels:#?}");
     assert!(steer_delivery < follow_delivery);
+}
+
+#[test]
+fn odd_fields_get_answers_not_empty_prompts() {
+    let (fake, root) = setup(
+        Script::new([
+            Turn::tool_call("bash", json!({"command": "sleep 1"})),
+            Turn::text("ok"),
+        ]),
+        DEFAULT_MODEL,
+    );
+    let mut agent = root.spawn();
+    for (id, cmd) in [
+        ("m1", json!({"id": "m1", "type": "prompt", "message": 5})),
+        ("m2", json!({"id": "m2", "type": "prompt"})),
+        ("m3", json!({"id": "m3", "type": "steer", "message": null})),
+        ("m4", json!({"id": "m4", "type": "follow_up"})),
+    ] {
+        let r = agent.request(cmd);
+        assert_eq!(r["success"], false, "{id}: {r}");
+    }
+    assert_eq!(fake.requests().len(), 0, "nothing reached the model");
+    assert_eq!(state(&mut agent, "g")["pendingMessageCount"], 0);
+
+    // A mode is stored as sent, a number included.
+    agent.request(json!({"id": "q", "type": "set_steering_mode", "mode": 5}));
+    assert_eq!(state(&mut agent, "g2")["steeringMode"], 5);
+
+    // An unknown streamingBehavior during a run queues the message as steering.
+    agent.send(json!({"id": "p", "type": "prompt", "message": "go"}));
+    agent.wait_event("tool_execution_start");
+    let q = agent.request(
+        json!({"id": "p2", "type": "prompt", "message": "more", "streamingBehavior": "bogus"}),
+    );
+    assert_eq!(q["data"]["disposition"], "queued", "{q}");
+    agent.wait_event("agent_settled");
+}
+
+#[test]
+fn rpc_bash_with_binary_output_is_answered() {
+    let (_fake, root) = setup(Script::new([]), DEFAULT_MODEL);
+    let mut agent = root.spawn();
+    let r = agent.request(json!({"id": "b1", "type": "bash", "command": "printf '\\033\\377abc'"}));
+    assert_eq!(r["success"], true, "{r}");
+    assert_eq!(r["data"]["output"], "\u{FFFD}abc");
+    let r = agent.request(json!({"id": "b2", "type": "bash",
+        "command": "python3 -c \"import sys,random; random.seed(1); sys.stdout.buffer.write(bytes(random.randrange(256) for _ in range(20000)))\""}));
+    assert_eq!(r["success"], true, "{r}");
+    assert_eq!(r["data"]["exitCode"], 0);
 }

@@ -3,6 +3,8 @@
 //! end with `agent_settled`, the phase back to idle, and a next prompt that runs. The
 //! session is real (store, loop, OpenAI adapter) and talks to the fake LLM on 127.0.0.1.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use async_trait::async_trait;
 use parking_lot::Mutex;
 use pi_agent::{AgentTool, ToolContext, ToolError, ToolOutput};
@@ -82,7 +84,7 @@ fn model(port: u16) -> Model {
 }
 
 fn harness(script: Script, panic_provider: bool) -> Harness {
-    let fake = FakeLlm::spawn(script);
+    let fake = FakeLlm::spawn(script).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let cwd = dir.path().to_path_buf();
     let model = model(fake.port());

@@ -156,9 +156,15 @@ impl AgentSession {
         let system_recorded = context.iter().any(|m| matches!(m, Message::System(_)));
         let (steering_mode, follow_up_mode, toggles) = {
             let s = services.settings.lock();
+            // The raw values, as upstream keeps whatever the file holds.
+            let mode = |key: &str, parsed: crate::config::QueueMode| {
+                s.get(key)
+                    .cloned()
+                    .unwrap_or_else(|| Value::String(parsed.as_str().to_string()))
+            };
             (
-                s.steering_mode().as_str().to_string(),
-                s.follow_up_mode().as_str().to_string(),
+                mode("steeringMode", s.steering_mode()),
+                mode("followUpMode", s.follow_up_mode()),
                 Toggles {
                     auto_compaction: s.compaction().enabled,
                     auto_retry: s.retry().enabled,
@@ -379,15 +385,15 @@ impl AgentSession {
         }
     }
 
-    /// Sets the steering or follow-up mode and persists it to the global settings. Any string
+    /// Sets the steering or follow-up mode and persists it to the global settings. Any value
     /// is accepted and stored as given (rpc-protocol.md §4.5, golden queue_modes_and_toggles).
-    pub fn set_queue_mode(&self, kind: QueueKind, mode: String) {
+    pub fn set_queue_mode(&self, kind: QueueKind, mode: Value) {
         self.inner.queues.lock().set_mode(kind, mode.clone());
         let key = match kind {
             QueueKind::Steering => "steeringMode",
             QueueKind::FollowUp => "followUpMode",
         };
-        self.persist_setting(&[key], Value::String(mode));
+        self.persist_setting(&[key], mode);
     }
 
     /// Turns automatic compaction on or off and persists `compaction.enabled`.

@@ -25,8 +25,8 @@ impl AgentSession {
         let (steering_mode, follow_up_mode, pending) = {
             let q = self.inner.queues.lock();
             (
-                q.mode(QueueKind::Steering).to_string(),
-                q.mode(QueueKind::FollowUp).to_string(),
+                q.mode(QueueKind::Steering).clone(),
+                q.mode(QueueKind::FollowUp).clone(),
                 q.pending_count() as u64,
             )
         };

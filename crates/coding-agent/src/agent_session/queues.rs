@@ -9,6 +9,7 @@
 
 use crate::rpc::protocol::QueueTexts;
 use pi_ai::Message;
+use serde_json::Value;
 use std::collections::VecDeque;
 
 /// Which queue.
@@ -23,14 +24,17 @@ pub enum QueueKind {
 /// The wire value of the default mode.
 pub const ONE_AT_A_TIME: &str = "one-at-a-time";
 
+/// The only mode value that delivers every queued message at once.
+pub const ALL: &str = "all";
+
 /// Both queues and their delivery modes.
 #[derive(Debug, Default)]
 pub struct MessageQueues {
     steering: VecDeque<Message>,
     follow_up: VecDeque<Message>,
     shown: QueueTexts,
-    steering_mode: String,
-    follow_up_mode: String,
+    steering_mode: Value,
+    follow_up_mode: Value,
 }
 
 /// The text a queued message is shown (and matched) by: its text blocks joined.
@@ -42,8 +46,8 @@ pub fn message_text(m: &Message) -> String {
 }
 
 impl MessageQueues {
-    /// Empty queues with the given modes (any string; see [`MessageQueues::set_mode`]).
-    pub fn new(steering_mode: String, follow_up_mode: String) -> Self {
+    /// Empty queues with the given modes (any JSON value; see [`MessageQueues::set_mode`]).
+    pub fn new(steering_mode: Value, follow_up_mode: Value) -> Self {
         MessageQueues {
             steering_mode,
             follow_up_mode,
@@ -52,16 +56,17 @@ impl MessageQueues {
     }
 
     /// The mode as set: `"all"`, `"one-at-a-time"` or whatever a client sent.
-    pub fn mode(&self, kind: QueueKind) -> &str {
+    pub fn mode(&self, kind: QueueKind) -> &Value {
         match kind {
             QueueKind::Steering => &self.steering_mode,
             QueueKind::FollowUp => &self.follow_up_mode,
         }
     }
 
-    /// Sets a mode. Upstream stores any value; everything but `one-at-a-time` delivers all
-    /// queued messages at once (rpc-protocol.md §4.5).
-    pub fn set_mode(&mut self, kind: QueueKind, mode: String) {
+    /// Sets a mode. Upstream 1.6 stores any value as sent; only exactly `"all"` delivers all
+    /// queued messages at once, anything else one at a time (observed on upstream 1.6; the
+    /// spec's inferred opposite, rpc-protocol.md §4.5, is wrong).
+    pub fn set_mode(&mut self, kind: QueueKind, mode: Value) {
         match kind {
             QueueKind::Steering => self.steering_mode = mode,
             QueueKind::FollowUp => self.follow_up_mode = mode,
@@ -84,10 +89,9 @@ impl MessageQueues {
         self.shown.clone()
     }
 
-    /// Takes what the loop delivers now: one message, or all for a mode other than
-    /// `one-at-a-time`. The shown lists are unchanged until [`MessageQueues::delivered`].
+    /// Takes what the loop delivers now: all for mode `"all"`, else one message. The shown lists are unchanged until [`MessageQueues::delivered`].
     pub fn drain(&mut self, kind: QueueKind) -> Vec<Message> {
-        let one = self.mode(kind) == ONE_AT_A_TIME;
+        let one = self.mode(kind).as_str() != Some(ALL);
         let q = match kind {
             QueueKind::Steering => &mut self.steering,
             QueueKind::FollowUp => &mut self.follow_up,
@@ -155,12 +159,21 @@ mod tests {
     }
 
     #[test]
-    fn unknown_mode_delivers_all() {
-        let mut q = MessageQueues::new("bogus".into(), ONE_AT_A_TIME.into());
-        q.push(QueueKind::Steering, user("a"));
-        q.push(QueueKind::Steering, user("b"));
-        assert_eq!(q.drain(QueueKind::Steering).len(), 2);
+    fn only_all_delivers_all() {
+        let mut q = MessageQueues::new("bogus".into(), ALL.into());
+        for t in ["a", "b"] {
+            q.push(QueueKind::Steering, user(t));
+            q.push(QueueKind::FollowUp, user(t));
+        }
+        assert_eq!(
+            q.drain(QueueKind::Steering).len(),
+            1,
+            "unknown mode: one at a time"
+        );
         assert_eq!(q.mode(QueueKind::Steering), "bogus");
+        assert_eq!(q.drain(QueueKind::FollowUp).len(), 2);
+        q.set_mode(QueueKind::Steering, Value::from(5));
+        assert_eq!(q.mode(QueueKind::Steering), &Value::from(5));
     }
 
     #[test]

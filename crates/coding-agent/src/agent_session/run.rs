@@ -102,10 +102,11 @@ impl AgentSession {
         user: Message,
         streaming_behavior: Option<&str>,
     ) -> Result<PromptOutcome, String> {
+        // Upstream queues any other given value as steering (observed on 1.6).
         let kind = match streaming_behavior {
-            Some("steer") => QueueKind::Steering,
             Some("followUp") => QueueKind::FollowUp,
-            _ => return Err(ALREADY_PROCESSING.into()),
+            Some(_) => QueueKind::Steering,
+            None => return Err(ALREADY_PROCESSING.into()),
         };
         self.enqueue(kind, user);
         Ok(PromptOutcome::Queued)
@@ -131,11 +132,7 @@ impl AgentSession {
                 }
             }
             Err(panic) => {
-                let text = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "unknown panic".into());
+                let text = crate::rpc::panic_text(panic.as_ref());
                 tracing::error!("the agent loop panicked: {text}");
                 let model = self.model().unwrap_or_else(Model::unknown);
                 let mut m = AssistantMessage::empty(&model);

@@ -12,9 +12,10 @@ pub mod protocol;
 use crate::agent_session::runtime::AgentSessionRuntime;
 use crate::agent_session::{AgentSession, PromptOutcome, QueueKind};
 use crate::output::Output;
+use futures::FutureExt;
 use pi_ai::{ImageContent, ThinkingLevel};
 use protocol::{
-    js_string, CancelledData, CommandsData, CycleModelData, Disposition, DispositionData, ForkData,
+    CancelledData, CommandsData, CycleModelData, Disposition, DispositionData, ForkData,
     ForkMessagesData, Incoming, LastAssistantTextData, LevelData, LevelsData, MessagesData,
     ModelsData, ResponseData, RpcCommand, RpcResponse,
 };
@@ -123,6 +124,16 @@ fn images_of(images: Option<Value>) -> Result<Vec<ImageContent>, String> {
     }
 }
 
+/// The text and images of `prompt`/`steer`/`follow_up`. A missing or non-string `message` is
+/// a failure, as in upstream (whose handler throws on it), never an empty prompt.
+fn message_parts(
+    message: Option<String>,
+    images: Option<Value>,
+) -> Result<(String, Vec<ImageContent>), String> {
+    let text = message.ok_or("The message must be a string (field \"message\")")?;
+    Ok((text, images_of(images)?))
+}
+
 fn some(data: ResponseData) -> Result<Option<ResponseData>, String> {
     Ok(Some(data))
 }
@@ -149,15 +160,11 @@ fn dispatch(
             images,
             streaming_behavior,
         } => {
-            let images = match images_of(images) {
-                Ok(i) => i,
+            let (text, images) = match message_parts(message, images) {
+                Ok(parts) => parts,
                 Err(e) => return reply(Err(e)),
             };
-            match session.prompt(
-                message.unwrap_or_default(),
-                images,
-                streaming_behavior.as_deref(),
-            ) {
+            match session.prompt(text, images, streaming_behavior.as_deref()) {
                 Ok(PromptOutcome::Started(run)) => {
                     reply(some(disposition(Disposition::Started)));
                     tasks.spawn(run);
@@ -172,13 +179,10 @@ fn dispatch(
         RpcCommand::FollowUp { message, images } => {
             reply(enqueue(&session, QueueKind::FollowUp, message, images))
         }
-        RpcCommand::Abort {} => {
-            let o = out.clone();
-            tasks.spawn(async move {
-                session.abort().await;
-                call.reply(&o, Ok(None));
-            });
-        }
+        RpcCommand::Abort {} => answer_later(tasks, out, call, async move {
+            session.abort().await;
+            Ok(None)
+        }),
         RpcCommand::ClearQueue {} => reply(some(ResponseData::Queue(session.clear_queue()))),
         RpcCommand::Bash {
             command,
@@ -187,17 +191,12 @@ fn dispatch(
             let Some(command) = command else {
                 return reply(Err("bash requires a string \"command\"".into()));
             };
-            let o = out.clone();
-            tasks.spawn(async move {
-                let r = session
-                    .run_user_bash(
-                        &command,
-                        exclude_from_context.unwrap_or(false),
-                        call.id.clone(),
-                    )
-                    .await;
-                call.reply(&o, r.map(|b| Some(ResponseData::Bash(b))));
-            });
+            let exclude = exclude_from_context.unwrap_or(false);
+            let id = call.id.clone();
+            answer_later(tasks, out, call, async move {
+                let r = session.run_user_bash(&command, exclude, id).await;
+                r.map(|b| Some(ResponseData::Bash(b)))
+            })
         }
         RpcCommand::AbortBash {} => {
             // Upstream answers before the cancelled commands report back.
@@ -248,11 +247,11 @@ fn dispatch(
             None => ResponseData::Null,
         })),
         RpcCommand::SetSteeringMode { mode } => {
-            session.set_queue_mode(QueueKind::Steering, mode_string(mode));
+            session.set_queue_mode(QueueKind::Steering, mode_value(mode));
             reply(Ok(None))
         }
         RpcCommand::SetFollowUpMode { mode } => {
-            session.set_queue_mode(QueueKind::FollowUp, mode_string(mode));
+            session.set_queue_mode(QueueKind::FollowUp, mode_value(mode));
             reply(Ok(None))
         }
         RpcCommand::SetAutoCompaction { enabled } => {
@@ -286,48 +285,69 @@ fn dispatch(
                 .map(|()| None),
         ),
         RpcCommand::Clone {} => {
-            let (rt, o) = (runtime.clone(), out.clone());
-            tasks.spawn(async move {
-                let r = rt.clone_session().await;
-                call.reply(&o, r.map(|()| Some(not_cancelled())));
-            });
+            let rt = runtime.clone();
+            answer_later(tasks, out, call, async move {
+                rt.clone_session().await.map(|()| Some(not_cancelled()))
+            })
         }
         RpcCommand::SwitchSession { session_path } => {
-            let (rt, o) = (runtime.clone(), out.clone());
+            let rt = runtime.clone();
             let path = session_path.unwrap_or_default();
-            tasks.spawn(async move {
-                let r = rt.switch_session(&path).await;
-                call.reply(&o, r.map(|()| Some(not_cancelled())));
-            });
+            answer_later(tasks, out, call, async move {
+                rt.switch_session(&path)
+                    .await
+                    .map(|()| Some(not_cancelled()))
+            })
         }
         RpcCommand::NewSession { parent_session } => {
-            let (rt, o) = (runtime.clone(), out.clone());
-            tasks.spawn(async move {
-                let r = rt.new_session(parent_session).await;
-                call.reply(&o, r.map(|()| Some(not_cancelled())));
-            });
+            let rt = runtime.clone();
+            answer_later(tasks, out, call, async move {
+                rt.new_session(parent_session)
+                    .await
+                    .map(|()| Some(not_cancelled()))
+            })
         }
         RpcCommand::Fork { entry_id } => {
-            let (rt, o) = (runtime.clone(), out.clone());
+            let rt = runtime.clone();
             let entry_id = entry_id.unwrap_or_default();
-            tasks.spawn(async move {
-                let r = rt.fork(&entry_id).await;
-                call.reply(
-                    &o,
-                    r.map(|text| {
-                        Some(ResponseData::Fork(ForkData {
-                            text: Some(text),
-                            cancelled: false,
-                        }))
-                    }),
-                );
-            });
+            answer_later(tasks, out, call, async move {
+                let text = rt.fork(&entry_id).await?;
+                Ok(Some(ResponseData::Fork(ForkData {
+                    text: Some(text),
+                    cancelled: false,
+                })))
+            })
         }
         RpcCommand::Compact { .. }
         | RpcCommand::AbortRetry {}
         | RpcCommand::ExportHtml { .. }
         | RpcCommand::Unknown => reply(Err(format!("Unknown command: {}", call.kind))),
     }
+}
+
+/// Runs a slow command as a task and answers it when it is done. A panic inside becomes a
+/// failure response, so every command is answered exactly once (rpc-protocol.md §3.2).
+fn answer_later<F>(tasks: &mut JoinSet<()>, out: &Output, call: Call, work: F)
+where
+    F: std::future::Future<Output = Result<Option<ResponseData>, String>> + Send + 'static,
+{
+    let out = out.clone();
+    tasks.spawn(async move {
+        let result = match std::panic::AssertUnwindSafe(work).catch_unwind().await {
+            Ok(r) => r,
+            Err(panic) => Err(format!("Internal error: {}", panic_text(panic.as_ref()))),
+        };
+        call.reply(&out, result);
+    });
+}
+
+/// The message of a panic payload.
+pub fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
 }
 
 /// `steer` / `follow_up` (§4.1): queues the message and answers `queued`.
@@ -337,15 +357,16 @@ fn enqueue(
     message: Option<String>,
     images: Option<Value>,
 ) -> Result<Option<ResponseData>, String> {
-    let images = images_of(images)?;
-    let msg = crate::agent_session::user_message(message.unwrap_or_default(), images);
+    let (text, images) = message_parts(message, images)?;
+    let msg = crate::agent_session::user_message(text, images);
     session.enqueue(kind, msg);
     some(disposition(Disposition::Queued))
 }
 
-/// A queue mode as upstream stores it: the string as sent, a non-string in its JS string form.
-fn mode_string(mode: Option<Value>) -> String {
-    mode.as_ref().map(js_string).unwrap_or_default()
+/// A queue mode as upstream stores it: the value as sent; absent = `null` (JS `undefined`,
+/// which leaves the key out of `get_state` and `settings.json`).
+fn mode_value(mode: Option<Value>) -> Value {
+    mode.unwrap_or(Value::Null)
 }
 
 fn not_cancelled() -> ResponseData {

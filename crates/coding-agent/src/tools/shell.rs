@@ -673,10 +673,13 @@ fn strip_ansi_prefix(s: &str) -> (String, &str) {
                     while j < b.len() && (0x20..=0x2F).contains(&b[j]) {
                         j += 1;
                     }
-                    if j < b.len() {
-                        Some(j + 1)
-                    } else {
-                        None
+                    // A two-byte escape ends with a final byte in 0x30..=0x7E. Anything else
+                    // (e.g. U+FFFD from binary output) is not part of the sequence: only the
+                    // ESC and its intermediates are dropped, the character is kept.
+                    match b.get(j) {
+                        None => None,
+                        Some(c) if (0x30..=0x7E).contains(c) => Some(j + 1),
+                        Some(_) => Some(j),
                     }
                 }
             }
@@ -866,6 +869,32 @@ pub async fn execute_user_bash(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn escape_before_a_multibyte_character_never_splits_it() {
+        // printf '\033\377abc': ESC then an invalid byte, decoded as U+FFFD.
+        let (out, rest) = strip_ansi_prefix("\x1b\u{FFFD}abc");
+        assert_eq!((out.as_str(), rest), ("\u{FFFD}abc", ""));
+        let mut st = AnsiStripper::default();
+        assert_eq!(st.push("x\x1b"), "x");
+        assert_eq!(st.push("\u{e9}y"), "\u{e9}y");
+        assert_eq!(st.push("\x1b7z"), "z", "ESC 7 is a complete escape");
+        // Pseudo-random bytes, lossily decoded as the shell reader does: no panic, and every
+        // chunk split still yields valid text.
+        let mut seed: u32 = 1;
+        let bytes: Vec<u8> = (0..4000)
+            .map(|_| {
+                seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+                (seed >> 16) as u8
+            })
+            .collect();
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let mut st = AnsiStripper::default();
+        for chunk in text.as_bytes().chunks(97) {
+            let piece = String::from_utf8_lossy(chunk);
+            let _ = st.push(&piece);
+        }
+    }
 
     #[test]
     fn strips_ansi_across_chunks() {

@@ -164,10 +164,12 @@ pub struct SessionState {
     pub is_streaming: bool,
     /// A compaction is running.
     pub is_compacting: bool,
-    /// The steering mode as set (any string is kept).
-    pub steering_mode: String,
+    /// The steering mode as set (any value is kept as sent; absent when never set).
+    #[serde(skip_serializing_if = "Value::is_null", default)]
+    pub steering_mode: Value,
     /// The follow-up mode as set.
-    pub follow_up_mode: String,
+    #[serde(skip_serializing_if = "Value::is_null", default)]
+    pub follow_up_mode: Value,
     /// The session file; absent with `--no-session`.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub session_file: Option<String>,
