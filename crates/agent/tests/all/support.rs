@@ -153,6 +153,7 @@ pub fn tool_reply(calls: &[(&str, &str, Value)]) -> Vec<Step> {
             name: (*name).into(),
             arguments: args.clone(),
             thought_signature: None,
+            extra: Default::default(),
         };
         steps.push(Step::Event(AssistantMessageEvent::ToolCallStart {
             content_index: i,

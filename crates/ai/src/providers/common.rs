@@ -448,7 +448,7 @@ pub fn parse_streaming_json(text: &str) -> Value {
     if t.is_empty() {
         return Value::Object(Map::new());
     }
-    if let Ok(v) = serde_json::from_str::<Value>(t) {
+    if let Ok(v) = crate::json::parse_str(t) {
         return object_or_empty(v);
     }
     // Positions outside strings where the text may be cut: just after `{`/`[`, or at `,`.
@@ -539,7 +539,7 @@ fn try_complete(prefix: &str) -> Option<Value> {
     while let Some(c) = stack.pop() {
         s.push(c);
     }
-    match serde_json::from_str::<Value>(&s) {
+    match crate::json::parse_str(&s) {
         Ok(v @ Value::Object(_)) => Some(v),
         _ => None,
     }

@@ -57,7 +57,7 @@ pub async fn run(runtime: AgentSessionRuntime, out: Output) -> std::io::Result<(
 fn handle_line(runtime: &AgentSessionRuntime, out: &Output, line: &[u8], tasks: &mut JoinSet<()>) {
     // Invalid UTF-8 sequences decode to U+FFFD, as Node's stdin decoder does.
     let text = String::from_utf8_lossy(line);
-    let value: Value = match serde_json::from_str(&text) {
+    let value: Value = match pi_ai::json::parse_str(&text) {
         Ok(v) => v,
         Err(e) => {
             // Clients see the same text Node's JSON.parse gives (golden malformed_json); input

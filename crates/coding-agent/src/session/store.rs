@@ -70,7 +70,7 @@ fn parse_line(line: &[u8]) -> Option<Value> {
     if line.iter().all(u8::is_ascii_whitespace) {
         return None;
     }
-    serde_json::from_slice(line).ok()
+    pi_ai::json::parse_value(line).ok()
 }
 
 /// Read only the first parsed line of a file (up to 1 MiB) as a header candidate.
@@ -81,7 +81,7 @@ pub(crate) fn read_first_value(path: &Path) -> Option<Value> {
     file.take(1024 * 1024).read_to_end(&mut buf).ok()?;
     buf.split(|&b| b == b'\n')
         .find(|l| !l.iter().all(u8::is_ascii_whitespace))
-        .and_then(|l| serde_json::from_slice(l).ok())
+        .and_then(|l| pi_ai::json::parse_value(l).ok())
 }
 
 /// Append `data` (complete lines) to `path` with one `write_all` on an `O_APPEND` handle,

@@ -530,7 +530,7 @@ fn protocol_error(raw: &str, value: Option<&Value>) -> Option<String> {
     let Some(value) = value else {
         return Some(format!("not JSON: {raw}"));
     };
-    match serde_json::from_str::<pi_coding_agent::rpc::protocol::RpcOutput>(raw) {
+    match serde_json::from_value::<pi_coding_agent::rpc::protocol::RpcOutput>(value.clone()) {
         Err(e) => Some(format!("does not decode ({e}): {raw}")),
         Ok(decoded) => {
             let again = serde_json::to_value(&decoded).ok();
@@ -558,7 +558,8 @@ fn read_stdout(mut stdout: impl Read, shared: &Shared) {
         while let Some(i) = buf.iter().position(|b| *b == b'\n') {
             let line: Vec<u8> = buf.drain(..=i).collect();
             let raw = String::from_utf8_lossy(&line[..line.len() - 1]).into_owned();
-            let value = serde_json::from_str(&raw).ok();
+            // Deep nesting is legal output (upstream reads and writes it): no 128 limit.
+            let value = pi_ai::json::parse_str(&raw).ok();
             if let Some(e) = protocol_error(&raw, value.as_ref()) {
                 shared.lock().protocol_errors.push(e);
             }

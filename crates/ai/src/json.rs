@@ -1,0 +1,168 @@
+//! JSON text → [`Value`] without serde_json's fixed 128-level recursion limit.
+//!
+//! Upstream (V8's `JSON.parse`) reads deeply nested JSON — tool-call arguments, RPC commands,
+//! session lines — that serde_json's default parser refuses at depth 128; refusing them lost
+//! session entries and turned tool arguments into `{}`. [`parse_value`] accepts nesting up to
+//! [`MAX_DEPTH`] levels, growing the stack as it goes (`serde_stacker`), and refuses deeper
+//! input with a clear error instead of risking a stack overflow later, when the value is
+//! serialized or dropped (both recursive).
+
+use serde::Deserialize;
+use serde_json::Value;
+use std::borrow::Cow;
+
+/// The deepest nesting of arrays/objects accepted (levels).
+pub const MAX_DEPTH: usize = 1000;
+
+/// Nesting depth of JSON text (arrays and objects, strings skipped); stops counting once
+/// past `limit`.
+fn depth_exceeds(text: &[u8], limit: usize) -> bool {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for &b in text {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > limit {
+                    return true;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
+}
+
+/// The 4 hex digits at `b[at..at + 4]` as a number.
+fn hex4(b: &[u8], at: usize) -> Option<u32> {
+    let digits = std::str::from_utf8(b.get(at..at + 4)?).ok()?;
+    u32::from_str_radix(digits, 16).ok()
+}
+
+/// Replaces `\u` escapes of unpaired UTF-16 surrogates inside strings by `\ufffd`, as
+/// JavaScript reads them into strings and upstream writes them out well-formed
+/// (rpc-protocol.md §2.1); serde_json refuses them. Text without any is returned as is.
+pub fn replace_lone_surrogates(text: &[u8]) -> Cow<'_, [u8]> {
+    let (mut out, mut i, mut copied) = (Vec::new(), 0usize, 0usize);
+    let (mut in_string, mut changed) = (false, false);
+    while i < text.len() {
+        let b = text[i];
+        if !in_string {
+            in_string = b == b'"';
+            i += 1;
+            continue;
+        }
+        match b {
+            b'"' => {
+                in_string = false;
+                i += 1;
+            }
+            b'\\' if text.get(i + 1) == Some(&b'u') => {
+                let Some(code) = hex4(text, i + 2) else {
+                    i += 2;
+                    continue;
+                };
+                let paired_low = |at: usize| {
+                    text.get(at) == Some(&b'\\')
+                        && text.get(at + 1) == Some(&b'u')
+                        && hex4(text, at + 2).is_some_and(|c| (0xDC00..=0xDFFF).contains(&c))
+                };
+                match code {
+                    0xD800..=0xDBFF if paired_low(i + 6) => i += 12,
+                    0xD800..=0xDFFF => {
+                        out.extend_from_slice(&text[copied..i]);
+                        out.extend_from_slice(b"\\ufffd");
+                        i += 6;
+                        copied = i;
+                        changed = true;
+                    }
+                    _ => i += 6,
+                }
+            }
+            b'\\' => i += 2,
+            _ => i += 1,
+        }
+    }
+    if !changed {
+        return Cow::Borrowed(text);
+    }
+    out.extend_from_slice(&text[copied.min(text.len())..]);
+    Cow::Owned(out)
+}
+
+/// Parses JSON text (bytes must be UTF-8) into a [`Value`], nesting up to [`MAX_DEPTH`];
+/// unpaired surrogate escapes read as U+FFFD ([`replace_lone_surrogates`]).
+///
+/// Errors: serde_json's syntax errors, or `JSON nested deeper than 1000 levels`.
+pub fn parse_value(text: &[u8]) -> Result<Value, serde_json::Error> {
+    let text: &[u8] = &replace_lone_surrogates(text);
+    if depth_exceeds(text, MAX_DEPTH) {
+        return Err(serde::de::Error::custom(format!(
+            "JSON nested deeper than {MAX_DEPTH} levels"
+        )));
+    }
+    let mut de = serde_json::Deserializer::from_slice(text);
+    de.disable_recursion_limit();
+    let value = Value::deserialize(serde_stacker::Deserializer::new(&mut de))?;
+    de.end()?;
+    Ok(value)
+}
+
+/// [`parse_value`] for a `&str`.
+pub fn parse_str(text: &str) -> Result<Value, serde_json::Error> {
+    parse_value(text.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nested(n: usize) -> String {
+        format!("{{\"a\":{}1{}}}", "[".repeat(n), "]".repeat(n))
+    }
+
+    #[test]
+    fn accepts_what_serde_json_refuses_by_default() {
+        let text = nested(300);
+        assert!(serde_json::from_str::<Value>(&text).is_err());
+        let v = parse_str(&text).unwrap();
+        assert_eq!(serde_json::to_string(&v).unwrap(), text);
+    }
+
+    #[test]
+    fn refuses_past_the_limit_and_ignores_brackets_in_strings() {
+        assert!(parse_str(&nested(MAX_DEPTH + 5)).is_err());
+        let s = format!("{{\"s\":\"{}\\\"{}\"}}", "[".repeat(5000), "{".repeat(5000));
+        assert!(parse_str(&s).is_ok());
+    }
+
+    #[test]
+    fn lone_surrogates_become_replacement_characters() {
+        let v = parse_str(r#"{"id":"\ud800","b":"x\udc00y","ok":"\ud83d\ude00","esc":"\\ud800"}"#)
+            .unwrap();
+        assert_eq!(v["id"], "\u{FFFD}");
+        assert_eq!(v["b"], "x\u{FFFD}y");
+        assert_eq!(v["ok"], "\u{1F600}");
+        assert_eq!(v["esc"], "\\ud800", "an escaped backslash is not an escape");
+        assert!(matches!(
+            replace_lone_surrogates(br#"{"a":"\u00e9"}"#),
+            Cow::Borrowed(_)
+        ));
+    }
+
+    #[test]
+    fn trailing_garbage_is_an_error() {
+        assert!(parse_str("{} x").is_err());
+        assert!(parse_str("  {}  ").is_ok());
+    }
+}

@@ -1,0 +1,71 @@
+//! Integration tests of `coding-agent`, one test binary (each module is one former test file).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+#[path = "all/config_local.rs"]
+mod config_local;
+
+#[path = "all/config_models.rs"]
+mod config_models;
+
+#[path = "all/config_resolve.rs"]
+mod config_resolve;
+
+#[path = "all/config_settings.rs"]
+mod config_settings;
+
+#[path = "all/config_system_prompt.rs"]
+mod config_system_prompt;
+
+#[path = "all/local_model.rs"]
+mod local_model;
+
+#[path = "all/models_pull.rs"]
+mod models_pull;
+
+#[path = "all/proc_hygiene.rs"]
+mod proc_hygiene;
+
+#[path = "all/rpc_basic.rs"]
+mod rpc_basic;
+
+#[path = "all/rpc_models.rs"]
+mod rpc_models;
+
+#[path = "all/rpc_runtime.rs"]
+mod rpc_runtime;
+
+#[path = "all/rpc_session.rs"]
+mod rpc_session;
+
+#[path = "all/rpc_sigkill.rs"]
+mod rpc_sigkill;
+
+#[path = "all/rpc_tools.rs"]
+mod rpc_tools;
+
+#[path = "all/session_settle.rs"]
+mod session_settle;
+
+#[path = "all/session_store.rs"]
+mod session_store;
+
+#[path = "all/session_unknown_fields.rs"]
+mod session_unknown_fields;
+
+#[path = "all/tools_bash.rs"]
+mod tools_bash;
+
+#[path = "all/tools_common.rs"]
+mod tools_common;
+
+#[path = "all/tools_edit.rs"]
+mod tools_edit;
+
+#[path = "all/tools_files.rs"]
+mod tools_files;
+
+#[path = "all/tools_validate.rs"]
+mod tools_validate;

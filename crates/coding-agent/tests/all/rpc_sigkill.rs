@@ -1,0 +1,149 @@
+//! Crash safety of session files: many short persisted sessions whose fake model streams large
+//! replies and makes tool calls with lots of output are SIGKILLed at random moments (seeded,
+//! so a failure reproduces). Every session file left behind must consist of complete JSON
+//! lines: a v3 header first, then entries whose `parentId`s name earlier entries.
+
+use crate::common::*;
+use pi_fakellm::{Block, FakeLlm, Script, Turn, Usage};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::json;
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+const SEED: u64 = 0x005E_ED0F_5E55;
+const KILLS: usize = 30;
+/// Upper bound for one run before it is killed anyway.
+const MAX_RUN: Duration = Duration::from_millis(3000);
+
+/// A reply with a large text and a bash call that prints a lot.
+fn noisy_turn(rng: &mut StdRng, i: usize) -> Turn {
+    let text: String = (0..rng.gen_range(200..600))
+        .map(|j| format!("turn {i} sentence {j} with some filler text. "))
+        .collect();
+    let lines = rng.gen_range(500..4000);
+    let command = format!(
+        "for i in $(seq 1 {lines}); do echo \"output line $i of a noisy command {i}\"; done"
+    );
+    let mut turn = Turn::text(text)
+        .chunk_size(rng.gen_range(32..256))
+        .usage(Usage::new(1000, 500));
+    if rng.gen_bool(0.3) {
+        turn.blocks.insert(
+            0,
+            Block::thinking("thinking ".repeat(rng.gen_range(10..200)), "sig"),
+        );
+    }
+    if rng.gen_bool(0.85) {
+        turn = turn.with_tool_call("bash", json!({"command": command}));
+    }
+    if rng.gen_bool(0.5) {
+        turn = turn.delay_ms(1);
+    }
+    turn
+}
+
+#[test]
+fn sigkill_leaves_only_complete_session_lines() {
+    let mut rng = StdRng::seed_from_u64(SEED);
+    let turns: Vec<Turn> = (0..KILLS * 6).map(|i| noisy_turn(&mut rng, i)).collect();
+    // Once the script runs out, keep the agent busy with tool calls until it is killed.
+    let forever = Turn::text("more").with_tool_call("bash", json!({"command": "seq 1 2000"}));
+    let fake = FakeLlm::spawn(Script::new(turns).exhausted(forever)).unwrap();
+    let root = RunRoot::new(fake.port());
+
+    let mut seen: HashSet<PathBuf> = HashSet::new();
+    let mut failures: Vec<String> = Vec::new();
+    let mut with_assistant = 0usize;
+    let mut entries_checked = 0usize;
+    for run in 0..KILLS {
+        let by_records = rng.gen_bool(0.5);
+        let records_goal = rng.gen_range(1..600usize);
+        let kill_at = Duration::from_millis(rng.gen_range(30..MAX_RUN.as_millis() as u64));
+        let mut agent = root.spawn_with_session();
+        agent.send(json!({"id": format!("p{run}"), "type": "prompt", "message": format!("run {run}: make noise")}));
+        let started = Instant::now();
+        loop {
+            let elapsed = started.elapsed();
+            if elapsed >= MAX_RUN
+                || (!by_records && elapsed >= kill_at)
+                || (by_records && agent.len() >= records_goal)
+            {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(rng.gen_range(1..10)));
+        }
+        let point = format!(
+            "run {run}: killed after {:?} / {} records",
+            started.elapsed(),
+            agent.len()
+        );
+        agent.kill();
+
+        for file in root.session_files() {
+            if !seen.insert(file.clone()) {
+                continue;
+            }
+            match check_session_file(&file) {
+                Ok(lines) => {
+                    entries_checked += lines.len() - 1;
+                    if lines
+                        .iter()
+                        .any(|e| e["type"] == "message" && e["message"]["role"] == "assistant")
+                    {
+                        with_assistant += 1;
+                    }
+                }
+                Err(e) => failures.push(format!("{point}: {}: {e}", file.display())),
+            }
+        }
+    }
+    eprintln!("checked {} session files, {with_assistant} with an assistant reply, {entries_checked} entries", seen.len());
+    assert!(
+        failures.is_empty(),
+        "{} broken session file(s):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    // The test must have exercised real sessions, not just early kills.
+    assert!(
+        with_assistant >= KILLS / 3,
+        "only {with_assistant} of {KILLS} runs left a session with an assistant message"
+    );
+    assert!(
+        entries_checked >= KILLS * 3,
+        "only {entries_checked} entries checked"
+    );
+}
+
+/// The checker itself must catch the damage a badly timed kill can do.
+#[test]
+fn session_checker_rejects_torn_and_dangling_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let header = r#"{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/x"}"#;
+    let e1 = r#"{"type":"model_change","id":"a1","parentId":null,"timestamp":"t","provider":"p","modelId":"m"}"#;
+    let e2 = r#"{"type":"message","id":"b2","parentId":"a1","timestamp":"t","message":{"role":"user","content":[]}}"#;
+    let cases = [
+        (format!("{header}\n{e1}\n{e2}\n"), true),
+        (String::new(), false),
+        (format!("{header}\n{e1}\n{}", &e2[..30]), false),
+        (format!("{header}\n{e1}\n{}\n", &e2[..30]), false),
+        (format!("{e1}\n{header}\n"), false),
+        (format!("{header}\n{e2}\n{e1}\n"), false),
+        (
+            format!("{header}\n{}\n", e1.replace("\"parentId\":null,", "")),
+            false,
+        ),
+    ];
+    for (i, (text, ok)) in cases.iter().enumerate() {
+        let p = dir.path().join(format!("{i}.jsonl"));
+        std::fs::write(&p, text).unwrap();
+        assert_eq!(
+            check_session_file(&p).is_ok(),
+            *ok,
+            "case {i}: {:?}",
+            check_session_file(&p)
+        );
+    }
+}
