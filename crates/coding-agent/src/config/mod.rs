@@ -44,8 +44,13 @@ pub fn home_dir() -> Option<PathBuf> {
 
 /// Expands a leading `~` or `~/` against `$HOME` (other paths are returned unchanged).
 pub fn expand_home(path: &str) -> PathBuf {
-    match (path, home_dir()) {
-        ("~", Some(home)) => home,
+    expand_home_with(path, home_dir().as_deref())
+}
+
+/// [`expand_home`] against a given home directory (`None` = no expansion).
+pub fn expand_home_with(path: &str, home: Option<&Path>) -> PathBuf {
+    match (path, home) {
+        ("~", Some(home)) => home.to_path_buf(),
         (p, Some(home)) if p.starts_with("~/") => home.join(&p[2..]),
         (p, _) => PathBuf::from(p),
     }
@@ -54,9 +59,18 @@ pub fn expand_home(path: &str) -> PathBuf {
 /// The agent directory: `$PI_CODING_AGENT_DIR` (with `~` expansion) else `~/.pi/agent`
 /// (spec config.md §1). Falls back to `./.pi/agent` when `$HOME` is unset.
 pub fn agent_dir() -> PathBuf {
-    match std::env::var(AGENT_DIR_ENV) {
-        Ok(dir) if !dir.is_empty() => expand_home(&dir),
-        _ => home_dir()
+    agent_dir_with(
+        std::env::var(AGENT_DIR_ENV).ok().as_deref(),
+        home_dir().as_deref(),
+    )
+}
+
+/// [`agent_dir`] from given values of `$PI_CODING_AGENT_DIR` and `$HOME` (empty = unset).
+pub fn agent_dir_with(env_dir: Option<&str>, home: Option<&Path>) -> PathBuf {
+    match env_dir {
+        Some(dir) if !dir.is_empty() => expand_home_with(dir, home),
+        _ => home
+            .map(Path::to_path_buf)
             .unwrap_or_else(|| PathBuf::from("."))
             .join(".pi")
             .join("agent"),

@@ -176,18 +176,20 @@ fn set_global_merges_into_file_pretty_without_newline() {
 
 #[test]
 fn agent_dir_from_env_and_home() {
+    // Pure function of the two variables: the test binary's environment is shared by every
+    // test and must not be changed.
+    use pi_coding_agent::config::agent_dir_with;
     let dir = tempfile::tempdir().unwrap();
-    std::env::set_var("PI_CODING_AGENT_DIR", dir.path());
-    assert_eq!(pi_coding_agent::config::agent_dir(), dir.path());
-    std::env::set_var("PI_CODING_AGENT_DIR", "~/custom");
-    std::env::set_var("HOME", "/home/tester");
+    let home = Path::new("/home/tester");
+    let d = dir.path().to_string_lossy().into_owned();
+    assert_eq!(agent_dir_with(Some(&d), Some(home)), dir.path());
     assert_eq!(
-        pi_coding_agent::config::agent_dir(),
+        agent_dir_with(Some("~/custom"), Some(home)),
         Path::new("/home/tester/custom")
     );
-    std::env::remove_var("PI_CODING_AGENT_DIR");
     assert_eq!(
-        pi_coding_agent::config::agent_dir(),
+        agent_dir_with(None, Some(home)),
         Path::new("/home/tester/.pi/agent")
     );
+    assert_eq!(agent_dir_with(Some(""), None), Path::new("./.pi/agent"));
 }
