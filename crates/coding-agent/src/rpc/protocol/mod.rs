@@ -74,7 +74,7 @@ pub fn js_string(value: &Value) -> String {
 // ---------------------------------------------------------------------------------------------
 
 /// One command record (rpc-protocol.md §4), tagged by `type`. The `id` is read separately
-/// ([`CommandEnvelope`]) because it is echoed for every command, known or not.
+/// ([`Incoming::from_value`]) because it is echoed for every command, known or not.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum RpcCommand {
@@ -313,14 +313,6 @@ impl Incoming {
     }
 }
 
-/// The envelope of a command: only what every command carries.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-pub struct CommandEnvelope {
-    /// The correlation id (any JSON value, echoed as given).
-    #[serde(default, deserialize_with = "present")]
-    pub id: Option<Value>,
-}
-
 // ---------------------------------------------------------------------------------------------
 // One stdout record
 // ---------------------------------------------------------------------------------------------
@@ -373,5 +365,106 @@ impl From<RpcEvent> for RpcOutput {
 impl From<RpcResponse> for RpcOutput {
     fn from(r: RpcResponse) -> Self {
         RpcOutput::Response(r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn incoming(v: Value) -> Incoming {
+        Incoming::from_value(v)
+    }
+
+    #[test]
+    fn commands_are_lenient_like_upstream() {
+        let Incoming::Command { id, kind, command } =
+            incoming(json!({"id": {"x": 1}, "type": "prompt", "message": 5, "extra": true}))
+        else {
+            panic!("a prompt is a command");
+        };
+        assert_eq!(id, Some(json!({"x": 1})));
+        assert_eq!(kind, "prompt");
+        assert_eq!(
+            command,
+            RpcCommand::Prompt {
+                message: None,
+                images: None,
+                streaming_behavior: None
+            }
+        );
+        let Incoming::Command { command, .. } =
+            incoming(json!({"type": "get_entries", "since": null}))
+        else {
+            panic!()
+        };
+        assert_eq!(
+            command,
+            RpcCommand::GetEntries {
+                since: Some(Value::Null)
+            }
+        );
+        let Incoming::Command { command, .. } = incoming(json!({"type": "get_entries"})) else {
+            panic!()
+        };
+        assert_eq!(command, RpcCommand::GetEntries { since: None });
+        let Incoming::Command { kind, command, .. } = incoming(json!({"type": "retry"})) else {
+            panic!()
+        };
+        assert_eq!((kind.as_str(), command), ("retry", RpcCommand::Unknown));
+        assert_eq!(incoming(json!([1])), Incoming::Untyped { id: None });
+        assert_eq!(
+            incoming(json!({"id": "a", "type": 5})),
+            Incoming::Untyped {
+                id: Some(json!("a"))
+            }
+        );
+    }
+
+    #[test]
+    fn responses_keep_upstream_key_order_and_decode_by_command() {
+        let r = RpcResponse::ok(
+            Some(json!("c1")),
+            "cycle_thinking_level",
+            Some(ResponseData::Null),
+        );
+        let line = RpcOutput::from(r.clone()).to_line();
+        assert_eq!(
+            line,
+            r#"{"id":"c1","type":"response","command":"cycle_thinking_level","success":true,"data":null}"#
+        );
+        assert_eq!(
+            serde_json::from_str::<RpcOutput>(&line).unwrap(),
+            RpcOutput::Response(r)
+        );
+        let bad =
+            r#"{"type":"response","command":"get_state","success":true,"data":{"levels":[]}}"#;
+        assert!(
+            serde_json::from_str::<RpcOutput>(bad).is_err(),
+            "wrong payload shape"
+        );
+        let parse = RpcOutput::from(RpcResponse::parse_error("x")).to_line();
+        assert_eq!(
+            parse,
+            r#"{"type":"response","command":"parse","success":false,"error":"Failed to parse command: x"}"#
+        );
+    }
+
+    #[test]
+    fn events_put_type_first_and_reject_unknown_fields() {
+        let e = RpcEvent::queue_update(QueueTexts {
+            steering: vec!["a".into()],
+            follow_up: vec![],
+        });
+        assert_eq!(
+            RpcOutput::from(e).to_line(),
+            r#"{"type":"queue_update","steering":["a"],"followUp":[]}"#
+        );
+        assert!(serde_json::from_str::<RpcOutput>(
+            r#"{"type":"agent_settled","aborted":false,"x":1}"#
+        )
+        .is_err());
+        assert!(serde_json::from_str::<RpcOutput>(r#"{"type":"no_such_event"}"#).is_err());
     }
 }
