@@ -5,7 +5,7 @@
 
 use super::factory::{SessionFactory, SessionRequest};
 use super::{AgentSession, EventSink};
-use crate::session::{NewSessionOptions, SessionManager};
+use crate::session::{EntryKind, NewSessionOptions, SessionManager};
 use parking_lot::RwLock;
 use pi_ai::ThinkingLevel;
 use std::path::Path;
@@ -183,8 +183,17 @@ impl AgentSessionRuntime {
             current.thinking_level()
         };
         let level = crate::config::clamp_thinking_level(model.as_ref(), level);
+        let has_level = store
+            .branch()
+            .iter()
+            .any(|e| matches!(e.kind, EntryKind::ThinkingLevelChange { .. }));
         if store.entries().is_empty() {
             record_start(&mut store, model.as_ref(), level);
+        } else if !has_level {
+            // A session without a recorded level gets the one it now runs at (as upstream 1.6).
+            if let Err(e) = store.append_thinking_level_change(level.as_str()) {
+                tracing::warn!("could not record the thinking level: {e}");
+            }
         }
         let request = SessionRequest {
             cwd: store.cwd().to_path_buf(),

@@ -387,3 +387,28 @@ fn lone_surrogate_escapes_are_read_as_replacement_characters() {
     assert_eq!(r["id"], "\u{FFFD}", "{r}");
     assert_eq!(r["success"], true);
 }
+
+#[test]
+fn switching_to_a_session_without_a_level_records_one() {
+    let (_fake, root) = setup(Script::new([]), DEFAULT_MODEL);
+    let file = root.cwd.join("hand-written.jsonl");
+    let header = json!({"type": "session", "version": 3, "id": "01a228e2-0000-7000-8000-000000000001",
+        "timestamp": "2026-12-01T00:00:00.000Z", "cwd": root.cwd});
+    let user = json!({"type": "message", "id": "aaaa0001", "parentId": null,
+        "timestamp": "2026-12-01T00:00:01.000Z",
+        "message": {"role": "user", "content": [{"type": "text", "text": "hi"}], "timestamp": 1}});
+    std::fs::write(&file, format!("{header}\n{user}\n")).unwrap();
+    let mut agent = root.spawn();
+    let sw = agent.request(json!({"id": "w", "type": "switch_session", "sessionPath": file}));
+    assert_eq!(sw["success"], true, "{sw}");
+    let e = entries(&mut agent, "e", None);
+    let kinds: Vec<&str> = e["data"]["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["message", "thinking_level_change"]);
+    let on_disk = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(on_disk.lines().count(), 3, "{on_disk}");
+}
