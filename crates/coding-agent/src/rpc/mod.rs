@@ -42,6 +42,8 @@ pub async fn run(runtime: AgentSessionRuntime, out: Output) -> std::io::Result<(
         let at_eof = !buf.ends_with(b"\n");
         let line = buf.strip_suffix(b"\n").unwrap_or(&buf);
         handle_line(&runtime, &out, strip_cr(line), &mut tasks);
+        // Reap finished tasks so a long-lived process does not keep one entry per command.
+        while tasks.try_join_next().is_some() {}
         if at_eof {
             break;
         }
