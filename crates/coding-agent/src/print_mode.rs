@@ -10,8 +10,19 @@ use pi_ai::{Content, Message, StopReason};
 
 /// Runs `messages` through `session`; returns the process exit code.
 pub async fn run(session: &AgentSession, messages: Vec<String>, json_mode: bool) -> i32 {
+    run_with_images(session, messages, vec![], json_mode).await
+}
+
+/// [`run`] with `images` (from `@file` arguments) attached to the first message.
+pub async fn run_with_images(
+    session: &AgentSession,
+    messages: Vec<String>,
+    images: Vec<pi_ai::ImageContent>,
+    json_mode: bool,
+) -> i32 {
+    let mut images = Some(images);
     for text in messages {
-        match session.prompt(text, vec![], None) {
+        match session.prompt(text, images.take().unwrap_or_default(), None) {
             Ok(PromptOutcome::Started(run)) => run.await,
             Ok(PromptOutcome::Queued) => {}
             Err(e) => {

@@ -90,6 +90,8 @@ pub struct Loadout {
     pub system_message: SystemMessage,
     /// The flat system prompt text sent to the model.
     pub system_prompt: String,
+    /// The bash tool's session variables, bound to the session that takes this loadout.
+    pub session_env: Option<crate::tools::bash::SessionEnvSlot>,
 }
 
 /// Everything one session is built from (see [`factory::SessionFactory`]).
@@ -171,7 +173,7 @@ impl AgentSession {
                 },
             )
         };
-        AgentSession {
+        let session = AgentSession {
             inner: Arc::new(Inner {
                 cwd: config.cwd,
                 bash_options: config.bash_options,
@@ -190,7 +192,12 @@ impl AgentSession {
                 bash: UserBash::default(),
                 sink,
             }),
+        };
+        {
+            let loadout = session.inner.loadout.lock().clone();
+            bind_session_env(&session.inner, &loadout);
         }
+        session
     }
 
     fn emit(&self, event: RpcEvent) {
@@ -247,6 +254,7 @@ impl AgentSession {
 
     /// Replaces the tools and system prompt; the next LLM call uses them.
     pub fn set_loadout(&self, loadout: Loadout) {
+        bind_session_env(&self.inner, &loadout);
         *self.inner.loadout.lock() = loadout;
     }
 
@@ -457,4 +465,38 @@ impl AgentSession {
     pub async fn wait_settled(&self) {
         self.inner.run.wait_settled().await;
     }
+}
+
+/// Binds `loadout`'s bash session variables to `inner` (held weakly, so tools never keep a
+/// session alive): `PI_SESSION_ID`, `PI_SESSION_FILE` (when the session has a file),
+/// `PI_PROVIDER` and `PI_MODEL` (when a model is set), `PI_REASONING_LEVEL`
+/// (upstream-1.6-notes.md item 21).
+fn bind_session_env(inner: &Arc<Inner>, loadout: &Loadout) {
+    let Some(slot) = &loadout.session_env else {
+        return;
+    };
+    let weak = Arc::downgrade(inner);
+    slot.bind(Arc::new(move || {
+        let Some(inner) = weak.upgrade() else {
+            return Vec::new();
+        };
+        let mut vars = Vec::new();
+        {
+            let store = inner.store.lock();
+            vars.push(("PI_SESSION_ID".to_string(), store.session_id().to_string()));
+            if let Some(file) = store.session_file() {
+                vars.push(("PI_SESSION_FILE".to_string(), file.display().to_string()));
+            }
+        }
+        let state = inner.model.lock();
+        if let Some(m) = &state.model {
+            vars.push(("PI_PROVIDER".to_string(), m.provider.clone()));
+            vars.push(("PI_MODEL".to_string(), m.id.clone()));
+        }
+        vars.push((
+            "PI_REASONING_LEVEL".to_string(),
+            state.thinking_level.as_str().to_string(),
+        ));
+        vars
+    }));
 }

@@ -106,11 +106,21 @@ impl Settings {
     /// Loads `<agent_dir>/settings.json` and `<cwd>/.pi/settings.json`. Problems are warned
     /// about on stderr and recorded in [`Settings::errors`].
     pub fn load(agent_dir: &Path, cwd: &Path) -> Self {
+        Settings::load_with_trust(agent_dir, cwd, true)
+    }
+
+    /// [`Settings::load`], reading the project file only when `project_trusted` (project trust,
+    /// upstream `docs/security.md`); an untrusted project scope is `{}`.
+    pub fn load_with_trust(agent_dir: &Path, cwd: &Path, project_trusted: bool) -> Self {
         let global_path = agent_dir.join("settings.json");
         let project_path = cwd.join(".pi").join("settings.json");
         let mut errors = Vec::new();
         let (global, global_ok) = load_scope(&global_path, &mut errors);
-        let (project, _) = load_scope(&project_path, &mut errors);
+        let project = if project_trusted {
+            load_scope(&project_path, &mut errors).0
+        } else {
+            Map::new()
+        };
         for e in &errors {
             warn(e);
         }
@@ -331,6 +341,67 @@ impl Settings {
             Some(v) => as_u64(v).unwrap_or(DEFAULT),
             None => DEFAULT,
         }
+    }
+
+    /// The resolved `defaultTools` selection, or `None` when no scope sets it. A project list of
+    /// only `+name`/`-name` entries edits the global list instead of replacing it (upstream
+    /// `docs/settings.md` "defaultTools"); see [`crate::tools::select::resolve_default_tools`].
+    pub fn default_tools(&self) -> Option<Vec<String>> {
+        let strings = |v: &Value| -> Option<Vec<String>> {
+            v.as_array().map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
+        };
+        let global = self.global.get("defaultTools");
+        let project = self.project.get("defaultTools");
+        let all_edits = |v: &Value| {
+            v.as_array().is_some_and(|a| {
+                a.iter()
+                    .all(|e| e.as_str().is_some_and(crate::cli::is_tool_modifier))
+            })
+        };
+        let merged: Vec<String> = match (global, project) {
+            (None, None) => return None,
+            (Some(g), None) => strings(g).unwrap_or_default(),
+            (Some(g), Some(p)) if g.is_array() && all_edits(p) => {
+                let mut list = strings(g).unwrap_or_default();
+                list.extend(strings(p).unwrap_or_default());
+                list
+            }
+            (_, Some(p)) => strings(p).unwrap_or_default(),
+        };
+        Some(crate::tools::select::resolve_default_tools(&merged))
+    }
+
+    /// `defaultProjectTrust` from the GLOBAL settings only (a project cannot trust itself):
+    /// `"ask"` (default), `"always"` or `"never"`; other values count as `"ask"`.
+    pub fn default_project_trust(&self) -> &str {
+        match self
+            .global
+            .get("defaultProjectTrust")
+            .and_then(Value::as_str)
+        {
+            Some(v @ ("always" | "never")) => v,
+            _ => "ask",
+        }
+    }
+
+    /// `httpProxy` from the GLOBAL settings (upstream applies only the global value), if a
+    /// non-empty string.
+    pub fn http_proxy(&self) -> Option<&str> {
+        self.global
+            .get("httpProxy")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+    }
+
+    /// `modelThinkingLevels`: `"provider/id"` (or bare id) → the thinking level to use with that
+    /// model, as a raw object.
+    pub fn model_thinking_levels(&self) -> Option<&Map<String, Value>> {
+        self.get("modelThinkingLevels").and_then(Value::as_object)
     }
 
     /// `quietStartup` (default false).
