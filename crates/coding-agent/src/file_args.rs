@@ -39,7 +39,8 @@ pub struct FileArgs {
     pub images: Vec<ImageContent>,
 }
 
-fn absolute(cwd: &Path, arg: &str) -> PathBuf {
+/// `arg` as an absolute path: `~` expanded, relative to `cwd`, `.` and `..` removed lexically.
+pub fn absolute(cwd: &Path, arg: &str) -> PathBuf {
     let expanded = crate::config::expand_home(arg);
     let path = if expanded.is_absolute() {
         expanded

@@ -135,12 +135,7 @@ fn install(source: &str, file: &Path, cwd: &Path) -> i32 {
     if is_remote(source) {
         return unsupported("installing npm and git packages");
     }
-    let path = crate::config::expand_home(source);
-    let path = if path.is_absolute() {
-        path
-    } else {
-        cwd.join(path)
-    };
+    let path = crate::file_args::absolute(cwd, source);
     if !path.exists() {
         eprintln!("Error: Path does not exist: {}", path.display());
         return 1;
@@ -183,7 +178,7 @@ fn remove(source: &str, file: &Path) -> i32 {
         }
     };
     let absolute = std::env::current_dir()
-        .map(|d| d.join(source).display().to_string())
+        .map(|d| crate::file_args::absolute(&d, source).display().to_string())
         .unwrap_or_default();
     let mut removed = false;
     if let Some(Value::Array(list)) = map.get_mut("packages") {

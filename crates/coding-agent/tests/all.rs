@@ -4,6 +4,9 @@
 
 mod common;
 
+#[path = "all/cli_dropin.rs"]
+mod cli_dropin;
+
 #[path = "all/config_local.rs"]
 mod config_local;
 
