@@ -89,10 +89,19 @@ fn every_upstream_help_flag_parses_to_its_meaning() {
         );
         cli
     };
-    assert_eq!(p(&["--provider", "openai"]).provider.as_deref(), Some("openai"));
-    assert_eq!(p(&["--model", "a/b:high"]).model.as_deref(), Some("a/b:high"));
+    assert_eq!(
+        p(&["--provider", "openai"]).provider.as_deref(),
+        Some("openai")
+    );
+    assert_eq!(
+        p(&["--model", "a/b:high"]).model.as_deref(),
+        Some("a/b:high")
+    );
     assert_eq!(p(&["--api-key", "k"]).api_key.as_deref(), Some("k"));
-    assert_eq!(p(&["--system-prompt", "S"]).system_prompt.as_deref(), Some("S"));
+    assert_eq!(
+        p(&["--system-prompt", "S"]).system_prompt.as_deref(),
+        Some("S")
+    );
     assert_eq!(
         p(&["--append-system-prompt", "A", "--append-system-prompt", "B"]).append_system_prompt,
         vec!["A", "B"]
@@ -111,11 +120,11 @@ fn every_upstream_help_flag_parses_to_its_meaning() {
     for f in ["--resume", "-r"] {
         assert!(p(&[f]).resume);
     }
+    assert_eq!(p(&["--session", "abc"]).session, Some(PathBuf::from("abc")));
     assert_eq!(
-        p(&["--session", "abc"]).session,
-        Some(PathBuf::from("abc"))
+        p(&["--session-id", "id1"]).session_id.as_deref(),
+        Some("id1")
     );
-    assert_eq!(p(&["--session-id", "id1"]).session_id.as_deref(), Some("id1"));
     assert_eq!(p(&["--fork", "x.jsonl"]).fork.as_deref(), Some("x.jsonl"));
     assert_eq!(
         p(&["--session-dir", "/s"]).session_dir,
@@ -155,7 +164,10 @@ fn every_upstream_help_flag_parses_to_its_meaning() {
     assert_eq!(p(&["--thinking", "max"]).thinking, Some(ThinkingLevel::Max));
     assert_eq!(p(&["--thinking", "off"]).thinking, Some(ThinkingLevel::Off));
     for f in ["--extension", "-e"] {
-        assert_eq!(p(&[f, "ext.js", f, "builtin:x"]).extension, vec!["ext.js", "builtin:x"]);
+        assert_eq!(
+            p(&[f, "ext.js", f, "builtin:x"]).extension,
+            vec!["ext.js", "builtin:x"]
+        );
     }
     for f in ["--no-extensions", "-ne"] {
         assert!(p(&[f]).no_extensions);
@@ -170,7 +182,10 @@ fn every_upstream_help_flag_parses_to_its_meaning() {
         assert!(p(&[f]).no_prompt_templates);
     }
     assert_eq!(p(&["--theme", "th.json"]).theme, vec!["th.json"]);
-    assert_eq!(p(&["--use-theme", "dark"]).use_theme.as_deref(), Some("dark"));
+    assert_eq!(
+        p(&["--use-theme", "dark"]).use_theme.as_deref(),
+        Some("dark")
+    );
     assert!(p(&["--no-themes"]).no_themes);
     for f in ["--no-context-files", "-nc"] {
         assert!(p(&[f]).no_context_files);
@@ -184,7 +199,10 @@ fn every_upstream_help_flag_parses_to_its_meaning() {
         Some(ListModels::Search("son".into()))
     );
     assert!(p(&["--verbose"]).verbose);
-    assert_eq!(p(&["--tui-mode", "regular"]).tui_mode.as_deref(), Some("regular"));
+    assert_eq!(
+        p(&["--tui-mode", "regular"]).tui_mode.as_deref(),
+        Some("regular")
+    );
     for f in ["--approve", "-a"] {
         assert_eq!(p(&[f]).approve, Some(true));
     }
@@ -272,7 +290,11 @@ fn unknown_option_is_an_error_exit_1() {
     let (fake, root) = setup(texts(1), crate::common::DEFAULT_MODEL);
     let r = run_pi(&root, &["--frobnicate", "-p", "hi"], None, &[]);
     assert_eq!(r.code, 1, "{}", r.stderr);
-    assert!(r.stderr.contains("Unknown option: --frobnicate"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("Unknown option: --frobnicate"),
+        "{}",
+        r.stderr
+    );
     assert!(fake.requests().is_empty());
 }
 
@@ -280,8 +302,18 @@ fn unknown_option_is_an_error_exit_1() {
 fn subcommands_are_commands_never_prompts() {
     let (fake, root) = setup(texts(4), crate::common::DEFAULT_MODEL);
     let r = run_pi(&root, &["list"], None, &[]);
-    assert_eq!((r.code, r.stdout.trim()), (0, "No packages installed."), "{}", r.stderr);
-    for args in [&["mcp", "list"][..], &["auth", "login"], &["update"], &["config"]] {
+    assert_eq!(
+        (r.code, r.stdout.trim()),
+        (0, "No packages installed."),
+        "{}",
+        r.stderr
+    );
+    for args in [
+        &["mcp", "list"][..],
+        &["auth", "login"],
+        &["update"],
+        &["config"],
+    ] {
         let r = run_pi(&root, args, None, &[]);
         assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
         assert!(r.stderr.contains("not supported"), "{args:?}: {}", r.stderr);
@@ -303,7 +335,10 @@ fn subcommands_are_commands_never_prompts() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     let r = run_pi(&root, &["uninstall", "nothing-here"], None, &[]);
     assert_eq!(r.code, 1);
-    assert!(fake.requests().is_empty(), "no subcommand reached the model");
+    assert!(
+        fake.requests().is_empty(),
+        "no subcommand reached the model"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -349,12 +384,7 @@ fn tool_flags_select_tools_as_upstream() {
 // ---------------------------------------------------------------------------------------------
 // Config values and key precedence (config.md §5.2–§5.3)
 
-fn bearer_with(
-    api_key: &str,
-    auth: Option<Value>,
-    args: &[&str],
-    env: &[(&str, &str)],
-) -> String {
+fn bearer_with(api_key: &str, auth: Option<Value>, args: &[&str], env: &[(&str, &str)]) -> String {
     let fake = FakeLlm::spawn(texts(1)).unwrap();
     let root = RunRoot::new(fake.port());
     let mut models = crate::common::models_json(fake.port());
@@ -376,17 +406,28 @@ fn bearer_with(
 fn models_json_api_key_forms_follow_1_6() {
     let env = [("MYKEY", "secret")];
     assert_eq!(bearer_with("$MYKEY", None, &[], &env), "Bearer secret");
-    assert_eq!(bearer_with("${MYKEY}-x", None, &[], &env), "Bearer secret-x");
+    assert_eq!(
+        bearer_with("${MYKEY}-x", None, &[], &env),
+        "Bearer secret-x"
+    );
     assert_eq!(bearer_with("MYKEY", None, &[], &env), "Bearer MYKEY");
     assert_eq!(bearer_with("a$$b$!c", None, &[], &env), "Bearer a$b!c");
-    assert_eq!(bearer_with("!printf cmd-key", None, &[], &env), "Bearer cmd-key");
+    assert_eq!(
+        bearer_with("!printf cmd-key", None, &[], &env),
+        "Bearer cmd-key"
+    );
 }
 
 #[test]
 fn key_precedence_cli_then_auth_json_then_models_json_then_env() {
     let auth = json!({"fake-openai": {"type": "api_key", "key": "from-auth"}});
     assert_eq!(
-        bearer_with("from-models", Some(auth.clone()), &["--api-key", "from-cli"], &[]),
+        bearer_with(
+            "from-models",
+            Some(auth.clone()),
+            &["--api-key", "from-cli"],
+            &[]
+        ),
         "Bearer from-cli"
     );
     assert_eq!(
@@ -397,7 +438,12 @@ fn key_precedence_cli_then_auth_json_then_models_json_then_env() {
     let auth_env = json!({"fake-openai": {"type": "api_key", "key": "$AUTHVAR",
                                           "env": {"AUTHVAR": "from-auth-env"}}});
     assert_eq!(
-        bearer_with("from-models", Some(auth_env), &[], &[("AUTHVAR", "from-process")]),
+        bearer_with(
+            "from-models",
+            Some(auth_env),
+            &[],
+            &[("AUTHVAR", "from-process")]
+        ),
         "Bearer from-auth-env"
     );
 
@@ -459,10 +505,7 @@ fn models_json_commands_run_per_request_auth_json_commands_once() {
                                      "provider": model.0, "modelId": model.1}));
         assert_eq!(r["success"], true, "{}", agent.dump());
         agent.send(json!({"id": format!("p{i}"), "type": "prompt", "message": "hi"}));
-        agent.wait_for(
-            |v| v["type"] == "agent_settled",
-            LIVENESS,
-        );
+        agent.wait_for(|v| v["type"] == "agent_settled", LIVENESS);
         // The next wait must see a new settle: wait until the request count grows.
         assert!(fake.wait_requests(i + 1, LIVENESS));
     }
@@ -520,7 +563,10 @@ fn approve_flag_trusts_the_project_for_one_run() {
     let (api, body) = served_api(&fake);
     assert_eq!(api, "anthropic");
     assert!(body.contains("PROJECT-SYSTEM-PROMPT"));
-    assert!(!root.agent_dir.join("trust.json").exists(), "--approve saves nothing");
+    assert!(
+        !root.agent_dir.join("trust.json").exists(),
+        "--approve saves nothing"
+    );
 }
 
 #[test]
@@ -577,10 +623,18 @@ fn first_user_text(req: &RecordedRequest) -> String {
 fn piped_stdin_is_prepended_and_no_mode_means_print() {
     let (fake, root) = setup(texts(1), crate::common::DEFAULT_MODEL);
     // No -p and no --mode: stdin and stdout are pipes, so print mode (not RPC).
-    let r = run_pi(&root, &["--no-session", "summarize"], Some("LOG LINE\n"), &[]);
+    let r = run_pi(
+        &root,
+        &["--no-session", "summarize"],
+        Some("LOG LINE\n"),
+        &[],
+    );
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(r.stdout.trim(), "answer 0");
-    assert_eq!(first_user_text(&fake.llm_requests()[0]), "LOG LINEsummarize");
+    assert_eq!(
+        first_user_text(&fake.llm_requests()[0]),
+        "LOG LINEsummarize"
+    );
 }
 
 #[test]
@@ -594,7 +648,13 @@ fn at_file_arguments_are_inlined_and_images_attached() {
     std::fs::write(root.cwd.join("pic.png"), png).unwrap();
     let r = run_pi(
         &root,
-        &["--no-session", "-p", "@notes.txt", "@pic.png", "what is in it"],
+        &[
+            "--no-session",
+            "-p",
+            "@notes.txt",
+            "@pic.png",
+            "what is in it",
+        ],
         None,
         &[],
     );
@@ -610,9 +670,17 @@ fn at_file_arguments_are_inlined_and_images_attached() {
             pic.display()
         )
     );
-    assert!(req.body_text().contains("data:image/png;base64,"), "image attached");
+    assert!(
+        req.body_text().contains("data:image/png;base64,"),
+        "image attached"
+    );
 
-    let r = run_pi(&root, &["--no-session", "-p", "@missing.txt", "q"], None, &[]);
+    let r = run_pi(
+        &root,
+        &["--no-session", "-p", "@missing.txt", "q"],
+        None,
+        &[],
+    );
     assert_eq!(r.code, 1);
     assert!(r.stderr.contains("File not found:"), "{}", r.stderr);
 }
@@ -642,5 +710,9 @@ fn bash_tool_env_carries_session_vars_and_rpc_bash_only_markers() {
 
     let r = agent.request(json!({"id": "b", "type": "bash",
         "command": "echo \"[$PI_SESSION_ID][$PI_MODEL][$AI_AGENT][$PI_CODING_AGENT]\""}));
-    assert_eq!(r["data"]["output"].as_str().unwrap().trim(), "[][][pi][true]", "{r}");
+    assert_eq!(
+        r["data"]["output"].as_str().unwrap().trim(),
+        "[][][pi][true]",
+        "{r}"
+    );
 }
