@@ -123,9 +123,8 @@ impl Provider for AnthropicMessages {
         let oauth = api_key.as_deref().is_some_and(is_oauth_token);
         let body = build_body(&model, context, &options, &tuning, oauth);
         let tools = context.tools.clone();
-        let client = self.client.get();
-        let http = self.client.options();
-        event_stream(move |em| run(em, client, http, model, body, options, api_key, tools))
+        let client = self.client.clone();
+        event_stream(move |em| run(em, client, model, body, options, api_key, tools))
     }
 }
 
@@ -793,14 +792,15 @@ const MESSAGE_EVENTS: [&str; 6] = [
 
 async fn run(
     em: Emitter,
-    client: reqwest::Client,
-    http: HttpOptions,
+    client: common::LazyClient,
     model: Model,
     body: Value,
     options: StreamOptions,
     api_key: Option<String>,
     tools: Vec<ToolDefinition>,
 ) {
+    let http = client.options();
+    let client = client.get();
     let started = Instant::now();
     let output = AssistantMessage::empty(&model);
     let cancel = options.cancel.clone();

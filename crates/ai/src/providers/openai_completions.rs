@@ -91,9 +91,8 @@ impl Provider for OpenAiCompletions {
     ) -> AssistantStream {
         let model = model.clone();
         let body = build_request_body(&model, context, &options, &tuning);
-        let client = self.client.get();
-        let http = self.client.options();
-        event_stream(move |em| run(em, client, http, model, body, options))
+        let client = self.client.clone();
+        event_stream(move |em| run(em, client, model, body, options))
     }
 }
 
@@ -871,12 +870,13 @@ fn append_to_block(
 
 async fn run(
     em: Emitter,
-    client: reqwest::Client,
-    http: HttpOptions,
+    client: common::LazyClient,
     model: Model,
     body: Value,
     options: StreamOptions,
 ) {
+    let http = client.options();
+    let client = client.get();
     let started = Instant::now();
     let mut output = AssistantMessage::empty(&model);
     let cancel = options.cancel.clone();

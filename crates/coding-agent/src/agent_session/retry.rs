@@ -50,10 +50,7 @@ impl RetryPolicy {
     /// capped by `maxAgentDelayMs` (upstream `retryDelayMs`).
     pub fn backoff_ms(&self, attempt: u32) -> u64 {
         let shift = attempt.saturating_sub(1).min(63);
-        let delay = self
-            .base_delay_ms
-            .checked_mul(1u64 << shift)
-            .unwrap_or(u64::MAX);
+        let delay = self.base_delay_ms.saturating_mul(1u64 << shift);
         delay.min(self.max_agent_delay_ms)
     }
 }
