@@ -280,13 +280,7 @@ async fn run(cli: Cli) -> i32 {
                 keyless: auth.keyless,
             })
         }),
-        provider: provider_resolver(
-            &agent_dir,
-            &pi_ai::providers::HttpOptions {
-                idle_timeout_ms: settings.http_idle_timeout_ms(),
-                ..Default::default()
-            },
-        ),
+        provider: provider_resolver(&agent_dir, &http_options(&settings)),
         settings: Arc::new(parking_lot::Mutex::new(settings.clone())),
     };
     let factory = SessionFactory {
@@ -363,6 +357,20 @@ async fn run(cli: Cli) -> i32 {
                 print_mode::run_with_images(&session, messages, files.images, false).await
             }
         }
+    }
+}
+
+/// The provider HTTP settings: `httpIdleTimeoutMs` and `retry.provider.*` (upstream 1.6
+/// docs/settings.md; `retry.provider.timeoutMs` defaults to the idle timeout).
+fn http_options(settings: &pi_coding_agent::config::Settings) -> pi_ai::providers::HttpOptions {
+    let idle = settings.http_idle_timeout_ms();
+    let retry = settings.retry();
+    pi_ai::providers::HttpOptions {
+        idle_timeout_ms: idle,
+        request_timeout_ms: retry.provider_timeout_ms.unwrap_or(idle),
+        max_retries: u32::try_from(retry.provider_max_retries).unwrap_or(u32::MAX),
+        max_retry_delay_ms: retry.provider_max_retry_delay_ms,
+        ..Default::default()
     }
 }
 

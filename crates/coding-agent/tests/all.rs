@@ -37,6 +37,9 @@ mod rpc_basic;
 #[path = "all/rpc_models.rs"]
 mod rpc_models;
 
+#[path = "all/rpc_retry.rs"]
+mod rpc_retry;
+
 #[path = "all/rpc_runtime.rs"]
 mod rpc_runtime;
 

@@ -123,7 +123,7 @@ impl Provider for AnthropicMessages {
         let oauth = api_key.as_deref().is_some_and(is_oauth_token);
         let body = build_body(&model, context, &options, &tuning, oauth);
         let tools = context.tools.clone();
-        let client = self.client.get();
+        let client = self.client.clone();
         event_stream(move |em| run(em, client, model, body, options, api_key, tools))
     }
 }
@@ -792,13 +792,15 @@ const MESSAGE_EVENTS: [&str; 6] = [
 
 async fn run(
     em: Emitter,
-    client: reqwest::Client,
+    client: common::LazyClient,
     model: Model,
     body: Value,
     options: StreamOptions,
     api_key: Option<String>,
     tools: Vec<ToolDefinition>,
 ) {
+    let http = client.options();
+    let client = client.get();
     let started = Instant::now();
     let output = AssistantMessage::empty(&model);
     let cancel = options.cancel.clone();
@@ -864,7 +866,8 @@ async fn run(
     );
     let payload = serde_json::to_vec(&body).unwrap_or_default();
     let request = client.post(url).headers(headers).body(payload);
-    let response = match send_streaming_request(request, &cancel, anthropic_http_error).await {
+    let response = match send_streaming_request(request, &cancel, anthropic_http_error, &http).await
+    {
         Ok(r) => r,
         Err(error) => {
             em.fail(output, error, started);
@@ -881,7 +884,7 @@ async fn run(
         saw_stop: false,
     };
     let end = loop {
-        let event = match next_sse_event(&mut events, &cancel).await {
+        let event = match next_sse_event(&mut events, &cancel, http.idle_timeout_ms).await {
             Ok(event) => event,
             Err(end) => break end,
         };

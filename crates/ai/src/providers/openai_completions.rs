@@ -91,7 +91,7 @@ impl Provider for OpenAiCompletions {
     ) -> AssistantStream {
         let model = model.clone();
         let body = build_request_body(&model, context, &options, &tuning);
-        let client = self.client.get();
+        let client = self.client.clone();
         event_stream(move |em| run(em, client, model, body, options))
     }
 }
@@ -870,11 +870,13 @@ fn append_to_block(
 
 async fn run(
     em: Emitter,
-    client: reqwest::Client,
+    client: common::LazyClient,
     model: Model,
     body: Value,
     options: StreamOptions,
 ) {
+    let http = client.options();
+    let client = client.get();
     let started = Instant::now();
     let mut output = AssistantMessage::empty(&model);
     let cancel = options.cancel.clone();
@@ -897,7 +899,7 @@ async fn run(
     let payload = serde_json::to_vec(&body).unwrap_or_default();
     let request = client.post(url).headers(headers).body(payload);
 
-    let response = match send_streaming_request(request, &cancel, openai_http_error).await {
+    let response = match send_streaming_request(request, &cancel, openai_http_error, &http).await {
         Ok(r) => r,
         Err(error) => {
             em.fail(output, error, started);
@@ -909,7 +911,7 @@ async fn run(
     let mut events = response.bytes_stream().eventsource();
     let mut state = StreamState::default();
     let end = loop {
-        let event = match next_sse_event(&mut events, &cancel).await {
+        let event = match next_sse_event(&mut events, &cancel, http.idle_timeout_ms).await {
             Ok(event) => event,
             Err(end) => break end,
         };

@@ -3,6 +3,7 @@
 //! * [`queues`]: steering/follow-up queues and what `queue_update` shows;
 //! * [`run_control`]: the run phase (one value), abort and the settled signal;
 //! * `run`: prompt admission, the run task, its settle guard and event translation;
+//! * [`retry`]: automatic retry — the decision after a run ends and the chain state;
 //! * `bash`: the RPC `bash` command;
 //! * `queries`: read-only views (`get_state`, stats, entries, tree, fork messages);
 //! * [`convert`]: context → model messages and token estimates;
@@ -18,6 +19,7 @@ pub mod convert;
 pub mod factory;
 mod queries;
 pub mod queues;
+pub mod retry;
 mod run;
 pub mod run_control;
 pub mod runtime;
@@ -137,6 +139,7 @@ struct Inner {
     toggles: Mutex<Toggles>,
     queues: Mutex<MessageQueues>,
     run: RunControl,
+    retry: Mutex<retry::RetryState>,
     store: Mutex<SessionManager>,
     messages: SharedMessages,
     /// A `role:"system"` message is already in the context (recorded at the first run).
@@ -186,6 +189,7 @@ impl AgentSession {
                 toggles: Mutex::new(toggles),
                 queues: Mutex::new(MessageQueues::new(steering_mode, follow_up_mode)),
                 run: RunControl::default(),
+                retry: Mutex::new(retry::RetryState::default()),
                 store: Mutex::new(config.store),
                 messages: Arc::new(std::sync::Mutex::new(context)),
                 system_recorded: AtomicBool::new(system_recorded),

@@ -45,17 +45,26 @@ impl QueueMode {
     }
 }
 
-/// `retry.*` (spec config.md §3.2, messages-and-models.md §10).
+/// `retry.*` (spec agent-loop.md §6; names and defaults as upstream 1.6 docs/settings.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetrySettings {
-    /// `retry.enabled` (default true).
+    /// `retry.enabled` (default true): agent-level automatic retry.
     pub enabled: bool,
-    /// `retry.maxRetries` (default 3).
+    /// `retry.maxRetries` (default 3): agent-level retry attempts per error chain.
     pub max_retries: u64,
-    /// `retry.baseDelayMs` (default 2000); attempt n waits `base · 2^(n−1)`.
+    /// `retry.baseDelayMs` (default 2000); attempt n waits `base · 2^(n−1)` ms.
     pub base_delay_ms: u64,
-    /// `retry.maxDelayMs` (default 60000; 0 = no cap on provider-requested delays).
-    pub max_delay_ms: u64,
+    /// `retry.maxAgentDelayMs` (default 60000): the longest agent-level back-off in ms; also
+    /// the longest server-requested (`Retry-After`) delay the agent waits before giving up.
+    pub max_agent_delay_ms: u64,
+    /// `retry.provider.timeoutMs`: the longest wait for response headers in ms; `None` = the
+    /// `httpIdleTimeoutMs` value.
+    pub provider_timeout_ms: Option<u64>,
+    /// `retry.provider.maxRetries` (default 0): provider-level retries of one request.
+    pub provider_max_retries: u64,
+    /// `retry.provider.maxRetryDelayMs` (default 60000; 0 = no limit): the longest
+    /// server-requested delay a provider-level retry waits.
+    pub provider_max_retry_delay_ms: u64,
 }
 
 impl Default for RetrySettings {
@@ -64,7 +73,10 @@ impl Default for RetrySettings {
             enabled: true,
             max_retries: 3,
             base_delay_ms: 2000,
-            max_delay_ms: 60_000,
+            max_agent_delay_ms: 60_000,
+            provider_timeout_ms: None,
+            provider_max_retries: 0,
+            provider_max_retry_delay_ms: 60_000,
         }
     }
 }
@@ -252,7 +264,16 @@ impl Settings {
             enabled: self.bool_at(&["retry", "enabled"], d.enabled),
             max_retries: self.u64_at(&["retry", "maxRetries"], d.max_retries),
             base_delay_ms: self.u64_at(&["retry", "baseDelayMs"], d.base_delay_ms),
-            max_delay_ms: self.u64_at(&["retry", "maxDelayMs"], d.max_delay_ms),
+            max_agent_delay_ms: self.u64_at(&["retry", "maxAgentDelayMs"], d.max_agent_delay_ms),
+            provider_timeout_ms: self
+                .get_path(&["retry", "provider", "timeoutMs"])
+                .and_then(as_u64),
+            provider_max_retries: self
+                .u64_at(&["retry", "provider", "maxRetries"], d.provider_max_retries),
+            provider_max_retry_delay_ms: self.u64_at(
+                &["retry", "provider", "maxRetryDelayMs"],
+                d.provider_max_retry_delay_ms,
+            ),
         }
     }
 

@@ -320,10 +320,10 @@ fn dispatch(
                 })))
             })
         }
-        RpcCommand::Compact { .. }
-        | RpcCommand::AbortRetry {}
-        | RpcCommand::ExportHtml { .. }
-        | RpcCommand::Unknown => reply(Err(format!("Unknown command: {}", call.kind))),
+        RpcCommand::AbortRetry {} => session.abort_retry(|| reply(Ok(None))),
+        RpcCommand::Compact { .. } | RpcCommand::ExportHtml { .. } | RpcCommand::Unknown => {
+            reply(Err(format!("Unknown command: {}", call.kind)))
+        }
     }
 }
 
