@@ -711,14 +711,16 @@ impl StreamState {
             } else {
                 field
             };
-            append_to_block(&mut self.thinking_index, out, em, text, || {
-                Content::Thinking(ThinkingContent {
-                    thinking: String::new(),
-                    thinking_signature: Some(signature.to_owned()),
-                    redacted: None,
-                    extra: Default::default(),
-                })
-            });
+            if !text.is_empty() {
+                append_to_block(&mut self.thinking_index, out, em, text, || {
+                    Content::Thinking(ThinkingContent {
+                        thinking: String::new(),
+                        thinking_signature: Some(signature.to_owned()),
+                        redacted: None,
+                        extra: Default::default(),
+                    })
+                });
+            }
         }
 
         if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {

@@ -164,8 +164,7 @@ impl AgentTool for EditTool {
         let raw = String::from_utf8_lossy(&bytes);
         let (bom, content) = strip_bom(&raw);
         let base = normalize_to_lf(content);
-        let (new_content, replacements) =
-            apply_edits_with_replacements(&base, &edits, &path_arg)?;
+        let (new_content, replacements) = apply_edits_with_replacements(&base, &edits, &path_arg)?;
         check_aborted(&ctx.cancel)?;
         // Spliced into the original text: untouched bytes, line endings included, stay as they
         // were. Without any CR the original is the normalised text and the result is final.

@@ -30,9 +30,13 @@ pub const MAX_TIMEOUT_SECONDS: f64 = 2_147_483.647;
 /// long: only a process that left the group (`setsid`) can still hold it open.
 const DRAIN_GRACE: Duration = Duration::from_millis(200);
 
-/// Reading stops at the latest this long after the shell exited (a `setsid` daemon that keeps
-/// writing into the pipe is not followed forever).
-const DRAIN_MAX: Duration = Duration::from_secs(2);
+/// Once the group is gone, reading stops when more than this arrived since (the pipe and the
+/// read-ahead hold less: the rest comes from a process outside the group, `setsid`)…
+const DRAIN_MAX_BYTES: usize = READ_CHUNK * (READ_AHEAD_CHUNKS + 2);
+
+/// …or at the latest this long after the group was gone (a trickling `setsid` daemon is not
+/// followed forever).
+const DRAIN_MAX: Duration = Duration::from_secs(10);
 
 /// How long the processes of a finished, aborted or timed-out command get between `SIGTERM`
 /// and `SIGKILL` (README "Background processes").
@@ -305,31 +309,41 @@ pub async fn run_shell(
     let mut killed: Option<ShellExit> = None;
     let mut status: Option<Option<i32>> = None;
     let mut ending = GroupEnding::default();
-    let mut exited_at: Option<Instant> = None;
+    let mut exited = false;
+    // When the group was found empty after the shell exited, and what arrived since.
+    let mut group_gone_at: Option<Instant> = None;
+    let mut bytes_since_gone = 0usize;
     let mut last_data = Instant::now();
     let mut streams_open = true;
 
     loop {
-        if let Some(exited) = exited_at {
-            let now = Instant::now();
-            let group_done = ending.done(pgid);
+        if exited && group_gone_at.is_none() && ending.done(pgid) {
+            group_gone_at = Some(Instant::now());
+        }
+        if let Some(gone) = group_gone_at {
             // Everything the group wrote is in the pipe once the group is gone, so an idle
-            // pipe then means a process outside the group (`setsid`) holds it open.
-            let drained = !streams_open
+            // pipe (or more output than the pipe holds) means a process outside the group
+            // (`setsid`) keeps it open.
+            let now = Instant::now();
+            if !streams_open
                 || now >= last_data + DRAIN_GRACE
-                || now >= exited + DRAIN_MAX;
-            if group_done && drained {
+                || bytes_since_gone > DRAIN_MAX_BYTES
+                || now >= gone + DRAIN_MAX
+            {
                 break;
             }
         }
         let wake = sink.wakeup();
-        let drain_at = exited_at.map(|e| (last_data + DRAIN_GRACE).min(e + DRAIN_MAX));
-        let poll_group = exited_at.is_some() && !ending.done(pgid);
+        let drain_at = group_gone_at.map(|g| (last_data + DRAIN_GRACE).min(g + DRAIN_MAX));
+        let poll_group = exited && group_gone_at.is_none();
         tokio::select! {
             chunk = rx.recv(), if streams_open => match chunk {
                 Some(bytes) => {
                     sink.on_data(&bytes);
                     last_data = Instant::now();
+                    if group_gone_at.is_some() {
+                        bytes_since_gone += bytes.len();
+                    }
                 }
                 None => streams_open = false,
             },
@@ -339,9 +353,8 @@ pub async fn run_shell(
                     Err(_) => None,
                 };
                 status = Some(code);
-                let now = Instant::now();
-                exited_at = Some(now);
-                last_data = now;
+                exited = true;
+                last_data = Instant::now();
                 // Finished, aborted or timed out: whatever is left in the group is ended.
                 ending.start(pgid);
             }

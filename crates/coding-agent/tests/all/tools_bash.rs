@@ -322,7 +322,10 @@ const LEAVES_CHILDREN: &str = "nohup sleep 6011 >/dev/null 2>&1 & echo $! > bg.p
 
 fn end_daemon(dir: &Path) {
     let daemon = read_pids(dir, &["daemon.pid"])[0];
-    assert!(alive(daemon), "a setsid daemon leaves the group on purpose and lives on");
+    assert!(
+        alive(daemon),
+        "a setsid daemon leaves the group on purpose and lives on"
+    );
     // SAFETY: kill(2) of the daemon this test started.
     unsafe { libc::kill(daemon, libc::SIGKILL) };
 }

@@ -214,24 +214,48 @@ async fn edits_keep_every_byte_outside_the_match() {
     let one = |old: &str, new: &str| json!([{"oldText": old, "newText": new}]);
     let cases: Vec<(&str, serde_json::Value, &str)> = vec![
         // Mixed endings: only d1 changes.
-        ("a1\r\nb1\nc1\r\nd1\n", one("d1", "D1"), "a1\r\nb1\nc1\r\nD1\n"),
+        (
+            "a1\r\nb1\nc1\r\nd1\n",
+            one("d1", "D1"),
+            "a1\r\nb1\nc1\r\nD1\n",
+        ),
         // CR only (classic Mac): stays CR, inserted breaks are CR.
         ("x1\ry1\rz1\r", one("y1", "Y1\nY2"), "x1\rY1\rY2\rz1\r"),
         // A lone CR inside an LF file is a character of an untouched line.
         ("s1\rs1b\ns2\n", one("s2", "S2"), "s1\rs1b\nS2\n"),
         // Pure CRLF and pure LF, with a multi-line insertion.
-        ("p\r\nq\r\nr\r\n", one("q", "Q1\nQ2"), "p\r\nQ1\r\nQ2\r\nr\r\n"),
+        (
+            "p\r\nq\r\nr\r\n",
+            one("q", "Q1\nQ2"),
+            "p\r\nQ1\r\nQ2\r\nr\r\n",
+        ),
         ("p\nq\nr\n", one("q", "Q1\nQ2"), "p\nQ1\nQ2\nr\n"),
         // Inserted text takes the ending of the line it lands in (LF line in a CRLF file).
-        ("c1\r\nl1\nc2\r\n", one("l1", "L1\nL2"), "c1\r\nL1\nL2\nc2\r\n"),
-        ("c1\r\nl1\nc2\r\n", one("c2", "C2\nC3"), "c1\r\nl1\nC2\r\nC3\r\n"),
+        (
+            "c1\r\nl1\nc2\r\n",
+            one("l1", "L1\nL2"),
+            "c1\r\nL1\nL2\nc2\r\n",
+        ),
+        (
+            "c1\r\nl1\nc2\r\n",
+            one("c2", "C2\nC3"),
+            "c1\r\nl1\nC2\r\nC3\r\n",
+        ),
         // BOM kept, no final newline kept (last line takes the ending of the line before).
-        ("\u{FEFF}h1\r\nh2", one("h2", "H2\nH3"), "\u{FEFF}h1\r\nH2\r\nH3"),
+        (
+            "\u{FEFF}h1\r\nh2",
+            one("h2", "H2\nH3"),
+            "\u{FEFF}h1\r\nH2\r\nH3",
+        ),
         ("n1\nn2", one("n2", "N2"), "n1\nN2"),
         // A match spanning a CRLF replaces the whole CRLF.
         ("m1\r\nm2\r\nm3\r\n", one("m1\nm2", "M"), "M\r\nm3\r\n"),
         // The whole content replaced.
-        ("w1\r\nw2\r\n", one("w1\nw2\n", "all\nnew\n"), "all\r\nnew\r\n"),
+        (
+            "w1\r\nw2\r\n",
+            one("w1\nw2\n", "all\nnew\n"),
+            "all\r\nnew\r\n",
+        ),
         // Several edits in one call, each against the original.
         (
             "e1\r\ne2\ne3\r\ne4\n",
