@@ -301,6 +301,7 @@ async fn run(cli: Cli) -> i32 {
                 extra_env: vec![],
                 session_env: None,
             },
+            images: Default::default(),
         },
         resource_options: ResourceOptions {
             no_context_files: cli.no_context_files,

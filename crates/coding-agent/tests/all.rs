@@ -34,6 +34,9 @@ mod proc_hygiene;
 #[path = "all/rpc_basic.rs"]
 mod rpc_basic;
 
+#[path = "all/rpc_images.rs"]
+mod rpc_images;
+
 #[path = "all/rpc_models.rs"]
 mod rpc_models;
 

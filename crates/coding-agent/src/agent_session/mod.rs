@@ -16,6 +16,7 @@
 mod bash;
 pub mod convert;
 pub mod factory;
+mod image_guard;
 mod queries;
 pub mod queues;
 mod run;
@@ -92,6 +93,9 @@ pub struct Loadout {
     pub system_prompt: String,
     /// The bash tool's session variables, bound to the session that takes this loadout.
     pub session_env: Option<crate::tools::bash::SessionEnvSlot>,
+    /// The read tool's image policy, bound to the session that takes this loadout (its model
+    /// and `images.autoResize`).
+    pub image_policy: Option<crate::images::ImagePolicySlot>,
 }
 
 /// Everything one session is built from (see [`factory::SessionFactory`]).
@@ -142,6 +146,8 @@ struct Inner {
     /// A `role:"system"` message is already in the context (recorded at the first run).
     system_recorded: AtomicBool,
     bash: UserBash,
+    /// Fingerprints of images the provider rejected ([`image_guard`]).
+    rejected_images: Mutex<std::collections::HashSet<u64>>,
     sink: EventSink,
 }
 
@@ -190,6 +196,7 @@ impl AgentSession {
                 messages: Arc::new(std::sync::Mutex::new(context)),
                 system_recorded: AtomicBool::new(system_recorded),
                 bash: UserBash::default(),
+                rejected_images: Mutex::default(),
                 sink,
             }),
         };
@@ -250,6 +257,21 @@ impl AgentSession {
     /// Models with credentials.
     pub fn available_models(&self) -> Vec<Model> {
         (self.inner.services.available_models)()
+    }
+
+    /// Prepares the images attached to a prompt, steer or follow-up for the current model
+    /// ([`crate::images::prepare_prompt_images`]): returns the text with the resize notes
+    /// appended and the images to send; `Err` (nothing is queued or sent) names an image that
+    /// does not decode.
+    pub fn prepare_images(
+        &self,
+        text: String,
+        images: Vec<pi_ai::ImageContent>,
+    ) -> Result<(String, Vec<pi_ai::ImageContent>), String> {
+        if images.is_empty() {
+            return Ok((text, images));
+        }
+        crate::images::prepare_prompt_images(text, images, &image_policy_of(&self.inner))
     }
 
     /// Replaces the tools and system prompt; the next LLM call uses them.
@@ -472,6 +494,13 @@ impl AgentSession {
 /// `PI_PROVIDER` and `PI_MODEL` (when a model is set), `PI_REASONING_LEVEL`
 /// (upstream-1.6-notes.md item 21).
 fn bind_session_env(inner: &Arc<Inner>, loadout: &Loadout) {
+    if let Some(slot) = &loadout.image_policy {
+        let weak = Arc::downgrade(inner);
+        slot.bind(Arc::new(move || match weak.upgrade() {
+            Some(inner) => image_policy_of(&inner),
+            None => crate::images::ImagePolicy::default(),
+        }));
+    }
     let Some(slot) = &loadout.session_env else {
         return;
     };
@@ -499,4 +528,11 @@ fn bind_session_env(inner: &Arc<Inner>, loadout: &Loadout) {
         ));
         vars
     }));
+}
+
+/// The image policy now: the current model's limits and image support, `images.autoResize`.
+fn image_policy_of(inner: &Inner) -> crate::images::ImagePolicy {
+    let auto_resize = inner.services.settings.lock().images_auto_resize();
+    let state = inner.model.lock();
+    crate::images::ImagePolicy::new(state.model.as_ref(), auto_resize)
 }

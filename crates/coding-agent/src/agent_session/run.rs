@@ -2,7 +2,6 @@
 //! translation of loop events into protocol events (spec agent-loop.md §2, rpc-protocol.md
 //! §4.1, §5; upstream-1.6-notes.md §1, §5).
 
-use super::convert::convert_to_llm;
 use super::queues::{message_text, QueueKind};
 use super::AgentSession;
 use crate::rpc::protocol::RpcEvent;
@@ -63,6 +62,7 @@ impl AgentSession {
         images: Vec<ImageContent>,
         streaming_behavior: Option<&str>,
     ) -> Result<PromptOutcome, String> {
+        let (text, images) = self.prepare_images(text, images)?;
         let user = super::user_message(text, images);
         if self.is_streaming() {
             return self.queue_while_streaming(user, streaming_behavior);
@@ -203,7 +203,12 @@ impl AgentSession {
                     self.emit(RpcEvent::queue_update(shown));
                 }
             }
-            AgentEvent::MessageEnd { message } => self.persist_message(message),
+            AgentEvent::MessageEnd { message } => {
+                self.persist_message(message);
+                if let Message::Assistant(a) = message {
+                    self.note_image_rejection(a);
+                }
+            }
             _ => {}
         }
         if let Some(event) = RpcEvent::from_agent(ev, false) {
@@ -241,7 +246,7 @@ impl RunHooks for Hooks {
     }
 
     fn convert_to_llm(&self, messages: &[Message]) -> Vec<Message> {
-        convert_to_llm(messages)
+        self.session.llm_messages(messages)
     }
 
     fn drain_steering(&self) -> Vec<Message> {
