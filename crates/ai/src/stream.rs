@@ -177,6 +177,22 @@ pub struct ThinkingBudgets {
     pub high: Option<u64>,
 }
 
+impl ThinkingBudgets {
+    /// The budget in tokens for `level` (upstream `thinkingBudgetForLevel`): the configured
+    /// value, else the default (minimal 1024, low 2048, medium 8192, high 16384); `xhigh` and
+    /// `max` use `high`'s; `off` gives 0.
+    pub fn for_level(budgets: Option<&ThinkingBudgets>, level: ThinkingLevel) -> u64 {
+        let c = budgets.copied().unwrap_or_default();
+        match level {
+            ThinkingLevel::Off => 0,
+            ThinkingLevel::Minimal => c.minimal.unwrap_or(1024),
+            ThinkingLevel::Low => c.low.unwrap_or(2048),
+            ThinkingLevel::Medium => c.medium.unwrap_or(8192),
+            _ => c.high.unwrap_or(16384),
+        }
+    }
+}
+
 /// The event stream of one request.
 pub type AssistantStream = BoxStream<'static, AssistantMessageEvent>;
 

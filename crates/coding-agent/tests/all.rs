@@ -40,6 +40,9 @@ mod rpc_images;
 #[path = "all/rpc_models.rs"]
 mod rpc_models;
 
+#[path = "all/rpc_provider_settings.rs"]
+mod rpc_provider_settings;
+
 #[path = "all/rpc_runtime.rs"]
 mod rpc_runtime;
 

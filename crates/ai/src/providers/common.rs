@@ -84,7 +84,7 @@ impl LazyClient {
 /// Should the configured builder fail (TLS backend initialisation), a warning is logged and a
 /// plain client is used.
 pub(crate) fn build_client(options: &HttpOptions) -> reqwest::Client {
-    let mut builder = reqwest::Client::builder().user_agent(USER_AGENT);
+    let mut builder = super::proxy::apply(reqwest::Client::builder().user_agent(USER_AGENT));
     if options.connect_timeout_ms > 0 {
         builder = builder.connect_timeout(Duration::from_millis(options.connect_timeout_ms));
     }

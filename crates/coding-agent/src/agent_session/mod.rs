@@ -349,15 +349,16 @@ impl AgentSession {
         {
             tracing::warn!("could not record model change: {e}");
         }
-        // The level is re-derived: the `defaultThinkingLevel` setting, else the current level,
-        // then clamped (rpc-protocol.md §4.3; golden thinking_levels_max).
-        let derived = self
-            .inner
-            .services
-            .settings
-            .lock()
-            .default_thinking_level()
-            .unwrap_or_else(|| self.thinking_level());
+        // The level is re-derived: the model's `modelThinkingLevels` entry, else the
+        // `defaultThinkingLevel` setting, else the current level, then clamped
+        // (rpc-protocol.md §4.3; golden thinking_levels_max; upstream 1.6
+        // `_getThinkingLevelForModelSwitch`).
+        let derived = {
+            let settings = self.inner.services.settings.lock();
+            crate::config::model_thinking_level(settings.model_thinking_levels(), &model)
+                .or_else(|| settings.default_thinking_level())
+        }
+        .unwrap_or_else(|| self.thinking_level());
         self.set_thinking_level(derived);
         Ok(model)
     }

@@ -233,6 +233,7 @@ impl RunHooks for Hooks {
         };
         let creds = (inner.services.api_key)(&model).unwrap_or_default();
         let loadout = inner.loadout.lock().clone();
+        let thinking_budgets = inner.services.settings.lock().provider_thinking_budgets();
         TurnConfig {
             provider: (inner.services.provider)(&model).unwrap_or_else(|| Arc::new(NoProvider)),
             api_key: creds.api_key,
@@ -242,6 +243,10 @@ impl RunHooks for Hooks {
             tools: loadout.tools,
             thinking_level,
             session_id: Some(inner.store.lock().session_id().to_string()),
+            tuning: pi_ai::RequestTuning {
+                thinking_budgets,
+                ..Default::default()
+            },
         }
     }
 
