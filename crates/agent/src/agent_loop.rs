@@ -224,6 +224,7 @@ async fn stream_assistant(
                 final_message = Some(*message);
                 break;
             }
+            AssistantMessageEvent::Usage { usage } => partial.usage = usage,
             other => {
                 if !started_emitted {
                     started_emitted = true;

@@ -94,6 +94,15 @@ pub enum AssistantMessageEvent {
         #[serde(serialize_with = "serialize_tool_call_block")]
         tool_call: ToolCall,
     },
+    /// The usage known so far changed (Anthropic `message_start`/`message_delta`, an OpenAI
+    /// usage chunk); the cumulative counters with their cost. Not sent over RPC as an update:
+    /// it is the `usage` of the `message_update`s that follow (upstream sends the live
+    /// partial's usage).
+    Usage {
+        /// Cumulative usage so far.
+        #[serde(skip)]
+        usage: crate::types::Usage,
+    },
     /// Normal end; `message.stopReason` is `stop`, `length` or `toolUse`. Not sent over RPC as
     /// an update (it becomes `message_end`).
     Done {

@@ -34,6 +34,9 @@ mod proc_hygiene;
 #[path = "all/rpc_basic.rs"]
 mod rpc_basic;
 
+#[path = "all/rpc_event_details.rs"]
+mod rpc_event_details;
+
 #[path = "all/rpc_images.rs"]
 mod rpc_images;
 

@@ -109,6 +109,13 @@ impl Emitter {
         let _ = self.tx.unbounded_send(event);
     }
 
+    /// Push `Usage` with the usage known so far.
+    pub(crate) fn usage(&self, usage: &Usage) {
+        self.emit(AssistantMessageEvent::Usage {
+            usage: usage.clone(),
+        });
+    }
+
     /// Push `Start` with a snapshot of the (empty) partial message.
     pub(crate) fn start(&self, partial: &AssistantMessage) {
         self.emit(AssistantMessageEvent::Start {

@@ -688,6 +688,7 @@ impl StreamState {
         let chunk_usage = chunk.get("usage").filter(|u| u.is_object());
         if let Some(u) = chunk_usage {
             out.usage = parse_usage(u, model);
+            em.usage(&out.usage);
         }
         let Some(choice) = chunk
             .get("choices")
@@ -699,6 +700,7 @@ impl StreamState {
         if chunk_usage.is_none() {
             if let Some(u) = choice.get("usage").filter(|u| u.is_object()) {
                 out.usage = parse_usage(u, model);
+                em.usage(&out.usage);
             }
         }
         if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
