@@ -143,8 +143,7 @@ fn http_proxy_setting_routes_provider_requests_through_the_proxy() {
     let end = agent
         .events()
         .into_iter()
-        .filter(|v| kind(v) == "message_end")
-        .last()
+        .rfind(|v| kind(v) == "message_end")
         .unwrap();
     assert_eq!(end["message"]["content"][0]["text"], "via proxy", "{end}");
     let lines: Vec<String> = seen.lock().unwrap().clone();
