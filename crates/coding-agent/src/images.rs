@@ -596,6 +596,63 @@ mod tests {
     }
 
     #[test]
+    fn image_rejections_are_recognised() {
+        let http = |status: u16, body: &str| pi_ai::ProviderError::Http {
+            status,
+            retry_after_ms: None,
+            body: body.into(),
+            message: format!("{status} {body}"),
+        };
+        let anthropic = r#"{"type":"error","error":{"type":"invalid_request_error","message":"messages.0.content.1.image.source.base64: image exceeds 5 MB maximum: 5316852 bytes > 5242880 bytes"}}"#;
+        assert!(is_image_rejection(&http(400, anthropic)));
+        let openai = r#"{"error":{"message":"Invalid image.","type":"invalid_request_error","code":"invalid_image_format"}}"#;
+        assert!(is_image_rejection(&http(400, openai)));
+        assert!(is_image_rejection(&http(413, "image too large")));
+        assert!(!is_image_rejection(&http(
+            400,
+            r#"{"error":{"message":"max_tokens too large"}}"#
+        )));
+        assert!(!is_image_rejection(&http(500, "image service down")));
+        assert!(!is_image_rejection(&pi_ai::ProviderError::Transport {
+            message: "image".into()
+        }));
+    }
+
+    #[test]
+    fn resize_picks_limits_and_notes_the_scale() {
+        let img = image::RgbImage::from_fn(50, 20, |x, _| image::Rgb([x as u8, 0, 0]));
+        let mut png = Vec::new();
+        image::DynamicImage::ImageRgb8(img)
+            .write_to(&mut Cursor::new(&mut png), image::ImageFormat::Png)
+            .unwrap();
+        let policy = ImagePolicy {
+            limits: ResizeLimits {
+                max_width: 25,
+                ..ResizeLimits::default()
+            },
+            ..ImagePolicy::default()
+        };
+        let out = prepare_image(&png, "image/png", None, &policy).unwrap();
+        assert_eq!(
+            out.hints,
+            vec!["[Image: original 50x20, displayed at 25x10. Multiply coordinates by 2.00 to map to original image.]"]
+        );
+        // Within the limits: byte for byte, no note.
+        let out = prepare_image(&png, "image/png", None, &ImagePolicy::default()).unwrap();
+        assert!(out.hints.is_empty());
+        assert_eq!(decode_base64(&out.image.data).unwrap(), png);
+        // Corrupt: an error, whatever the policy.
+        let off = ImagePolicy {
+            auto_resize: false,
+            ..ImagePolicy::default()
+        };
+        assert!(matches!(
+            prepare_image(&png[..png.len() / 2], "image/png", None, &off),
+            Err(ImageError::Decode { .. })
+        ));
+    }
+
+    #[test]
     fn placeholders_collapse() {
         let img = Content::Image(ImageContent {
             data: "x".into(),
