@@ -2,14 +2,15 @@
 //! spec config.md §7.1–§7.2; upstream 1.6 `docs/cli.md` "File arguments").
 //!
 //! * A text file becomes `<file name="/abs/path">\n<content>\n</file>\n` (BOM removed).
-//! * An image (PNG, JPEG, GIF, WebP by its bytes) is attached to the first message and named by
-//!   `<file name="/abs/path"></file>\n`.
+//! * An image (PNG, JPEG, GIF, WebP, BMP by its bytes) is attached to the first message and
+//!   named by `<file name="/abs/path"></file>\n`, or `<file name="/abs/path">notes</file>\n`
+//!   when it was converted (BMP → PNG); it is resized later, for the model of the run
+//!   ([`crate::images`]). An image that does not decode is an error.
 //! * Empty files are skipped; a missing file is the error `File not found: <abs path>`.
 //! * The first message is the piped stdin (trimmed), then the file blocks, then the first
 //!   positional message, joined without separators.
 
-use crate::tools::read::detect_image_mime;
-use base64::Engine;
+use crate::images::{detect_image_mime, prepare_image, ImageError, ImagePolicy};
 use pi_ai::ImageContent;
 use std::path::{Path, PathBuf};
 
@@ -20,6 +21,14 @@ pub enum FileArgError {
     /// The path does not exist.
     #[error("File not found: {0}")]
     NotFound(PathBuf),
+    /// The file is an image that does not decode.
+    #[error("Could not read image file {path}: {source}")]
+    Image {
+        /// Absolute path.
+        path: PathBuf,
+        /// Why.
+        source: ImageError,
+    },
     /// The file exists but could not be read.
     #[error("Could not read file {path}: {source}")]
     Read {
@@ -78,13 +87,22 @@ pub fn process_file_args(cwd: &Path, args: &[String]) -> Result<FileArgs, FileAr
         }
         let name = path.display();
         if let Some(mime) = detect_image_mime(&bytes) {
-            out.images.push(ImageContent {
-                data: base64::engine::general_purpose::STANDARD.encode(&bytes),
-                mime_type: mime.to_string(),
-                extra: Default::default(),
-            });
-            out.text
-                .push_str(&format!("<file name=\"{name}\"></file>\n"));
+            // Resizing waits for the run's model (upstream 1.6 `prepareInitialMessage`).
+            let policy = ImagePolicy {
+                auto_resize: false,
+                ..ImagePolicy::default()
+            };
+            let prepared = prepare_image(&bytes, mime, None, &policy).map_err(|source| {
+                FileArgError::Image {
+                    path: path.clone(),
+                    source,
+                }
+            })?;
+            out.images.push(prepared.image);
+            out.text.push_str(&format!(
+                "<file name=\"{name}\">{}</file>\n",
+                prepared.hints.join("\n")
+            ));
             continue;
         }
         let text = String::from_utf8_lossy(&bytes);

@@ -215,6 +215,7 @@ async fn run(cli: Cli) -> i32 {
             default_provider: settings.default_provider().map(str::to_string),
             default_model: settings.default_model().map(str::to_string),
             default_thinking_level: settings.default_thinking_level(),
+            model_thinking_levels: settings.model_thinking_levels().cloned(),
             ..Default::default()
         },
         &registry,
@@ -262,6 +263,8 @@ async fn run(cli: Cli) -> i32 {
     let registry = Arc::new(RwLock::new(registry));
     let reg_models = registry.clone();
     let reg_keys = registry.clone();
+    // Settings `httpProxy` (agent-dir settings only) for every provider request.
+    pi_ai::providers::set_http_proxy(settings.http_proxy());
     let services = SessionServices {
         available_models: Arc::new(move || {
             reg_models.read().map(|r| r.available()).unwrap_or_default()
@@ -295,6 +298,7 @@ async fn run(cli: Cli) -> i32 {
                 extra_env: vec![],
                 session_env: None,
             },
+            images: Default::default(),
         },
         resource_options: ResourceOptions {
             no_context_files: cli.no_context_files,

@@ -37,11 +37,20 @@ mod rpc_basic;
 #[path = "all/rpc_harden.rs"]
 mod rpc_harden;
 
+#[path = "all/rpc_event_details.rs"]
+mod rpc_event_details;
+
+#[path = "all/rpc_images.rs"]
+mod rpc_images;
+
 #[path = "all/rpc_models.rs"]
 mod rpc_models;
 
 #[path = "all/rpc_retry.rs"]
 mod rpc_retry;
+
+#[path = "all/rpc_provider_settings.rs"]
+mod rpc_provider_settings;
 
 #[path = "all/rpc_runtime.rs"]
 mod rpc_runtime;

@@ -623,6 +623,7 @@ impl StreamState {
                 };
                 // Anthropic reports no total: `totalTokens` is the sum of the four counters.
                 finish_usage(&mut out.usage, model);
+                em.usage(&out.usage);
             }
             "content_block_start" => {
                 let Some(wire_index) = index else {
@@ -795,6 +796,7 @@ impl StreamState {
                 }
                 // Anthropic reports no total: `totalTokens` is the sum of the four counters.
                 finish_usage(&mut out.usage, model);
+                em.usage(&out.usage);
             }
             "message_stop" => self.saw_stop = true,
             _ => {}

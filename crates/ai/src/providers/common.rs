@@ -102,7 +102,7 @@ impl LazyClient {
 /// Should the configured builder fail (TLS backend initialisation), a warning is logged and a
 /// plain client is used.
 pub(crate) fn build_client(options: &HttpOptions) -> reqwest::Client {
-    let mut builder = reqwest::Client::builder().user_agent(USER_AGENT);
+    let mut builder = super::proxy::apply(reqwest::Client::builder().user_agent(USER_AGENT));
     if options.connect_timeout_ms > 0 {
         builder = builder.connect_timeout(Duration::from_millis(options.connect_timeout_ms));
     }
@@ -125,6 +125,13 @@ impl Emitter {
     /// Push one event.
     pub(crate) fn emit(&self, event: AssistantMessageEvent) {
         let _ = self.tx.unbounded_send(event);
+    }
+
+    /// Push `Usage` with the usage known so far.
+    pub(crate) fn usage(&self, usage: &Usage) {
+        self.emit(AssistantMessageEvent::Usage {
+            usage: usage.clone(),
+        });
     }
 
     /// Push `Start` with a snapshot of the (empty) partial message.

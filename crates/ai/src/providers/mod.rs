@@ -4,10 +4,12 @@
 pub mod anthropic_messages;
 mod common;
 pub mod openai_completions;
+mod proxy;
 
 pub use anthropic_messages::AnthropicMessages;
 pub use common::parse_streaming_json;
 pub use openai_completions::OpenAiCompletions;
+pub use proxy::set_http_proxy;
 
 use crate::stream::Provider;
 use std::sync::Arc;

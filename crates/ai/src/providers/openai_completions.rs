@@ -282,7 +282,37 @@ pub fn build_request_body(
     }
 
     insert_reasoning_params(&mut body, model, options, &compat);
+    insert_thinking_budget(&mut body, model, options, tuning, max_tokens);
     Value::Object(body)
+}
+
+/// The top-level reasoning budget field of servers that take one (upstream 1.6: compat
+/// `thinkingTokenBudgetField`, or `supportsThinkingTokenBudget` for `thinking_token_budget`):
+/// the level's budget (settings `thinkingBudgets` over the defaults), capped so that 1024 of
+/// the `max_tokens` ceiling stay for the answer; left out when that is 0 or no reasoning was
+/// asked for.
+fn insert_thinking_budget(
+    body: &mut Map<String, Value>,
+    model: &Model,
+    options: &StreamOptions,
+    tuning: &RequestTuning,
+    ceiling: u64,
+) {
+    let field = match compat_str(model, "thinkingTokenBudgetField") {
+        Some(f) => f.to_owned(),
+        None if compat_bool(model, "supportsThinkingTokenBudget") == Some(true) => {
+            "thinking_token_budget".to_owned()
+        }
+        None => return,
+    };
+    let Some(level) = requested_reasoning(model, options).filter(|_| model.reasoning) else {
+        return;
+    };
+    let budget = crate::stream::ThinkingBudgets::for_level(tuning.thinking_budgets.as_ref(), level)
+        .min(ceiling.saturating_sub(1024));
+    if budget > 0 {
+        body.insert(field, json!(budget));
+    }
 }
 
 fn has_tool_history(messages: &[Message]) -> bool {
@@ -662,6 +692,7 @@ impl StreamState {
         let chunk_usage = chunk.get("usage").filter(|u| u.is_object());
         if let Some(u) = chunk_usage {
             out.usage = parse_usage(u, model);
+            em.usage(&out.usage);
         }
         let Some(choice) = chunk
             .get("choices")
@@ -673,6 +704,7 @@ impl StreamState {
         if chunk_usage.is_none() {
             if let Some(u) = choice.get("usage").filter(|u| u.is_object()) {
                 out.usage = parse_usage(u, model);
+                em.usage(&out.usage);
             }
         }
         if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {

@@ -48,6 +48,8 @@ impl SessionFactory {
         let session_env = tools::bash::SessionEnvSlot::default();
         let mut tool_options = self.tool_options.clone();
         tool_options.bash.session_env = Some(session_env.clone());
+        let image_policy = crate::images::ImagePolicySlot::default();
+        tool_options.images = image_policy.clone();
         let tools = tools::create_tools_with(cwd, &names, &tool_options);
         let resources = Resources::load(cwd, &self.agent_dir, &self.resource_options);
         let mut input = SystemPromptInput::new(
@@ -67,6 +69,7 @@ impl SessionFactory {
             system_message,
             system_prompt,
             session_env: Some(session_env),
+            image_policy: Some(image_policy),
         }
     }
 

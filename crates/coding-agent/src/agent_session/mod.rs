@@ -17,6 +17,7 @@
 mod bash;
 pub mod convert;
 pub mod factory;
+mod image_guard;
 mod queries;
 pub mod queues;
 pub mod retry;
@@ -94,6 +95,9 @@ pub struct Loadout {
     pub system_prompt: String,
     /// The bash tool's session variables, bound to the session that takes this loadout.
     pub session_env: Option<crate::tools::bash::SessionEnvSlot>,
+    /// The read tool's image policy, bound to the session that takes this loadout (its model
+    /// and `images.autoResize`).
+    pub image_policy: Option<crate::images::ImagePolicySlot>,
 }
 
 /// Everything one session is built from (see [`factory::SessionFactory`]).
@@ -145,6 +149,8 @@ struct Inner {
     /// A `role:"system"` message is already in the context (recorded at the first run).
     system_recorded: AtomicBool,
     bash: UserBash,
+    /// Fingerprints of images the provider rejected ([`image_guard`]).
+    rejected_images: Mutex<std::collections::HashSet<u64>>,
     sink: EventSink,
 }
 
@@ -194,6 +200,7 @@ impl AgentSession {
                 messages: Arc::new(std::sync::Mutex::new(context)),
                 system_recorded: AtomicBool::new(system_recorded),
                 bash: UserBash::default(),
+                rejected_images: Mutex::default(),
                 sink,
             }),
         };
@@ -254,6 +261,21 @@ impl AgentSession {
     /// Models with credentials.
     pub fn available_models(&self) -> Vec<Model> {
         (self.inner.services.available_models)()
+    }
+
+    /// Prepares the images attached to a prompt, steer or follow-up for the current model
+    /// ([`crate::images::prepare_prompt_images`]): returns the text with the resize notes
+    /// appended and the images to send; `Err` (nothing is queued or sent) names an image that
+    /// does not decode.
+    pub fn prepare_images(
+        &self,
+        text: String,
+        images: Vec<pi_ai::ImageContent>,
+    ) -> Result<(String, Vec<pi_ai::ImageContent>), String> {
+        if images.is_empty() {
+            return Ok((text, images));
+        }
+        crate::images::prepare_prompt_images(text, images, &image_policy_of(&self.inner))
     }
 
     /// Replaces the tools and system prompt; the next LLM call uses them.
@@ -331,15 +353,16 @@ impl AgentSession {
         {
             tracing::warn!("could not record model change: {e}");
         }
-        // The level is re-derived: the `defaultThinkingLevel` setting, else the current level,
-        // then clamped (rpc-protocol.md §4.3; golden thinking_levels_max).
-        let derived = self
-            .inner
-            .services
-            .settings
-            .lock()
-            .default_thinking_level()
-            .unwrap_or_else(|| self.thinking_level());
+        // The level is re-derived: the model's `modelThinkingLevels` entry, else the
+        // `defaultThinkingLevel` setting, else the current level, then clamped
+        // (rpc-protocol.md §4.3; golden thinking_levels_max; upstream 1.6
+        // `_getThinkingLevelForModelSwitch`).
+        let derived = {
+            let settings = self.inner.services.settings.lock();
+            crate::config::model_thinking_level(settings.model_thinking_levels(), &model)
+                .or_else(|| settings.default_thinking_level())
+        }
+        .unwrap_or_else(|| self.thinking_level());
         self.set_thinking_level(derived);
         Ok(model)
     }
@@ -476,6 +499,13 @@ impl AgentSession {
 /// `PI_PROVIDER` and `PI_MODEL` (when a model is set), `PI_REASONING_LEVEL`
 /// (upstream-1.6-notes.md item 21).
 fn bind_session_env(inner: &Arc<Inner>, loadout: &Loadout) {
+    if let Some(slot) = &loadout.image_policy {
+        let weak = Arc::downgrade(inner);
+        slot.bind(Arc::new(move || match weak.upgrade() {
+            Some(inner) => image_policy_of(&inner),
+            None => crate::images::ImagePolicy::default(),
+        }));
+    }
     let Some(slot) = &loadout.session_env else {
         return;
     };
@@ -503,4 +533,11 @@ fn bind_session_env(inner: &Arc<Inner>, loadout: &Loadout) {
         ));
         vars
     }));
+}
+
+/// The image policy now: the current model's limits and image support, `images.autoResize`.
+fn image_policy_of(inner: &Inner) -> crate::images::ImagePolicy {
+    let auto_resize = inner.services.settings.lock().images_auto_resize();
+    let state = inner.model.lock();
+    crate::images::ImagePolicy::new(state.model.as_ref(), auto_resize)
 }

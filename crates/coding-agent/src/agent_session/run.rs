@@ -2,7 +2,6 @@
 //! translation of loop events into protocol events (spec agent-loop.md §2, rpc-protocol.md
 //! §4.1, §5; upstream-1.6-notes.md §1, §5).
 
-use super::convert::convert_to_llm;
 use super::queues::{message_text, QueueKind};
 use super::retry::{self, AfterRun, RetryPolicy, RETRY_CANCELLED};
 use super::{AgentSession, RunPhase};
@@ -64,6 +63,7 @@ impl AgentSession {
         images: Vec<ImageContent>,
         streaming_behavior: Option<&str>,
     ) -> Result<PromptOutcome, String> {
+        let (text, images) = self.prepare_images(text, images)?;
         let user = super::user_message(text, images);
         if self.is_streaming() {
             return self.queue_while_streaming(user, streaming_behavior);
@@ -346,7 +346,12 @@ impl AgentSession {
                     self.emit(RpcEvent::queue_update(shown));
                 }
             }
-            AgentEvent::MessageEnd { message } => self.persist_message(message),
+            AgentEvent::MessageEnd { message } => {
+                self.persist_message(message);
+                if let Message::Assistant(a) = message {
+                    self.note_image_rejection(a);
+                }
+            }
             _ => {}
         }
         let mut chain_succeeded = false;
@@ -409,6 +414,7 @@ impl RunHooks for Hooks {
         };
         let creds = (inner.services.api_key)(&model).unwrap_or_default();
         let loadout = inner.loadout.lock().clone();
+        let thinking_budgets = inner.services.settings.lock().provider_thinking_budgets();
         TurnConfig {
             provider: (inner.services.provider)(&model).unwrap_or_else(|| Arc::new(NoProvider)),
             api_key: creds.api_key,
@@ -418,11 +424,15 @@ impl RunHooks for Hooks {
             tools: loadout.tools,
             thinking_level,
             session_id: Some(inner.store.lock().session_id().to_string()),
+            tuning: pi_ai::RequestTuning {
+                thinking_budgets,
+                ..Default::default()
+            },
         }
     }
 
     fn convert_to_llm(&self, messages: &[Message]) -> Vec<Message> {
-        convert_to_llm(messages)
+        self.session.llm_messages(messages)
     }
 
     fn drain_steering(&self) -> Vec<Message> {

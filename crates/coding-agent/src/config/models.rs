@@ -145,6 +145,9 @@ pub struct ModelConfig {
     pub thinking_level_map: Option<Map<String, Value>>,
     /// `"text"` / `"image"` (default `["text"]`).
     pub input: Option<Vec<String>>,
+    /// `inputLimits` (upstream 1.6 `ModelInputLimits`; image resize limits), kept opaque; an
+    /// override merges it over the built-in value (`images` and `images.resize` key by key).
+    pub input_limits: Option<Value>,
     /// Prices.
     pub cost: Option<CostConfig>,
     /// Context window in tokens (default 128000; must be > 0).
@@ -406,6 +409,7 @@ fn custom_model_fields(provider: &str, p: &ProviderConfig, m: &ModelConfig) -> M
         reasoning: m.reasoning.unwrap_or(false),
         thinking_level_map: m.thinking_level_map.clone(),
         input: m.input.clone().unwrap_or_else(|| vec!["text".into()]),
+        input_limits: m.input_limits.clone(),
         cost: ModelCost {
             input: cost.input.unwrap_or(0.0),
             output: cost.output.unwrap_or(0.0),
@@ -459,6 +463,40 @@ fn apply_override(model: &mut Model, o: &ModelConfig) {
     if o.compat.is_some() {
         model.compat = merge_maps(model.compat.as_ref(), o.compat.as_ref());
     }
+    if let Some(limits) = &o.input_limits {
+        model.input_limits = Some(merge_input_limits(model.input_limits.as_ref(), limits));
+    }
+}
+
+/// Upstream's `mergeInputLimits`: top-level keys of `over` win, `images` merges key by key and
+/// `images.resize` likewise.
+fn merge_input_limits(base: Option<&Value>, over: &Value) -> Value {
+    let (Some(Value::Object(base)), Value::Object(over)) = (base, over) else {
+        return over.clone();
+    };
+    let mut out = base.clone();
+    for (k, v) in over {
+        let merged = match (k.as_str(), base.get(k), v) {
+            ("images", Some(Value::Object(bi)), Value::Object(oi)) => {
+                let mut images = bi.clone();
+                for (ik, iv) in oi {
+                    let merged = match (ik.as_str(), bi.get(ik), iv) {
+                        ("resize", Some(Value::Object(br)), Value::Object(or)) => {
+                            let mut r = br.clone();
+                            r.extend(or.clone());
+                            Value::Object(r)
+                        }
+                        _ => iv.clone(),
+                    };
+                    images.insert(ik.clone(), merged);
+                }
+                Value::Object(images)
+            }
+            _ => v.clone(),
+        };
+        out.insert(k.clone(), merged);
+    }
+    Value::Object(out)
 }
 
 /// Key and headers for one request (spec config.md §4 headers, §5.3 key precedence).

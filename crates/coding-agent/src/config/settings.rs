@@ -320,6 +320,19 @@ impl Settings {
         self.get("thinkingBudgets").and_then(Value::as_object)
     }
 
+    /// `thinkingBudgets` as the providers take them (pi-ai `ThinkingBudgets`, tokens per
+    /// level); entries that are not non-negative numbers are ignored; `None` when unset.
+    pub fn provider_thinking_budgets(&self) -> Option<pi_ai::ThinkingBudgets> {
+        let raw = self.thinking_budgets()?;
+        let get = |k: &str| raw.get(k).and_then(as_u64);
+        Some(pi_ai::ThinkingBudgets {
+            minimal: get("minimal"),
+            low: get("low"),
+            medium: get("medium"),
+            high: get("high"),
+        })
+    }
+
     /// `images.autoResize` (default true).
     pub fn images_auto_resize(&self) -> bool {
         self.bool_at(&["images", "autoResize"], true)
@@ -419,8 +432,8 @@ impl Settings {
             .filter(|s| !s.is_empty())
     }
 
-    /// `modelThinkingLevels`: `"provider/id"` (or bare id) → the thinking level to use with that
-    /// model, as a raw object.
+    /// `modelThinkingLevels`: `"provider/id"` (exact) → the thinking level to start with, or
+    /// switch to, on that model (upstream 1.6 `docs/settings.md`), as a raw object.
     pub fn model_thinking_levels(&self) -> Option<&Map<String, Value>> {
         self.get("modelThinkingLevels").and_then(Value::as_object)
     }

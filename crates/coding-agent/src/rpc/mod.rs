@@ -426,6 +426,7 @@ fn enqueue(
     images: Option<Value>,
 ) -> Result<Option<ResponseData>, String> {
     let (text, images) = message_parts(message, images)?;
+    let (text, images) = session.prepare_images(text, images)?;
     let msg = crate::agent_session::user_message(text, images);
     session.enqueue(kind, msg);
     some(disposition(Disposition::Queued))

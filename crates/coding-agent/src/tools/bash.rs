@@ -245,6 +245,9 @@ impl AgentTool for BashTool {
         if let Some(slot) = &self.options.session_env {
             env.extend(slot.vars());
         }
+        // Upstream 1.6 announces the run with an empty partial result before the command
+        // starts (`{"content":[]}`; golden tool_bash_echo).
+        (ctx.on_update)(ToolOutput::default());
         let cmd = ShellCommand {
             command: full_command,
             cwd: self.cwd.clone(),

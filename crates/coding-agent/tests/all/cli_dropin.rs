@@ -639,13 +639,10 @@ fn piped_stdin_is_prepended_and_no_mode_means_print() {
 
 #[test]
 fn at_file_arguments_are_inlined_and_images_attached() {
-    let (fake, root) = setup(texts(1), "fake-openai/fake-gpt");
+    let (fake, root) = setup(texts(2), "fake-openai/fake-gpt");
     root.write_cwd_file("notes.txt", "alpha\nbeta");
-    let png: &[u8] = &[
-        0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 0, 13, b'I', b'H', b'D', b'R', 0, 0,
-        0, 1, 0, 0, 0, 1, 8, 6, 0, 0, 0, 0x1f, 0x15, 0xc4, 0x89,
-    ];
-    std::fs::write(root.cwd.join("pic.png"), png).unwrap();
+    let png = crate::rpc_images::png(1, 1);
+    std::fs::write(root.cwd.join("pic.png"), &png).unwrap();
     let r = run_pi(
         &root,
         &[
@@ -683,6 +680,29 @@ fn at_file_arguments_are_inlined_and_images_attached() {
     );
     assert_eq!(r.code, 1);
     assert!(r.stderr.contains("File not found:"), "{}", r.stderr);
+
+    // A big @file image is resized for the model at run time; a corrupt one is an error.
+    std::fs::write(root.cwd.join("wide.png"), crate::rpc_images::png(2400, 10)).unwrap();
+    std::fs::write(root.cwd.join("cut.png"), &png[..30]).unwrap();
+    let r = run_pi(&root, &["--no-session", "-p", "@wide.png", "q"], None, &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let req = fake.llm_requests().pop().unwrap();
+    assert!(
+        first_user_text(&req).ends_with(
+            "q\n\n[Image: original 2400x10, displayed at 2000x8. Multiply coordinates by 1.20 to map to original image.]"
+        ),
+        "{}",
+        first_user_text(&req)
+    );
+    let before = fake.llm_requests().len();
+    let r = run_pi(&root, &["--no-session", "-p", "@cut.png", "q"], None, &[]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.contains("Could not read image file"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(fake.llm_requests().len(), before, "nothing sent");
 }
 
 // ---------------------------------------------------------------------------------------------

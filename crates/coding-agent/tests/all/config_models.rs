@@ -20,6 +20,7 @@ fn builtin(provider: &str, id: &str) -> Model {
         reasoning: true,
         thinking_level_map: None,
         input: vec!["text".into()],
+        input_limits: None,
         cost: ModelCost {
             input: 1.0,
             output: 2.0,

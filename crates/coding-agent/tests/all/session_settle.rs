@@ -131,6 +131,7 @@ fn harness(script: Script, panic_provider: bool) -> Harness {
                 system_message,
                 system_prompt,
                 session_env: None,
+                image_policy: None,
             },
             store: SessionManager::in_memory(&cwd),
         },
