@@ -88,6 +88,26 @@ pub struct Cli {
     #[arg(long = "no-context-files")]
     pub no_context_files: bool,
 
+    /// Load a skill file or skills folder (repeatable; also with --no-skills).
+    #[arg(long = "skill", value_name = "PATH")]
+    pub skill: Vec<String>,
+
+    /// Skip skill discovery (only --skill paths are loaded).
+    #[arg(long = "no-skills")]
+    pub no_skills: bool,
+
+    /// Load a prompt template file or folder (repeatable; also with --no-prompt-templates).
+    #[arg(long = "prompt-template", value_name = "PATH")]
+    pub prompt_template: Vec<String>,
+
+    /// Skip prompt template discovery (only --prompt-template paths are loaded).
+    #[arg(long = "no-prompt-templates")]
+    pub no_prompt_templates: bool,
+
+    /// Export a session file to HTML and exit: `pi --export <session.jsonl> [output.html]`.
+    #[arg(long = "export", value_name = "SESSION")]
+    pub export: Option<PathBuf>,
+
     /// Same as PI_OFFLINE=1.
     #[arg(long)]
     pub offline: bool,

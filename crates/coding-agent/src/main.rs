@@ -252,6 +252,11 @@ async fn run(cli: Cli) -> i32 {
             no_context_files: cli.no_context_files,
             system_prompt: cli.system_prompt.clone(),
             append_system_prompt: cli.append_system_prompt.clone(),
+            no_skills: cli.no_skills,
+            skill_paths: cli.skill.clone(),
+            no_prompt_templates: cli.no_prompt_templates,
+            prompt_template_paths: cli.prompt_template.clone(),
+            project_trust: None,
         },
         bash_options: tools::shell::UserBashOptions {
             command_prefix: settings.shell_command_prefix().map(str::to_string),

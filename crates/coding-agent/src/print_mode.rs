@@ -11,7 +11,7 @@ use pi_ai::{Content, Message, StopReason};
 /// Runs `messages` through `session`; returns the process exit code.
 pub async fn run(session: &AgentSession, messages: Vec<String>, json_mode: bool) -> i32 {
     for text in messages {
-        match session.prompt(text, vec![], None) {
+        match session.prompt(session.expand_input(&text), vec![], None) {
             Ok(PromptOutcome::Started(run)) => run.await,
             Ok(PromptOutcome::Queued) => {}
             Err(e) => {

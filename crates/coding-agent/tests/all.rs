@@ -28,6 +28,12 @@ mod models_pull;
 #[path = "all/proc_hygiene.rs"]
 mod proc_hygiene;
 
+#[path = "all/resources_skills.rs"]
+mod resources_skills;
+
+#[path = "all/resources_templates.rs"]
+mod resources_templates;
+
 #[path = "all/rpc_basic.rs"]
 mod rpc_basic;
 

@@ -14,6 +14,7 @@
 //! [`EventSink`] as a typed [`RpcEvent`] (spec rpc-protocol.md §5).
 
 mod bash;
+mod commands;
 pub mod convert;
 pub mod factory;
 mod queries;
@@ -90,6 +91,19 @@ pub struct Loadout {
     pub system_message: SystemMessage,
     /// The flat system prompt text sent to the model.
     pub system_prompt: String,
+    /// Skills and prompt templates for `get_commands` and input expansion.
+    pub commands: Arc<CommandResources>,
+}
+
+/// The skills and prompt templates of a session (spec config.md §8–§10).
+#[derive(Debug, Clone, Default)]
+pub struct CommandResources {
+    /// Skills, first of each name.
+    pub skills: Vec<crate::resources::Skill>,
+    /// Prompt templates, first of each name.
+    pub prompt_templates: Vec<crate::resources::PromptTemplate>,
+    /// `enableSkillCommands` (default true): list `skill:<name>` in `get_commands`.
+    pub skill_commands: bool,
 }
 
 /// Everything one session is built from (see [`factory::SessionFactory`]).
@@ -243,6 +257,11 @@ impl AgentSession {
     /// Models with credentials.
     pub fn available_models(&self) -> Vec<Model> {
         (self.inner.services.available_models)()
+    }
+
+    /// The session's skills and prompt templates.
+    pub fn command_resources(&self) -> Arc<CommandResources> {
+        self.inner.loadout.lock().commands.clone()
     }
 
     /// Replaces the tools and system prompt; the next LLM call uses them.

@@ -172,13 +172,24 @@ impl RunRoot {
 
     /// [`RunRoot::spawn_with`] with `extra` variables added to the clean environment.
     pub fn spawn_with_env(&self, session: bool, args: &[&str], extra: &[(&str, &str)]) -> RpcAgent {
+        self.spawn_in(&self.cwd, session, args, extra)
+    }
+
+    /// [`RunRoot::spawn_with_env`] in another working directory `cwd`.
+    pub fn spawn_in(
+        &self,
+        cwd: &Path,
+        session: bool,
+        args: &[&str],
+        extra: &[(&str, &str)],
+    ) -> RpcAgent {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_pi"));
         cmd.args(["--mode", "rpc"]);
         if !session {
             cmd.arg("--no-session");
         }
         cmd.args(args)
-            .current_dir(&self.cwd)
+            .current_dir(cwd)
             .env_clear()
             .envs(self.env())
             .envs(extra.iter().copied())

@@ -1,0 +1,44 @@
+//! Slash-command input of a session (spec config.md §8.5, §9, §10): expansion of
+//! `/skill:name` and `/template` text, and the built-in `/mcp` and `/llama` commands.
+
+use super::AgentSession;
+use crate::resources::commands::{self, Builtin};
+use crate::rpc::protocol::RpcEvent;
+use std::path::Path;
+
+impl AgentSession {
+    /// `text` with `/skill:name args` and `/template args` expanded. A skill file that can no
+    /// longer be read is reported as `extension_error {extensionPath: <file>, event:
+    /// "skill_expansion", error}` and the text goes on unchanged.
+    pub fn expand_input(&self, text: &str) -> String {
+        let res = self.command_resources();
+        let (out, err) = commands::expand_input(text, &res.skills, &res.prompt_templates);
+        if let Some((file, error)) = err {
+            self.emit(RpcEvent::ExtensionError {
+                extension_path: file,
+                event: "skill_expansion".into(),
+                error,
+            });
+        }
+        out
+    }
+
+    /// Runs a built-in command if `text` is one (`/mcp …`, `/llama …`): emits its `notify`
+    /// request and returns true (the prompt is then `handled`); false for any other text.
+    pub fn run_builtin_command(&self, text: &str, agent_dir: &Path) -> bool {
+        let Some((which, args)) = commands::builtin(text) else {
+            return false;
+        };
+        let (message, kind) = match which {
+            Builtin::Mcp => commands::run_mcp(args, agent_dir),
+            Builtin::Llama => commands::run_llama(&self.available_models(), agent_dir),
+        };
+        self.emit(RpcEvent::ExtensionUiRequest {
+            id: uuid::Uuid::new_v4().to_string(),
+            method: "notify".into(),
+            message: Some(message),
+            notify_type: Some(kind.into()),
+        });
+        true
+    }
+}
