@@ -4,6 +4,7 @@ pub mod agent_session;
 pub mod child_guard;
 pub mod cli;
 pub mod config;
+pub mod export;
 pub mod json_error;
 pub mod models_cmd;
 pub mod output;

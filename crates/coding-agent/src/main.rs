@@ -30,6 +30,20 @@ fn main() {
         println!("{}", env!("CARGO_PKG_VERSION"));
         return;
     }
+    if let Some(input) = &cli.export {
+        // `pi --export <session.jsonl> [output]` (config.md §11): the first message is the output.
+        match pi_coding_agent::export::export_file(input, cli.messages.first().map(String::as_str))
+        {
+            Ok(path) => {
+                println!("Exported to: {path}");
+                return;
+            }
+            Err(e) => {
+                eprintln!("Error: {e}");
+                std::process::exit(1);
+            }
+        }
+    }
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(

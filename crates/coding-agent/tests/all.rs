@@ -19,6 +19,9 @@ mod config_settings;
 #[path = "all/config_system_prompt.rs"]
 mod config_system_prompt;
 
+#[path = "all/export_html.rs"]
+mod export_html;
+
 #[path = "all/local_model.rs"]
 mod local_model;
 

@@ -42,3 +42,25 @@ impl AgentSession {
         true
     }
 }
+
+impl AgentSession {
+    /// `export_html` (rpc-protocol.md §4.9, config.md §11): writes the session page with the
+    /// system prompt and tool definitions; `Err` is the failure text.
+    pub fn export_html(&self, output: Option<&str>) -> Result<String, String> {
+        let (system_prompt, tools) = {
+            let l = self.inner.loadout.lock();
+            let tools: Vec<serde_json::Value> = l
+                .tools
+                .iter()
+                .map(|t| {
+                    let d = t.definition();
+                    serde_json::json!({"name": d.name, "description": d.description, "parameters": d.parameters})
+                })
+                .collect();
+            (l.system_prompt.clone(), tools)
+        };
+        let store = self.store_snapshot();
+        crate::export::export_session(&store, Some(&system_prompt), Some(tools), output)
+            .map_err(|e| e.to_string())
+    }
+}

@@ -332,10 +332,14 @@ fn dispatch(
                 })))
             })
         }
-        RpcCommand::Compact { .. }
-        | RpcCommand::AbortRetry {}
-        | RpcCommand::ExportHtml { .. }
-        | RpcCommand::Unknown => reply(Err(format!("Unknown command: {}", call.kind))),
+        RpcCommand::ExportHtml { output_path } => reply(
+            session
+                .export_html(output_path.as_deref())
+                .map(|path| Some(ResponseData::Path(protocol::PathData { path }))),
+        ),
+        RpcCommand::Compact { .. } | RpcCommand::AbortRetry {} | RpcCommand::Unknown => {
+            reply(Err(format!("Unknown command: {}", call.kind)))
+        }
     }
 }
 
