@@ -538,7 +538,7 @@ fn matches_exact(p: &Path, patterns: &[&str], base: &Path) -> bool {
     })
 }
 
-fn split<'a>(patterns: &'a [String], prefix: char) -> Vec<&'a str> {
+fn split(patterns: &[String], prefix: char) -> Vec<&str> {
     patterns
         .iter()
         .filter_map(|p| p.strip_prefix(prefix))

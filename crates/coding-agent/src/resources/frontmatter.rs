@@ -221,12 +221,10 @@ fn parse_yaml(yaml: &str) -> Result<BTreeMap<String, FmValue>, FrontmatterError>
         } else if rest.starts_with('|') || rest.starts_with('>') {
             FmValue::Str(block_scalar(rest, &cont))
         } else if rest.is_empty() {
-            if cont.is_empty() {
-                FmValue::Other
-            } else if cont
+            let nested = cont
                 .iter()
-                .any(|l| l.trim_start().starts_with("- ") || find_key_colon(l.trim()).is_some())
-            {
+                .any(|l| l.trim_start().starts_with("- ") || find_key_colon(l.trim()).is_some());
+            if cont.is_empty() || nested {
                 FmValue::Other
             } else {
                 FmValue::Str(fold_plain("", &cont))
