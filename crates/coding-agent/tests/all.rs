@@ -4,6 +4,9 @@
 
 mod common;
 
+#[path = "all/cli_dropin.rs"]
+mod cli_dropin;
+
 #[path = "all/config_local.rs"]
 mod config_local;
 
@@ -40,8 +43,14 @@ mod resources_templates;
 #[path = "all/rpc_basic.rs"]
 mod rpc_basic;
 
+#[path = "all/rpc_harden.rs"]
+mod rpc_harden;
+
 #[path = "all/rpc_models.rs"]
 mod rpc_models;
+
+#[path = "all/rpc_retry.rs"]
+mod rpc_retry;
 
 #[path = "all/rpc_runtime.rs"]
 mod rpc_runtime;

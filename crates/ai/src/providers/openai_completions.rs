@@ -19,6 +19,7 @@ use super::common::{
 };
 use super::{common, HttpOptions};
 use crate::error::ProviderError;
+use crate::json::SurrogateJoiner;
 use crate::stream::{
     AssistantMessageEvent, AssistantStream, CacheRetention, Provider, RequestTuning, StreamOptions,
 };
@@ -91,7 +92,7 @@ impl Provider for OpenAiCompletions {
     ) -> AssistantStream {
         let model = model.clone();
         let body = build_request_body(&model, context, &options, &tuning);
-        let client = self.client.get();
+        let client = self.client.clone();
         event_stream(move |em| run(em, client, model, body, options))
     }
 }
@@ -626,6 +627,9 @@ struct ToolSlot {
 struct StreamState {
     text_index: Option<usize>,
     thinking_index: Option<usize>,
+    /// Surrogate halves split across chunks, per block (`pi_ai::json::parse_stream_chunk`).
+    text_join: SurrogateJoiner,
+    thinking_join: SurrogateJoiner,
     tools: Vec<ToolSlot>,
     unmatched_details: HashMap<String, Value>,
     has_finish_reason: bool,
@@ -685,8 +689,9 @@ impl StreamState {
         };
 
         if let Some(text) = delta.get("content").and_then(Value::as_str) {
+            let text = self.text_join.push(text);
             if !text.is_empty() {
-                append_to_block(&mut self.text_index, out, em, text, || Content::text(""));
+                append_to_block(&mut self.text_index, out, em, &text, || Content::text(""));
             }
         }
 
@@ -700,19 +705,22 @@ impl StreamState {
                     .map(|s| (f, s))
             });
         if let Some((field, text)) = reasoning {
+            let text = &self.thinking_join.push(text);
             let signature = if model.provider == "opencode-go" && field == "reasoning" {
                 "reasoning_content"
             } else {
                 field
             };
-            append_to_block(&mut self.thinking_index, out, em, text, || {
-                Content::Thinking(ThinkingContent {
-                    thinking: String::new(),
-                    thinking_signature: Some(signature.to_owned()),
-                    redacted: None,
-                    extra: Default::default(),
-                })
-            });
+            if !text.is_empty() {
+                append_to_block(&mut self.thinking_index, out, em, text, || {
+                    Content::Thinking(ThinkingContent {
+                        thinking: String::new(),
+                        thinking_signature: Some(signature.to_owned()),
+                        redacted: None,
+                        extra: Default::default(),
+                    })
+                });
+            }
         }
 
         if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
@@ -820,7 +828,36 @@ impl StreamState {
 
     /// Parse every tool call's collected arguments into its content block and, when `emit`,
     /// push each block's `*_end` event in content order.
-    fn finish_blocks(&self, out: &mut AssistantMessage, em: Option<&Emitter>) {
+    fn finish_blocks(&mut self, out: &mut AssistantMessage, em: Option<&Emitter>) {
+        // A high surrogate still waiting for its low half ends the block as U+FFFD.
+        for (join, index) in [
+            (&mut self.text_join, self.text_index),
+            (&mut self.thinking_join, self.thinking_index),
+        ] {
+            let rest = join.finish();
+            if let (false, Some(ci)) = (rest.is_empty(), index) {
+                let event = match out.content.get_mut(ci) {
+                    Some(Content::Text(t)) => {
+                        t.text.push_str(rest);
+                        AssistantMessageEvent::TextDelta {
+                            content_index: ci,
+                            delta: rest.to_owned(),
+                        }
+                    }
+                    Some(Content::Thinking(t)) => {
+                        t.thinking.push_str(rest);
+                        AssistantMessageEvent::ThinkingDelta {
+                            content_index: ci,
+                            delta: rest.to_owned(),
+                        }
+                    }
+                    _ => continue,
+                };
+                if let Some(em) = em {
+                    em.emit(event);
+                }
+            }
+        }
         for slot in &self.tools {
             if let Some(Content::ToolCall(tc)) = out.content.get_mut(slot.content_index) {
                 tc.arguments = parse_streaming_json(&slot.partial);
@@ -870,11 +907,13 @@ fn append_to_block(
 
 async fn run(
     em: Emitter,
-    client: reqwest::Client,
+    client: common::LazyClient,
     model: Model,
     body: Value,
     options: StreamOptions,
 ) {
+    let http = client.options();
+    let client = client.get();
     let started = Instant::now();
     let mut output = AssistantMessage::empty(&model);
     let cancel = options.cancel.clone();
@@ -897,7 +936,7 @@ async fn run(
     let payload = serde_json::to_vec(&body).unwrap_or_default();
     let request = client.post(url).headers(headers).body(payload);
 
-    let response = match send_streaming_request(request, &cancel, openai_http_error).await {
+    let response = match send_streaming_request(request, &cancel, openai_http_error, &http).await {
         Ok(r) => r,
         Err(error) => {
             em.fail(output, error, started);
@@ -909,7 +948,7 @@ async fn run(
     let mut events = response.bytes_stream().eventsource();
     let mut state = StreamState::default();
     let end = loop {
-        let event = match next_sse_event(&mut events, &cancel).await {
+        let event = match next_sse_event(&mut events, &cancel, http.idle_timeout_ms).await {
             Ok(event) => event,
             Err(end) => break end,
         };
@@ -920,8 +959,15 @@ async fn run(
         if data.is_empty() {
             continue;
         }
-        let Ok(chunk) = serde_json::from_str::<Value>(data) else {
-            continue;
+        // A chunk that is not JSON ends the stream with an error: skipping it would drop its
+        // text without anyone knowing.
+        let chunk = match crate::json::parse_stream_chunk(data) {
+            Ok(chunk) => chunk,
+            Err(e) => {
+                break StreamEnd::Failed(ProviderError::Protocol {
+                    message: format!("Could not parse OpenAI stream chunk: {e}; data={data}"),
+                })
+            }
         };
         if let Err(text) = state.handle_chunk(&chunk, &mut output, &em, &model) {
             break StreamEnd::Failed(ProviderError::Stream { message: text });

@@ -45,7 +45,10 @@ impl SessionFactory {
     /// Tools and system prompt for `cwd` (tools.md §0, config.md §6).
     pub fn loadout(&self, cwd: &Path) -> Loadout {
         let names: Vec<&str> = self.tool_names.iter().map(String::as_str).collect();
-        let tools = tools::create_tools_with(cwd, &names, &self.tool_options);
+        let session_env = tools::bash::SessionEnvSlot::default();
+        let mut tool_options = self.tool_options.clone();
+        tool_options.bash.session_env = Some(session_env.clone());
+        let tools = tools::create_tools_with(cwd, &names, &tool_options);
         let settings = self.services.settings.lock().clone();
         let resources = Resources::load(cwd, &self.agent_dir, &settings, &self.resource_options);
         let mut input = SystemPromptInput::new(
@@ -69,6 +72,7 @@ impl SessionFactory {
                 prompt_templates: resources.prompt_templates,
                 skill_commands: settings.enable_skill_commands(),
             }),
+            session_env: Some(session_env),
         }
     }
 

@@ -3,6 +3,7 @@
 //! * [`queues`]: steering/follow-up queues and what `queue_update` shows;
 //! * [`run_control`]: the run phase (one value), abort and the settled signal;
 //! * `run`: prompt admission, the run task, its settle guard and event translation;
+//! * [`retry`]: automatic retry — the decision after a run ends and the chain state;
 //! * `bash`: the RPC `bash` command;
 //! * `queries`: read-only views (`get_state`, stats, entries, tree, fork messages);
 //! * [`convert`]: context → model messages and token estimates;
@@ -19,6 +20,7 @@ pub mod convert;
 pub mod factory;
 mod queries;
 pub mod queues;
+pub mod retry;
 mod run;
 pub mod run_control;
 pub mod runtime;
@@ -93,6 +95,8 @@ pub struct Loadout {
     pub system_prompt: String,
     /// Skills and prompt templates for `get_commands` and input expansion.
     pub commands: Arc<CommandResources>,
+    /// The bash tool's session variables, bound to the session that takes this loadout.
+    pub session_env: Option<crate::tools::bash::SessionEnvSlot>,
 }
 
 /// The skills and prompt templates of a session (spec config.md §8–§10).
@@ -149,6 +153,7 @@ struct Inner {
     toggles: Mutex<Toggles>,
     queues: Mutex<MessageQueues>,
     run: RunControl,
+    retry: Mutex<retry::RetryState>,
     store: Mutex<SessionManager>,
     messages: SharedMessages,
     /// A `role:"system"` message is already in the context (recorded at the first run).
@@ -185,7 +190,7 @@ impl AgentSession {
                 },
             )
         };
-        AgentSession {
+        let session = AgentSession {
             inner: Arc::new(Inner {
                 cwd: config.cwd,
                 bash_options: config.bash_options,
@@ -198,13 +203,19 @@ impl AgentSession {
                 toggles: Mutex::new(toggles),
                 queues: Mutex::new(MessageQueues::new(steering_mode, follow_up_mode)),
                 run: RunControl::default(),
+                retry: Mutex::new(retry::RetryState::default()),
                 store: Mutex::new(config.store),
                 messages: Arc::new(std::sync::Mutex::new(context)),
                 system_recorded: AtomicBool::new(system_recorded),
                 bash: UserBash::default(),
                 sink,
             }),
+        };
+        {
+            let loadout = session.inner.loadout.lock().clone();
+            bind_session_env(&session.inner, &loadout);
         }
+        session
     }
 
     fn emit(&self, event: RpcEvent) {
@@ -266,6 +277,7 @@ impl AgentSession {
 
     /// Replaces the tools and system prompt; the next LLM call uses them.
     pub fn set_loadout(&self, loadout: Loadout) {
+        bind_session_env(&self.inner, &loadout);
         *self.inner.loadout.lock() = loadout;
     }
 
@@ -476,4 +488,38 @@ impl AgentSession {
     pub async fn wait_settled(&self) {
         self.inner.run.wait_settled().await;
     }
+}
+
+/// Binds `loadout`'s bash session variables to `inner` (held weakly, so tools never keep a
+/// session alive): `PI_SESSION_ID`, `PI_SESSION_FILE` (when the session has a file),
+/// `PI_PROVIDER` and `PI_MODEL` (when a model is set), `PI_REASONING_LEVEL`
+/// (upstream-1.6-notes.md item 21).
+fn bind_session_env(inner: &Arc<Inner>, loadout: &Loadout) {
+    let Some(slot) = &loadout.session_env else {
+        return;
+    };
+    let weak = Arc::downgrade(inner);
+    slot.bind(Arc::new(move || {
+        let Some(inner) = weak.upgrade() else {
+            return Vec::new();
+        };
+        let mut vars = Vec::new();
+        {
+            let store = inner.store.lock();
+            vars.push(("PI_SESSION_ID".to_string(), store.session_id().to_string()));
+            if let Some(file) = store.session_file() {
+                vars.push(("PI_SESSION_FILE".to_string(), file.display().to_string()));
+            }
+        }
+        let state = inner.model.lock();
+        if let Some(m) = &state.model {
+            vars.push(("PI_PROVIDER".to_string(), m.provider.clone()));
+            vars.push(("PI_MODEL".to_string(), m.id.clone()));
+        }
+        vars.push((
+            "PI_REASONING_LEVEL".to_string(),
+            state.thinking_level.as_str().to_string(),
+        ));
+        vars
+    }));
 }

@@ -27,7 +27,10 @@ pub use resolve::{
     InitialModelOptions, ParsedModel, ScopedModel, DEFAULT_THINKING_LEVEL,
 };
 pub use settings::{CompactionSettings, QueueMode, RetrySettings, Settings};
-pub use value::{resolve_config_value, resolve_headers};
+pub use value::{
+    expand_template, resolve_config_value, resolve_config_value_uncached,
+    resolve_config_value_with, resolve_headers,
+};
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};

@@ -28,13 +28,13 @@
 //! [`ModelRegistry::error`] and warned about on stderr.
 //!
 //! Credentials for a provider, first hit wins (spec config.md §5.3): runtime key (`--api-key`),
-//! `auth.json` (`api_key`, then an unexpired OAuth token), environment variables
-//! ([`env_api_key`]), the provider's `models.json` `apiKey`. Keys and header values are resolved
-//! at request time ([`ModelRegistry::request_auth`]); `!command` results are cached for the
-//! process lifetime.
+//! `auth.json` (`api_key`, then an unexpired OAuth token), the provider's `models.json`
+//! `apiKey`, environment variables ([`env_api_key`]). Keys and header values are resolved at
+//! request time ([`ModelRegistry::request_auth`]); `!command` results of `auth.json` are cached
+//! for the process lifetime, those of `models.json` are not.
 
 use super::auth::AuthStorage;
-use super::value::{resolve_config_value, resolve_headers};
+use super::value::{resolve_config_value_uncached, resolve_headers};
 use super::{read_json_file, warn, JsonFile};
 use pi_ai::{Model, ModelCost};
 use serde::Deserialize;
@@ -661,19 +661,22 @@ impl ModelRegistry {
                 .is_some_and(|p| p.api_key.is_some())
     }
 
-    /// The API key for `provider`, resolved now (spec config.md §5.3).
+    /// The API key for `provider`, resolved now (spec config.md §5.3, 1.6 order): the runtime
+    /// key, `auth.json` (`api_key`, then an unexpired OAuth token), the provider's
+    /// `models.json` `apiKey` (resolved uncached, so a `!command` runs per request), then the
+    /// environment variables of the provider.
     pub fn api_key(&self, provider: &str) -> Option<String> {
         self.auth
             .stored_api_key(provider)
-            .or_else(|| env_api_key(provider))
             .or_else(|| {
                 self.config
                     .provider(provider)?
                     .api_key
                     .as_deref()
-                    .and_then(resolve_config_value)
+                    .and_then(resolve_config_value_uncached)
                     .filter(|k| !k.is_empty())
             })
+            .or_else(|| env_api_key(provider))
     }
 
     /// Key and headers for a request to `model`. Fails with `No API key found for "<provider>"`

@@ -6,7 +6,8 @@
 //! folders — project `.pi/skills`, `.agents/skills` in the cwd and each ancestor up to the git
 //! root, `.pi/prompts` — then the user's `<agent>/skills`, `~/.agents/skills`,
 //! `<agent>/prompts`, and last the `--skill` / `--prompt-template` paths. Project locations
-//! (project settings entries included) are read only when [`project_trusted`] says so.
+//! (project settings entries included) are read only in a trusted project
+//! ([`super::ResourceOptions::project_trusted`], [`crate::trust`]).
 //!
 //! Settings entries: a plain path (file or folder) adds what it holds; `!glob` excludes,
 //! `+path` forces in and `-path` forces out (exact paths), also for the auto-discovered files
@@ -18,23 +19,6 @@ use globset::GlobBuilder;
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-
-/// Trust seam for project resources (upstream-1.6-notes.md §19). Until project trust (issue
-/// 10) lands, a project counts as trusted only when the agent-dir settings say
-/// `"defaultProjectTrust": "always"`; anything else is what upstream does for an untrusted
-/// project in headless mode (no `ask` dialog there): project skills, prompts and project
-/// `.agents/skills` are skipped. `override_trust` (e.g. a future `--approve`/`--no-approve`)
-/// wins when given.
-pub fn project_trusted(settings: &Settings, override_trust: Option<bool>) -> bool {
-    if let Some(t) = override_trust {
-        return t;
-    }
-    settings
-        .global()
-        .get("defaultProjectTrust")
-        .and_then(|v| v.as_str())
-        == Some("always")
-}
 
 /// One resolved candidate file (or `--skill` folder) with where it came from.
 #[derive(Debug, Clone, PartialEq)]
@@ -66,7 +50,7 @@ pub struct GatherInput<'a> {
     pub home: Option<&'a Path>,
     /// Settings (both scopes).
     pub settings: &'a Settings,
-    /// See [`project_trusted`].
+    /// Whether the project is trusted ([`super::ResourceOptions::project_trusted`]).
     pub trusted: bool,
     /// `--no-skills` / `--no-prompt-templates`: only the CLI paths.
     pub no_defaults: bool,

@@ -11,6 +11,7 @@ pub mod find;
 pub mod grep;
 pub mod ls;
 pub mod read;
+pub mod select;
 pub mod shell;
 pub mod truncate;
 pub mod util;

@@ -335,3 +335,81 @@ fn builtin_mcp_and_llama_commands() {
     );
     assert!(fake.llm_requests().is_empty());
 }
+
+/// Project skills (`.pi/skills`, `.agents/skills`) and prompts (`.pi/prompts`) load exactly
+/// when the project is trusted (crate::trust): not by default headless, with `--approve`/`-a`,
+/// with a saved `trust.json` decision (which `--no-approve` beats), with `defaultProjectTrust`.
+#[test]
+fn project_skills_and_prompts_load_exactly_when_the_project_is_trusted() {
+    let (_fake, root) = setup(Script::new([]), DEFAULT_MODEL);
+    write(
+        &root.cwd.join(".pi/skills/proj/SKILL.md"),
+        &skill_md("proj", "Project skill."),
+    );
+    write(
+        &root.cwd.join(".agents/skills/agentsk/SKILL.md"),
+        &skill_md("agentsk", "Project .agents skill."),
+    );
+    write(&root.cwd.join(".pi/prompts/projtpl.md"), "Project template");
+    write(
+        &root.agent_dir.join("skills/user/SKILL.md"),
+        &skill_md("user", "User skill."),
+    );
+    write(&root.agent_dir.join("prompts/usertpl.md"), "User template");
+    let listed = |args: &[&str]| -> (Vec<String>, String) {
+        let mut agent = root.spawn_with(false, args);
+        let cmds = agent.request(json!({"id": "g", "type": "get_commands"}));
+        let names = cmds["data"]["commands"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap().to_string())
+            .collect();
+        agent.close_stdin();
+        agent.wait_exit(LIVENESS);
+        (names, agent.stderr())
+    };
+    let untrusted = ["llama", "mcp", "usertpl", "skill:user"];
+    let trusted = [
+        "llama",
+        "mcp",
+        "projtpl",
+        "usertpl",
+        "skill:proj",
+        "skill:agentsk",
+        "skill:user",
+    ];
+    let (names, stderr) = listed(&[]);
+    assert_eq!(names, untrusted, "untrusted by default headless");
+    assert!(
+        stderr.contains(".pi/skills")
+            && stderr.contains(".pi/prompts")
+            && stderr.contains("--approve"),
+        "the notice names what was skipped: {stderr}"
+    );
+    for flag in ["--approve", "-a"] {
+        assert_eq!(listed(&[flag]).0, trusted, "{flag}");
+    }
+    assert_eq!(
+        listed(&["-a", "--no-approve"]).0,
+        untrusted,
+        "the last flag wins"
+    );
+    let key = root.cwd.canonicalize().unwrap().display().to_string();
+    root.write_agent_file("trust.json", &json!({ key.clone(): true }));
+    assert_eq!(listed(&[]).0, trusted, "saved decision");
+    assert_eq!(
+        listed(&["-na"]).0,
+        untrusted,
+        "--no-approve beats trust.json"
+    );
+    root.write_agent_file("trust.json", &json!({ key: false }));
+    root.merge_settings(json!({"defaultProjectTrust": "always"}));
+    assert_eq!(
+        listed(&[]).0,
+        untrusted,
+        "a saved false beats defaultProjectTrust"
+    );
+    root.write_agent_file("trust.json", &json!({}));
+    assert_eq!(listed(&[]).0, trusted, "defaultProjectTrust: always");
+}

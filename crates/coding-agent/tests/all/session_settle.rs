@@ -131,6 +131,7 @@ fn harness(script: Script, panic_provider: bool) -> Harness {
                 system_message,
                 system_prompt,
                 commands: Default::default(),
+                session_env: None,
             },
             store: SessionManager::in_memory(&cwd),
         },

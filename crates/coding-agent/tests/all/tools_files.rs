@@ -165,6 +165,14 @@ async fn find_and_ls() {
     assert_eq!(text(&out), "src/lib.rs\nsrc/nested/mod.rs");
     let out = run(&*t, json!({"pattern":"src/**/*.rs"})).await.unwrap();
     assert_eq!(text(&out), "src/lib.rs\nsrc/nested/mod.rs");
+    // 1.6: a pattern with a slash is relative to the search directory.
+    fs::create_dir_all(root.join("pkg/src")).unwrap();
+    fs::write(root.join("pkg/src/a.rs"), "").unwrap();
+    let out = run(&*t, json!({"pattern":"src/*.rs"})).await.unwrap();
+    assert_eq!(text(&out), "src/lib.rs");
+    let out = run(&*t, json!({"pattern":"./src/*.rs"})).await.unwrap();
+    assert_eq!(text(&out), "src/lib.rs");
+    fs::remove_dir_all(root.join("pkg")).unwrap();
     let out = run(&*t, json!({"pattern":"nest*"})).await.unwrap();
     assert_eq!(text(&out), "src/nested/");
     let out = run(&*t, json!({"pattern":"*.rs","limit":1})).await.unwrap();
