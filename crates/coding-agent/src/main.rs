@@ -73,9 +73,20 @@ fn main() {
         std::env::set_var("PI_OFFLINE", "1");
         std::env::set_var("PI_SKIP_VERSION_CHECK", "1");
     }
-    if cli.export.is_some() {
-        eprintln!("Error: --export is not supported by this build yet");
-        std::process::exit(package_cmd::EXIT_UNSUPPORTED);
+    if let Some(input) = &cli.export {
+        // `pi --export <session.jsonl> [output]` (config.md §11): the first message is the output.
+        let input = std::path::Path::new(input);
+        match pi_coding_agent::export::export_file(input, cli.messages.first().map(String::as_str))
+        {
+            Ok(path) => {
+                println!("Exported to: {path}");
+                return;
+            }
+            Err(e) => {
+                eprintln!("Error: {e}");
+                std::process::exit(1);
+            }
+        }
     }
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
@@ -304,6 +315,10 @@ async fn run(cli: Cli) -> i32 {
             no_context_files: cli.no_context_files,
             system_prompt: cli.system_prompt.clone(),
             append_system_prompt: cli.append_system_prompt.clone(),
+            no_skills: cli.no_skills,
+            skill_paths: cli.skill.clone(),
+            no_prompt_templates: cli.no_prompt_templates,
+            prompt_template_paths: cli.prompt_template.clone(),
             trust: Some(trust_policy),
         },
         bash_options: tools::shell::UserBashOptions {

@@ -34,7 +34,11 @@ pub async fn run_with_images(
     }
     let mut images = Some(images);
     for text in messages {
-        match session.prompt(text, images.take().unwrap_or_default(), None) {
+        match session.prompt(
+            session.expand_input(&text),
+            images.take().unwrap_or_default(),
+            None,
+        ) {
             Ok(PromptOutcome::Started(run)) => run.await,
             Ok(PromptOutcome::Queued) => {}
             Err(e) => {

@@ -22,6 +22,9 @@ mod config_settings;
 #[path = "all/config_system_prompt.rs"]
 mod config_system_prompt;
 
+#[path = "all/export_html.rs"]
+mod export_html;
+
 #[path = "all/local_model.rs"]
 mod local_model;
 
@@ -30,6 +33,12 @@ mod models_pull;
 
 #[path = "all/proc_hygiene.rs"]
 mod proc_hygiene;
+
+#[path = "all/resources_skills.rs"]
+mod resources_skills;
+
+#[path = "all/resources_templates.rs"]
+mod resources_templates;
 
 #[path = "all/rpc_basic.rs"]
 mod rpc_basic;

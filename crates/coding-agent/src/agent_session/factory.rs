@@ -3,7 +3,7 @@
 //! (`new_session`, `switch_session`, `fork`, `clone`). A session's tools, context files and
 //! system prompt depend on its cwd, so they are built here, per session.
 
-use super::{AgentSession, EventSink, Loadout, SessionConfig, SessionServices};
+use super::{AgentSession, CommandResources, EventSink, Loadout, SessionConfig, SessionServices};
 use crate::resources::{ResourceOptions, Resources};
 use crate::session::SessionManager;
 use crate::system_prompt::{build_system_message, PromptTool, SystemPromptInput};
@@ -51,7 +51,8 @@ impl SessionFactory {
         let image_policy = crate::images::ImagePolicySlot::default();
         tool_options.images = image_policy.clone();
         let tools = tools::create_tools_with(cwd, &names, &tool_options);
-        let resources = Resources::load(cwd, &self.agent_dir, &self.resource_options);
+        let settings = self.services.settings.lock().clone();
+        let resources = Resources::load(cwd, &self.agent_dir, &settings, &self.resource_options);
         let mut input = SystemPromptInput::new(
             cwd.to_path_buf(),
             tools
@@ -62,12 +63,17 @@ impl SessionFactory {
         input.context_files = resources.context_files;
         input.custom_prompt = resources.custom_prompt;
         input.append_prompt = resources.append_prompt;
-        input.skills = resources.skills;
+        input.skills = resources.skills.clone();
         let (system_message, system_prompt) = build_system_message(&input);
         Loadout {
             tools,
             system_message,
             system_prompt,
+            commands: std::sync::Arc::new(CommandResources {
+                skills: resources.skills,
+                prompt_templates: resources.prompt_templates,
+                skill_commands: settings.enable_skill_commands(),
+            }),
             session_env: Some(session_env),
             image_policy: Some(image_policy),
         }

@@ -15,6 +15,7 @@
 //! [`EventSink`] as a typed [`RpcEvent`] (spec rpc-protocol.md §5).
 
 mod bash;
+mod commands;
 pub mod convert;
 pub mod factory;
 mod image_guard;
@@ -93,11 +94,24 @@ pub struct Loadout {
     pub system_message: SystemMessage,
     /// The flat system prompt text sent to the model.
     pub system_prompt: String,
+    /// Skills and prompt templates for `get_commands` and input expansion.
+    pub commands: Arc<CommandResources>,
     /// The bash tool's session variables, bound to the session that takes this loadout.
     pub session_env: Option<crate::tools::bash::SessionEnvSlot>,
     /// The read tool's image policy, bound to the session that takes this loadout (its model
     /// and `images.autoResize`).
     pub image_policy: Option<crate::images::ImagePolicySlot>,
+}
+
+/// The skills and prompt templates of a session (spec config.md §8–§10).
+#[derive(Debug, Clone, Default)]
+pub struct CommandResources {
+    /// Skills, first of each name.
+    pub skills: Vec<crate::resources::Skill>,
+    /// Prompt templates, first of each name.
+    pub prompt_templates: Vec<crate::resources::PromptTemplate>,
+    /// `enableSkillCommands` (default true): list `skill:<name>` in `get_commands`.
+    pub skill_commands: bool,
 }
 
 /// Everything one session is built from (see [`factory::SessionFactory`]).
@@ -276,6 +290,11 @@ impl AgentSession {
             return Ok((text, images));
         }
         crate::images::prepare_prompt_images(text, images, &image_policy_of(&self.inner))
+    }
+
+    /// The session's skills and prompt templates.
+    pub fn command_resources(&self) -> Arc<CommandResources> {
+        self.inner.loadout.lock().commands.clone()
     }
 
     /// Replaces the tools and system prompt; the next LLM call uses them.

@@ -209,6 +209,11 @@ fn dispatch(
                 Ok(parts) => parts,
                 Err(e) => return reply(Err(e)),
             };
+            // Built-in commands run at once, even during a run (upstream: extension commands).
+            if session.run_builtin_command(&text, &runtime.factory().agent_dir) {
+                return reply(some(disposition(Disposition::Handled)));
+            }
+            let text = session.expand_input(&text);
             match session.prompt(text, images, streaming_behavior.as_deref()) {
                 Ok(PromptOutcome::Started(run)) => {
                     reply(some(disposition(Disposition::Started)));
@@ -314,9 +319,16 @@ fn dispatch(
             session.set_auto_retry(enabled.unwrap_or(false));
             reply(Ok(None))
         }
-        RpcCommand::GetCommands {} => reply(some(ResponseData::Commands(CommandsData {
-            commands: vec![],
-        }))),
+        RpcCommand::GetCommands {} => {
+            let res = session.command_resources();
+            reply(some(ResponseData::Commands(CommandsData {
+                commands: crate::resources::commands::list(
+                    &res.prompt_templates,
+                    &res.skills,
+                    res.skill_commands,
+                ),
+            })))
+        }
         RpcCommand::GetSessionStats {} => {
             reply(some(ResponseData::Stats(Box::new(session.session_stats()))))
         }
@@ -370,8 +382,13 @@ fn dispatch(
                 })))
             })
         }
+        RpcCommand::ExportHtml { output_path } => reply(
+            session
+                .export_html(output_path.as_deref())
+                .map(|path| Some(ResponseData::Path(protocol::PathData { path }))),
+        ),
         RpcCommand::AbortRetry {} => session.abort_retry(|| reply(Ok(None))),
-        RpcCommand::Compact { .. } | RpcCommand::ExportHtml { .. } | RpcCommand::Unknown => {
+        RpcCommand::Compact { .. } | RpcCommand::Unknown => {
             reply(Err(format!("Unknown command: {}", call.kind)))
         }
     }
@@ -426,6 +443,10 @@ fn enqueue(
     images: Option<Value>,
 ) -> Result<Option<ResponseData>, String> {
     let (text, images) = message_parts(message, images)?;
+    if crate::resources::commands::builtin(&text).is_some() {
+        return Err(crate::resources::commands::cannot_queue(&text));
+    }
+    let text = session.expand_input(&text);
     let (text, images) = session.prepare_images(text, images)?;
     let msg = crate::agent_session::user_message(text, images);
     session.enqueue(kind, msg);

@@ -193,6 +193,22 @@ fn every_upstream_help_flag_parses_to_its_meaning() {
     let c = p(&["--export", "s.jsonl", "out.html"]);
     assert_eq!(c.export.as_deref(), Some("s.jsonl"));
     assert_eq!(c.messages, vec!["out.html"]);
+    let c = p(&["--export", "s.jsonl"]);
+    assert_eq!(c.export.as_deref(), Some("s.jsonl"));
+    assert!(c.messages.is_empty());
+    // Resource flags: repeatable paths, kept alongside the --no-* switches.
+    let c = p(&["-ns", "--skill", "a", "--skill", "b/SKILL.md", "-np"]);
+    assert!(c.no_skills && c.no_prompt_templates);
+    assert_eq!(c.skill, vec!["a", "b/SKILL.md"]);
+    let c = p(&[
+        "--prompt-template",
+        "t1",
+        "--no-prompt-templates",
+        "--prompt-template",
+        "t2",
+    ]);
+    assert!(c.no_prompt_templates && !c.no_skills);
+    assert_eq!(c.prompt_template, vec!["t1", "t2"]);
     assert_eq!(p(&["--list-models"]).list_models, Some(ListModels::All));
     assert_eq!(
         p(&["--list-models", "son"]).list_models,
@@ -296,6 +312,104 @@ fn unknown_option_is_an_error_exit_1() {
         r.stderr
     );
     assert!(fake.requests().is_empty());
+}
+
+/// `-ns`, `--skill`, `-np`, `--prompt-template` and `--export` do what they say on a real run.
+#[test]
+fn resource_flags_and_export_have_their_meaning() {
+    let skill = |name: &str| {
+        format!("---\nname: {name}\ndescription: The {name} skill.\n---\n\nBody of {name}.\n")
+    };
+    let (fake, root) = setup(texts(6), crate::common::DEFAULT_MODEL);
+    let write_agent = |rel: &str, text: &str| {
+        let p = root.agent_dir.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    write_agent("skills/usersk/SKILL.md", &skill("usersk"));
+    write_agent("prompts/tpl.md", "Template says $1");
+    root.write_cwd_file("clisk/SKILL.md", &skill("clisk"));
+    root.write_cwd_file("clitpl/other.md", "Other says $1");
+    let body = |i: usize| fake.llm_requests()[i].body_text();
+
+    // Skills: discovered by default, -ns drops discovery, --skill still loads.
+    let r = run_pi(&root, &["--no-session", "-p", "hi"], None, &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(body(0).contains("usersk"), "{}", body(0));
+    let r = run_pi(
+        &root,
+        &["--no-session", "-ns", "--skill", "clisk", "-p", "hi"],
+        None,
+        &[],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(!body(1).contains("usersk") && body(1).contains("clisk"));
+
+    // Prompt templates: /tpl expands; -np sends it literally; --prompt-template adds one.
+    let r = run_pi(&root, &["--no-session", "-p", "/tpl one"], None, &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        first_user_text(&fake.llm_requests()[2]),
+        "Template says one"
+    );
+    let r = run_pi(
+        &root,
+        &[
+            "--no-session",
+            "-np",
+            "--prompt-template",
+            "clitpl",
+            "-p",
+            "/tpl one",
+        ],
+        None,
+        &[],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(first_user_text(&fake.llm_requests()[3]), "/tpl one");
+    let r = run_pi(
+        &root,
+        &[
+            "--no-session",
+            "-np",
+            "--prompt-template",
+            "clitpl",
+            "-p",
+            "/other two",
+        ],
+        None,
+        &[],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(first_user_text(&fake.llm_requests()[4]), "Other says two");
+
+    // --export: a session this build wrote becomes an HTML page; no model call.
+    let r = run_pi(&root, &["-p", "for the export"], None, &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let session = root
+        .session_files()
+        .into_iter()
+        .next()
+        .expect("a session file");
+    let calls = fake.llm_requests().len();
+    let r = run_pi(
+        &root,
+        &["--export", session.to_str().unwrap(), "page.html"],
+        None,
+        &[],
+    );
+    assert_eq!(
+        (r.code, r.stdout.as_str()),
+        (0, "Exported to: page.html\n"),
+        "{}",
+        r.stderr
+    );
+    let html = std::fs::read_to_string(root.cwd.join("page.html")).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>") || html.starts_with("<!doctype html>"));
+    assert_eq!(fake.llm_requests().len(), calls, "--export never prompts");
+    let r = run_pi(&root, &["--export", "missing.jsonl"], None, &[]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("File not found"), "{}", r.stderr);
 }
 
 #[test]

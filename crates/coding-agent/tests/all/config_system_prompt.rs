@@ -149,6 +149,7 @@ fn custom_append_and_skills() {
             base_dir: "/s/greeter".into(),
             disable_model_invocation: false,
             source: "project".into(),
+            source_info: Default::default(),
         },
         Skill {
             name: "hidden".into(),
@@ -157,6 +158,7 @@ fn custom_append_and_skills() {
             base_dir: "/s/hidden".into(),
             disable_model_invocation: true,
             source: "user".into(),
+            source_info: Default::default(),
         },
     ];
     let (msg, text) = build_system_message(&i);

@@ -130,6 +130,7 @@ fn harness(script: Script, panic_provider: bool) -> Harness {
                 tools,
                 system_message,
                 system_prompt,
+                commands: Default::default(),
                 session_env: None,
                 image_policy: None,
             },

@@ -172,6 +172,17 @@ impl RunRoot {
 
     /// [`RunRoot::spawn_with`] with `extra` variables added to the clean environment.
     pub fn spawn_with_env(&self, session: bool, args: &[&str], extra: &[(&str, &str)]) -> RpcAgent {
+        self.spawn_in(&self.cwd, session, args, extra)
+    }
+
+    /// [`RunRoot::spawn_with_env`] in another working directory `cwd`.
+    pub fn spawn_in(
+        &self,
+        cwd: &Path,
+        session: bool,
+        args: &[&str],
+        extra: &[(&str, &str)],
+    ) -> RpcAgent {
         // `PI_TEST_BIN` runs the tests against another build (e.g. to see a new test fail on
         // the old code); it is only read, never set.
         let bin = std::env::var_os("PI_TEST_BIN")
@@ -183,7 +194,7 @@ impl RunRoot {
             cmd.arg("--no-session");
         }
         cmd.args(args)
-            .current_dir(&self.cwd)
+            .current_dir(cwd)
             .env_clear()
             .envs(self.env())
             .envs(extra.iter().copied())

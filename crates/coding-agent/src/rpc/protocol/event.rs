@@ -368,6 +368,23 @@ pub enum RpcEvent {
         /// The entry as written to the session file.
         entry: SessionEntry,
     },
+    /// A request to the client's UI (rpc-protocol.md §6; upstream 1.6 `docs/rpc-extension-ui.md`).
+    /// Only `method: "notify"` is sent today (by the built-in `/mcp` and `/llama` commands):
+    /// `{id, method:"notify", message, notifyType: "info"|"warning"|"error"}`; a notify needs no
+    /// answer.
+    #[serde(rename_all = "camelCase")]
+    ExtensionUiRequest {
+        /// A fresh UUID.
+        id: String,
+        /// `notify`.
+        method: String,
+        /// The text to show.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        message: Option<String>,
+        /// `info`, `warning` or `error`.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        notify_type: Option<String>,
+    },
     /// An extension handler failed (§5.9).
     #[serde(rename_all = "camelCase")]
     ExtensionError {
