@@ -64,9 +64,21 @@ pub struct Cli {
     #[arg(long = "session-dir")]
     pub session_dir: Option<PathBuf>,
 
-    /// Open a specific session file.
-    #[arg(long)]
-    pub session: Option<PathBuf>,
+    /// Open a session by file path or by full or partial session id (resumed in its cwd).
+    #[arg(long, value_name = "PATH|ID")]
+    pub session: Option<String>,
+
+    /// Continue the most recent session of the current directory.
+    #[arg(short = 'c', long = "continue")]
+    pub continue_recent: bool,
+
+    /// Open the current directory's session with this id, or create it.
+    #[arg(long = "session-id", value_name = "ID")]
+    pub session_id: Option<String>,
+
+    /// Fork a session (file path or full/partial id) into a new session here.
+    #[arg(long, value_name = "PATH|ID")]
+    pub fork: Option<String>,
 
     /// Replace the system prompt (text, or a path to a file holding it).
     #[arg(long = "system-prompt")]

@@ -20,6 +20,10 @@ pub async fn run(session: &AgentSession, messages: Vec<String>, json_mode: bool)
             }
         }
     }
+    if session.write_failed() {
+        eprintln!("Error: the session file could not be written; entries were lost");
+        return 1;
+    }
     if json_mode {
         return 0;
     }

@@ -12,6 +12,7 @@
 mod context;
 mod entry;
 mod manager;
+pub mod resolve;
 mod store;
 
 pub use context::{

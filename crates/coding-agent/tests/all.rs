@@ -46,6 +46,9 @@ mod rpc_sigkill;
 #[path = "all/rpc_tools.rs"]
 mod rpc_tools;
 
+#[path = "all/session_resume.rs"]
+mod session_resume;
+
 #[path = "all/session_settle.rs"]
 mod session_settle;
 

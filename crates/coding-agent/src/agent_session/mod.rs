@@ -139,6 +139,8 @@ struct Inner {
     messages: SharedMessages,
     /// A `role:"system"` message is already in the context (recorded at the first run).
     system_recorded: AtomicBool,
+    /// A session write failed and could not be repaired (`session_write_error` was sent).
+    write_failed: AtomicBool,
     bash: UserBash,
     sink: EventSink,
 }
@@ -187,6 +189,7 @@ impl AgentSession {
                 store: Mutex::new(config.store),
                 messages: Arc::new(std::sync::Mutex::new(context)),
                 system_recorded: AtomicBool::new(system_recorded),
+                write_failed: AtomicBool::new(false),
                 bash: UserBash::default(),
                 sink,
             }),

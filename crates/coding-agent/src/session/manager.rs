@@ -80,7 +80,7 @@ pub fn validate_session_id(id: &str) -> Result<(), SessionError> {
 
 /// Make `p` absolute (against the process cwd) and remove `.`/`..` lexically, like Node's
 /// `path.resolve`.
-fn resolve_path(p: &Path) -> PathBuf {
+pub(crate) fn resolve_path(p: &Path) -> PathBuf {
     let abs = if p.is_absolute() {
         p.to_path_buf()
     } else {
@@ -240,16 +240,24 @@ impl SessionManager {
     /// A session that never touches the disk (`--no-session`, spec §1.5): `session_file()` is
     /// `None`, ids and tree logic are the same.
     pub fn in_memory(cwd: &Path) -> SessionManager {
+        Self::in_memory_with(cwd, None)
+    }
+
+    /// [`in_memory`](Self::in_memory) with a caller-supplied session id (`--no-session
+    /// --session-id`); the caller validates it.
+    pub fn in_memory_with(cwd: &Path, id: Option<String>) -> SessionManager {
         let mut sm = Self::blank(cwd, None, false);
-        sm.start_new(None, None);
+        sm.start_new(id, None);
         sm
     }
 
     /// Open a session file (spec §5.2–§5.4). The session dir becomes the file's folder and the
     /// cwd comes from the header (the process cwd if the header has none).
     ///
-    /// * Unparseable lines are skipped; a torn last line is ignored and cut off before the
-    ///   next append.
+    /// * The file is streamed (one line in memory at a time). Unparseable records are
+    ///   skipped but kept in the file; records are split at `\n` and at NUL runs, so an entry
+    ///   glued behind a crash's NUL bytes is recovered; a torn last line is kept byte for byte
+    ///   and the next append starts on a new line.
     /// * A missing file starts a fresh session that will be written to exactly `path`.
     /// * An empty file gets a fresh header written immediately.
     /// * A non-empty file without a valid header is an error and is left untouched.
@@ -279,11 +287,42 @@ impl SessionManager {
             sm.session_file = Some(file);
             return Ok(sm);
         }
-        let mut raw = store::read_raw(&file)?;
-        if raw.values.is_empty() {
-            if raw.size > 0 {
+        // Stream the file: the header, then one entry per record; raw lines are never all
+        // held at once. Files older than version 3 take the migrating path below.
+        let mut header: Option<SessionHeader> = None;
+        let mut first_invalid = false;
+        let mut needs_migration = false;
+        let mut entries: Vec<SessionEntry> = Vec::new();
+        let summary = store::for_each_value(&file, |v| {
+            if header.is_none() {
+                match SessionHeader::from_value(&v) {
+                    Some(h) => {
+                        needs_migration = v.get("version").and_then(Value::as_u64).unwrap_or(1)
+                            < super::entry::CURRENT_SESSION_VERSION;
+                        header = Some(h);
+                        return !needs_migration;
+                    }
+                    None => {
+                        first_invalid = true;
+                        return false;
+                    }
+                }
+            }
+            if v.get("type").and_then(Value::as_str) != Some("session") {
+                if let Some(e) = SessionEntry::from_value(v) {
+                    entries.push(e);
+                }
+            }
+            true
+        })?;
+        if first_invalid {
+            return Err(SessionError::InvalidFile(file));
+        }
+        let Some(mut header) = header else {
+            if summary.size > 0 {
                 return Err(SessionError::InvalidFile(file));
             }
+            // Empty: a fresh header is written at once (spec §5.4).
             let cwd = cwd_override
                 .map(Path::to_path_buf)
                 .unwrap_or_else(process_cwd);
@@ -293,16 +332,22 @@ impl SessionManager {
             store::rewrite(&file, sm.all_lines().as_bytes())?;
             sm.flushed = true;
             return Ok(sm);
+        };
+        let mut repair = summary.repair;
+        if needs_migration {
+            let mut raw = store::read_raw(&file)?;
+            store::migrate(&mut raw.values);
+            let mut values = raw.values.into_iter();
+            header = values
+                .next()
+                .and_then(|v| SessionHeader::from_value(&v))
+                .ok_or_else(|| SessionError::InvalidFile(file.clone()))?;
+            entries = values
+                .filter(|v| v.get("type").and_then(Value::as_str) != Some("session"))
+                .filter_map(SessionEntry::from_value)
+                .collect();
+            repair = None;
         }
-        if SessionHeader::from_value(&raw.values[0]).is_none() {
-            return Err(SessionError::InvalidFile(file));
-        }
-        let migrated = store::migrate(&mut raw.values);
-        let mut values = raw.values.into_iter();
-        let header = values
-            .next()
-            .and_then(|v| SessionHeader::from_value(&v))
-            .ok_or_else(|| SessionError::InvalidFile(file.clone()))?;
         let cwd = match cwd_override {
             Some(c) => c.to_path_buf(),
             None if !header.cwd.is_empty() => PathBuf::from(&header.cwd),
@@ -310,16 +355,13 @@ impl SessionManager {
         };
         let mut sm = Self::blank(&cwd, dir, true);
         sm.header = header;
-        sm.entries = values
-            .filter(|v| v.get("type").and_then(Value::as_str) != Some("session"))
-            .filter_map(SessionEntry::from_value)
-            .collect();
+        sm.entries = entries;
         sm.session_file = Some(file.clone());
         sm.rebuild_index();
-        if migrated {
+        if needs_migration {
             store::rewrite(&file, sm.all_lines().as_bytes())?;
         } else {
-            sm.repair = raw.repair;
+            sm.repair = repair;
         }
         sm.flushed = true;
         Ok(sm)
@@ -332,6 +374,20 @@ impl SessionManager {
         target_cwd: &Path,
         session_dir: &Path,
     ) -> Result<SessionManager, SessionError> {
+        Self::fork_from_with(source, target_cwd, session_dir, None)
+    }
+
+    /// [`fork_from`](Self::fork_from) with a caller-supplied id for the new session
+    /// (`--fork … --session-id <id>`; validated here).
+    pub fn fork_from_with(
+        source: &Path,
+        target_cwd: &Path,
+        session_dir: &Path,
+        id: Option<String>,
+    ) -> Result<SessionManager, SessionError> {
+        if let Some(id) = &id {
+            validate_session_id(id)?;
+        }
         let source = resolve_path(source);
         let raw = store::read_raw(&source)
             .map_err(|_| SessionError::ForkSourceInvalid(source.clone()))?;
@@ -345,7 +401,7 @@ impl SessionManager {
         }
         let target_cwd = resolve_path(target_cwd);
         let header = SessionHeader::new(
-            uuid::Uuid::now_v7().to_string(),
+            id.unwrap_or_else(|| uuid::Uuid::now_v7().to_string()),
             target_cwd.to_string_lossy(),
             Some(source.to_string_lossy().into_owned()),
         );
@@ -567,7 +623,19 @@ impl SessionManager {
                 .last()
                 .map(SessionEntry::to_line)
                 .unwrap_or_default();
-            store::append(&file, line.as_bytes(), self.repair)?;
+            match store::append(&file, line.as_bytes(), self.repair) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    // The file (or its folder) was deleted under us: write it again whole,
+                    // header first, rather than leave a headerless file behind.
+                    tracing::warn!(
+                        "session file {} disappeared; writing it again",
+                        file.display()
+                    );
+                    store::create_exclusive(&file, self.all_lines().as_bytes())?;
+                }
+                Err(e) => return Err(e),
+            }
             self.repair = None;
         } else if self.has_assistant {
             store::create_exclusive(&file, self.all_lines().as_bytes())?;

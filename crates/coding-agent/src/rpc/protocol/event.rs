@@ -368,6 +368,16 @@ pub enum RpcEvent {
         /// The entry as written to the session file.
         entry: SessionEntry,
     },
+    /// Writing to the session file failed and could not be repaired (issue 8; not in
+    /// upstream, which throws instead): the entry named by the run is not on disk. `pi -p` and
+    /// `--mode json` exit non-zero after such an event.
+    #[serde(rename_all = "camelCase")]
+    SessionWriteError {
+        /// The session file that could not be written.
+        session_file: String,
+        /// The operating system's error text.
+        error: String,
+    },
     /// An extension handler failed (§5.9).
     #[serde(rename_all = "camelCase")]
     ExtensionError {
