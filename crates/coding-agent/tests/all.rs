@@ -40,6 +40,9 @@ mod rpc_runtime;
 #[path = "all/rpc_session.rs"]
 mod rpc_session;
 
+#[path = "all/rpc_session_swap.rs"]
+mod rpc_session_swap;
+
 #[path = "all/rpc_sigkill.rs"]
 mod rpc_sigkill;
 
