@@ -233,9 +233,20 @@ impl AgentSession {
         self.phase().is_streaming()
     }
 
-    /// Context transcript (`get_messages`).
+    /// Context transcript (a copy).
     pub fn messages(&self) -> Vec<Message> {
         self.transcript().clone()
+    }
+
+    /// Number of messages in the context transcript.
+    pub fn message_count(&self) -> usize {
+        self.transcript().len()
+    }
+
+    /// Runs `f` on the context transcript without copying it (`get_messages` streams it). The
+    /// transcript is locked meanwhile: keep `f` to serialising.
+    pub fn with_messages<R>(&self, f: impl FnOnce(&[Message]) -> R) -> R {
+        f(&self.transcript())
     }
 
     /// The current model, if any.

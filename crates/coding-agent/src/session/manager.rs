@@ -3,20 +3,22 @@
 //! Spec: `sessions.md` §1 (locations, file names), §4 (tree, leaf), §5 (lazy creation and
 //! persistence), §8 (new/fork/clone/branch), §10 (read views).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 use pi_ai::{Message, UserContent};
 use serde_json::Value;
 
 use super::context::{
-    build_index, build_tree, context_from_path, current_system_message, path_to,
+    build_index, build_tree, context_from_path_with, current_system_message, path_to,
     system_message_value, SessionContext, SessionTreeNode,
 };
 use super::entry::{
     generate_entry_id, iso_now, BranchSummaryEntry, CompactionEntry, CustomMessageEntry, EntryKind,
-    SessionEntry, SessionHeader, UsageEntry,
+    SessionEntry, SessionHeader, StoredEntry, UsageEntry,
 };
 use super::store::{self, Repair};
 
@@ -159,6 +161,62 @@ pub fn find_most_recent_session(dir: &Path, cwd: Option<&Path>) -> Option<PathBu
     })
 }
 
+/// Files at least this large are opened lazily: `message` entries become
+/// [`EntryKind::Stored`] (issue 8: memory in proportion to the context, not the file).
+pub const LAZY_MIN_BYTES: u64 = 1 << 20;
+
+/// The little of a `message` line that is kept without its payload; `None` for other types
+/// or lines that need the full parser (the caller then parses them whole).
+fn stub_of(bytes: &[u8], offset: u64) -> Option<SessionEntry> {
+    #[derive(serde::Deserialize)]
+    struct Head {
+        #[serde(rename = "type")]
+        ty: String,
+        id: String,
+        #[serde(rename = "parentId", default)]
+        parent_id: Option<String>,
+        #[serde(default)]
+        timestamp: Option<String>,
+        message: MessageHead,
+    }
+    #[derive(serde::Deserialize)]
+    struct MessageHead {
+        role: String,
+        #[serde(default)]
+        provider: Option<String>,
+        #[serde(default)]
+        model: Option<String>,
+    }
+    // Cheap pre-check before a full scan: only `message` lines are stubbed.
+    const NEEDLE: &[u8] = b"\"type\":\"message\"";
+    let head = bytes.get(..64)?;
+    if !head.windows(NEEDLE.len()).any(|w| w == NEEDLE) {
+        return None;
+    }
+    let h: Head = serde_json::from_slice(bytes).ok()?;
+    if h.ty != "message" {
+        return None;
+    }
+    let assistant_model = (h.message.role == "assistant").then(|| {
+        (
+            h.message.provider.unwrap_or_default(),
+            h.message.model.unwrap_or_default(),
+        )
+    });
+    Some(SessionEntry {
+        id: h.id,
+        parent_id: h.parent_id,
+        timestamp: h.timestamp.unwrap_or_default(),
+        kind: EntryKind::Stored(StoredEntry {
+            entry_type: h.ty,
+            offset,
+            len: u32::try_from(bytes.len()).ok()?,
+            assistant_model,
+        }),
+        extra: serde_json::Map::new(),
+    })
+}
+
 fn file_name_for(header: &SessionHeader) -> String {
     let ts: String = header
         .timestamp
@@ -191,6 +249,8 @@ pub struct SessionManager {
     flushed: bool,
     has_assistant: bool,
     repair: Option<Repair>,
+    /// The file as opened, for reading [`EntryKind::Stored`] entries back.
+    lazy_file: Option<Arc<std::fs::File>>,
 }
 
 impl SessionManager {
@@ -209,6 +269,7 @@ impl SessionManager {
             flushed: false,
             has_assistant: false,
             repair: None,
+            lazy_file: None,
         }
     }
 
@@ -293,7 +354,22 @@ impl SessionManager {
         let mut first_invalid = false;
         let mut needs_migration = false;
         let mut entries: Vec<SessionEntry> = Vec::new();
-        let summary = store::for_each_value(&file, |v| {
+        // Large files keep `message` payloads in the file (read back on demand through a
+        // handle that stays open, so even a file deleted later can still be read).
+        let lazy_file = match std::fs::metadata(&file) {
+            Ok(m) if m.len() >= LAZY_MIN_BYTES => std::fs::File::open(&file).ok().map(Arc::new),
+            _ => None,
+        };
+        let summary = store::for_each_record(&file, |bytes, offset| {
+            if header.is_some() && lazy_file.is_some() {
+                if let Some(stub) = stub_of(bytes, offset) {
+                    entries.push(stub);
+                    return true;
+                }
+            }
+            let Some(v) = store::parse_record(bytes) else {
+                return true;
+            };
             if header.is_none() {
                 match SessionHeader::from_value(&v) {
                     Some(h) => {
@@ -356,6 +432,7 @@ impl SessionManager {
         let mut sm = Self::blank(&cwd, dir, true);
         sm.header = header;
         sm.entries = entries;
+        sm.lazy_file = if needs_migration { None } else { lazy_file };
         sm.session_file = Some(file.clone());
         sm.rebuild_index();
         if needs_migration {
@@ -444,6 +521,7 @@ impl SessionManager {
         self.flushed = false;
         self.has_assistant = false;
         self.repair = None;
+        self.lazy_file = None;
         self.session_file = match (&self.session_dir, self.persist) {
             (Some(dir), true) => Some(dir.join(file_name_for(&self.header))),
             _ => None,
@@ -484,9 +562,49 @@ impl SessionManager {
         let mut data = self.header.to_value().to_string();
         data.push('\n');
         for e in &self.entries {
-            data.push_str(&e.to_line());
+            data.push_str(&self.materialize(e).to_line());
         }
         data
+    }
+
+    /// Reads a [`EntryKind::Stored`] entry back from the file as opened.
+    fn load_stored(&self, stored: &StoredEntry) -> Option<SessionEntry> {
+        use std::os::unix::fs::FileExt;
+        let file = self.lazy_file.as_ref()?;
+        let mut buf = vec![0u8; stored.len as usize];
+        if let Err(e) = file.read_exact_at(&mut buf, stored.offset) {
+            tracing::warn!("could not read a session entry back: {e}");
+            return None;
+        }
+        store::parse_record(&buf).and_then(SessionEntry::from_value)
+    }
+
+    /// The entry with its payload: a [`EntryKind::Stored`] entry is read back from the file
+    /// (kept as the stub if that fails, which only a file truncated under us can cause).
+    pub fn materialize<'a>(&self, entry: &'a SessionEntry) -> Cow<'a, SessionEntry> {
+        match &entry.kind {
+            EntryKind::Stored(stored) => match self.load_stored(stored) {
+                Some(e) => Cow::Owned(e),
+                None => Cow::Borrowed(entry),
+            },
+            _ => Cow::Borrowed(entry),
+        }
+    }
+
+    /// Calls `f` with every entry in file order, payloads read back one at a time (memory stays
+    /// bounded on large files).
+    pub fn visit_entries(&self, mut f: impl FnMut(&SessionEntry)) {
+        for e in &self.entries {
+            f(&self.materialize(e));
+        }
+    }
+
+    /// Every entry in file order with its payload (owned; for `get_entries`).
+    pub fn loaded_entries(&self) -> Vec<SessionEntry> {
+        self.entries
+            .iter()
+            .map(|e| self.materialize(e).into_owned())
+            .collect()
     }
 
     // ---------------------------------------------------------------- accessors
@@ -519,19 +637,28 @@ impl SessionManager {
     pub fn is_flushed(&self) -> bool {
         self.flushed
     }
-    /// All entries in append (file) order, header excluded.
+    /// All entries in append (file) order, header excluded. In a large file `message` entries
+    /// are [`EntryKind::Stored`] stubs (ids, parents and type are right; see
+    /// [`materialize`](Self::materialize), [`loaded_entries`](Self::loaded_entries)).
     pub fn entries(&self) -> &[SessionEntry] {
         &self.entries
     }
     /// Entries strictly after `id` in append order (RPC `get_entries.since`); `None` if the
     /// id is unknown.
-    pub fn entries_since(&self, id: &str) -> Option<&[SessionEntry]> {
-        let pos = self.entries.iter().position(|e| e.id == id)?;
-        Some(&self.entries[pos + 1..])
+    pub fn entries_since(&self, id: &str) -> Option<Vec<SessionEntry>> {
+        let pos = *self.index.get(id)?;
+        Some(
+            self.entries[pos + 1..]
+                .iter()
+                .map(|e| self.materialize(e).into_owned())
+                .collect(),
+        )
     }
-    /// The entry with this id.
-    pub fn entry(&self, id: &str) -> Option<&SessionEntry> {
-        self.index.get(id).map(|&i| &self.entries[i])
+    /// The entry with this id, with its payload.
+    pub fn entry(&self, id: &str) -> Option<Cow<'_, SessionEntry>> {
+        self.index
+            .get(id)
+            .map(|&i| self.materialize(&self.entries[i]))
     }
     /// Direct children of `parent_id` (`None` = roots), in file order.
     pub fn children(&self, parent_id: Option<&str>) -> Vec<&SessionEntry> {
@@ -545,7 +672,7 @@ impl SessionManager {
         self.leaf_id.as_deref()
     }
     /// The current leaf entry.
-    pub fn leaf_entry(&self) -> Option<&SessionEntry> {
+    pub fn leaf_entry(&self) -> Option<Cow<'_, SessionEntry>> {
         self.leaf_id.as_deref().and_then(|id| self.entry(id))
     }
     /// Resolved label of an entry.
@@ -568,7 +695,7 @@ impl SessionManager {
                 ..SessionContext::default()
             };
         }
-        context_from_path(&self.branch())
+        context_from_path_with(&self.branch(), &|s| self.load_stored(s))
     }
     /// The agent messages of the active branch (spec §9): compaction applied, `context_edit`
     /// with null replacement hides its target, custom/branch/compaction summaries as messages.
@@ -590,6 +717,9 @@ impl SessionManager {
     }
     /// The whole session as a tree (spec §10.3).
     pub fn get_tree(&self) -> Vec<SessionTreeNode> {
+        if self.lazy_file.is_some() {
+            return build_tree(&self.loaded_entries(), &self.labels);
+        }
         build_tree(&self.entries, &self.labels)
     }
 
@@ -911,7 +1041,11 @@ impl SessionManager {
         &mut self,
         leaf_id: &str,
     ) -> Result<Option<PathBuf>, SessionError> {
-        let path: Vec<SessionEntry> = self.branch_to(leaf_id).into_iter().cloned().collect();
+        let path: Vec<SessionEntry> = self
+            .branch_to(leaf_id)
+            .into_iter()
+            .map(|e| self.materialize(e).into_owned())
+            .collect();
         if path.is_empty() {
             return Err(SessionError::EntryNotFound(leaf_id.to_string()));
         }

@@ -31,7 +31,7 @@ pub(crate) enum Repair {
 /// Summary of a streamed read.
 #[derive(Debug, Default)]
 pub(crate) struct ReadSummary {
-    /// Records that parsed as JSON and were handed to the callback.
+    /// Non-blank records seen.
     pub records: usize,
     /// Repair to apply before appending.
     pub repair: Option<Repair>,
@@ -40,12 +40,11 @@ pub(crate) struct ReadSummary {
 }
 
 /// Stream a session file record by record: records are separated by `\n` and by runs of NUL
-/// bytes; each record that parses as JSON is handed to `each` in file order, anything else
-/// (blank, garbage, a torn half object) is skipped but left in the file. Only one line is held
-/// in memory at a time. `each` returns `false` to stop early.
-pub(crate) fn for_each_value(
+/// bytes; each non-blank record is handed to `each` with its byte offset in the file, in file
+/// order. Only one line is held in memory at a time. `each` returns `false` to stop early.
+pub(crate) fn for_each_record(
     path: &Path,
-    mut each: impl FnMut(Value) -> bool,
+    mut each: impl FnMut(&[u8], u64) -> bool,
 ) -> io::Result<ReadSummary> {
     let file = File::open(path)?;
     let mut summary = ReadSummary {
@@ -55,6 +54,7 @@ pub(crate) fn for_each_value(
     let mut reader = BufReader::with_capacity(256 * 1024, file);
     let mut line = Vec::new();
     let mut last_byte = None;
+    let mut offset = 0u64;
     loop {
         line.clear();
         let n = reader.read_until(b'\n', &mut line)?;
@@ -62,19 +62,41 @@ pub(crate) fn for_each_value(
             break;
         }
         last_byte = line.last().copied();
+        let mut start = 0usize;
         for segment in line.split(|&b| b == 0 || b == b'\n') {
-            if let Some(v) = parse_line(segment) {
-                summary.records += 1;
-                if !each(v) {
-                    return Ok(summary);
-                }
+            let at = offset + start as u64;
+            start += segment.len() + 1;
+            if segment.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            summary.records += 1;
+            if !each(segment, at) {
+                return Ok(summary);
             }
         }
+        offset += n as u64;
     }
     if summary.size > 0 && last_byte != Some(b'\n') {
         summary.repair = Some(Repair::Newline);
     }
     Ok(summary)
+}
+
+/// [`for_each_record`], handing over each record that parses as JSON; anything else (garbage,
+/// a torn half object) is skipped but left in the file.
+pub(crate) fn for_each_value(
+    path: &Path,
+    mut each: impl FnMut(Value) -> bool,
+) -> io::Result<ReadSummary> {
+    for_each_record(path, |bytes, _| match parse_line(bytes) {
+        Some(v) => each(v),
+        None => true,
+    })
+}
+
+/// Parse one record.
+pub(crate) fn parse_record(bytes: &[u8]) -> Option<Value> {
+    parse_line(bytes)
 }
 
 /// The parsed records of a file (used where all of them are needed at once: migration, the

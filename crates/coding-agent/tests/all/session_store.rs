@@ -924,3 +924,89 @@ fn costs_round_trip_exactly_through_a_session_file() {
         assert_eq!(bits(r), bits(w), "read {:?}, wrote {:?}", r.cost, w.cost);
     }
 }
+
+/// A file over `LAZY_MIN_BYTES` keeps message payloads in the file; every view must still be
+/// what the writer had in memory (issue 8).
+#[test]
+fn large_files_open_lazily_with_the_same_views() {
+    use pi_coding_agent::session::LAZY_MIN_BYTES;
+    let tmp = tempfile::tempdir().unwrap();
+    let mut sm = SessionManager::create(tmp.path(), tmp.path());
+    sm.append_model_change("p", "m").unwrap();
+    sm.append_thinking_level_change("high").unwrap();
+    let filler = "x".repeat(4000);
+    let mut kept = String::new();
+    let mut i = 0;
+    while std::fs::metadata(sm.session_file().unwrap())
+        .map(|m| m.len())
+        .unwrap_or(0)
+        < LAZY_MIN_BYTES + 1000
+    {
+        let id = sm
+            .append_message(&Message::user_text(format!("q{i} {filler}")))
+            .unwrap();
+        if i == 200 {
+            kept = id;
+        }
+        sm.append_message(&assistant(&format!("a{i}"), StopReason::Stop))
+            .unwrap();
+        i += 1;
+    }
+    assert!(i > 200, "{i}");
+    sm.append_compaction("summary", Some(&kept), 1000, None, None, None)
+        .unwrap();
+    let last = sm
+        .append_message(&Message::user_text("after compaction"))
+        .unwrap();
+    sm.append_label_change(&kept, Some("kept")).unwrap();
+    sm.append_message(&assistant("final", StopReason::Stop))
+        .unwrap();
+    let file = sm.session_file().unwrap().to_path_buf();
+    let bytes = fs::read(&file).unwrap();
+
+    let re = SessionManager::open(&file).unwrap();
+    assert!(
+        re.entries()
+            .iter()
+            .any(|e| matches!(e.kind, EntryKind::Stored(_))),
+        "message payloads stay in the file"
+    );
+    assert_eq!(re.build_session_context(), sm.build_session_context());
+    assert_eq!(re.loaded_entries(), sm.entries());
+    assert_eq!(re.get_tree(), sm.get_tree());
+    assert_eq!(
+        re.entries_since(&last).unwrap(),
+        sm.entries_since(&last).unwrap()
+    );
+    assert_eq!(
+        re.entry(&kept).unwrap().into_owned(),
+        sm.entry(&kept).unwrap().into_owned()
+    );
+    assert_eq!(fs::read(&file).unwrap(), bytes, "opening writes nothing");
+
+    // Clone of the lazy session: the same entries as a clone of the eager one.
+    let mut lazy = re.clone();
+    let mut eager = sm.clone();
+    let leaf = re.leaf_id().unwrap().to_string();
+    let a = lazy.create_branched_session(&leaf).unwrap().unwrap();
+    let b = eager.create_branched_session(&leaf).unwrap().unwrap();
+    let strip = |p: &Path| -> Vec<Value> {
+        lines(p)[1..]
+            .iter()
+            .filter(|v| v["type"] != "label")
+            .cloned()
+            .collect()
+    };
+    assert_eq!(strip(&a), strip(&b));
+
+    // The file deleted under a lazy session: written again whole from the open handle.
+    let mut re = re;
+    fs::remove_file(&file).unwrap();
+    re.append_message(&Message::user_text("after delete"))
+        .unwrap();
+    let again = fs::read(&file).unwrap();
+    assert_eq!(lines(&file).len(), sm.entries().len() + 2);
+    assert!(again.len() > bytes.len() / 2);
+    let back = SessionManager::open(&file).unwrap();
+    assert_eq!(back.loaded_entries()[..sm.entries().len()], *sm.entries());
+}
