@@ -167,33 +167,40 @@ class Proc:
         self.p.stdin.write((json.dumps(obj) + "\n").encode())
         self.p.stdin.flush()
 
-    def response(self, rid, keep=True):
-        """Reads lines until the response with id `rid`; returns (parsed or None, byte length)."""
+    def response(self, rid):
+        """Reads lines until the response with id `rid`; returns (success, byte length).
+        Lines are not kept: only each line's first 400 bytes are inspected."""
         fd = self.p.stdout.fileno()
-        line = bytearray(self.buf)
+        head = bytearray()
+        length = 0
+        pending = self.buf
         self.buf = b""
         while True:
-            nl = line.find(b"\n")
-            while nl >= 0:
-                cur, rest = bytes(line[:nl]), line[nl + 1:]
-                line = bytearray(rest)
-                head = cur[:200]
-                if b'"type":"response"' in cur[:400] or b'"type": "response"' in cur[:400]:
-                    if f'"id":"{rid}"'.encode() in head or f'"id": "{rid}"'.encode() in head:
-                        self.buf = bytes(line)
-                        ok = b'"success":true' in cur[:400] or b'"success": true' in cur[:400]
-                        return ok, len(cur)
-                nl = line.find(b"\n")
+            while pending:
+                nl = pending.find(b"\n")
+                part = pending if nl < 0 else pending[:nl]
+                if len(head) < 400:
+                    head += part[:400 - len(head)]
+                length += len(part)
+                if nl < 0:
+                    pending = b""
+                    break
+                pending = pending[nl + 1:]
+                h = bytes(head)
+                head = bytearray()
+                n, length = length, 0
+                if b'"response"' in h and (f'"id":"{rid}"'.encode() in h or f'"id": "{rid}"'.encode() in h):
+                    self.buf = pending
+                    return (b'"success":true' in h or b'"success": true' in h), n
             left = self.deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError
             r, _, _ = select.select([fd], [], [], left)
             if not r:
                 raise TimeoutError
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
+            pending = os.read(fd, 1 << 20)
+            if not pending:
                 raise EOFError
-            line += chunk
 
     def hwm_mb(self):
         try:

@@ -152,23 +152,19 @@ async fn run(cli: Cli) -> i32 {
     // A resumed session runs in its recorded cwd.
     let cwd = session.cwd().to_path_buf();
     // What the file says about model and thinking level (spec sessions.md §7, §9.2).
-    let resumed = session.build_session_context();
-    let has_messages = !resumed.messages.is_empty();
+    let (resumed_model, resumed_level, has_messages) = session.resume_settings();
     let has_level_entry = session
         .branch()
         .iter()
         .any(|e| matches!(e.kind, EntryKind::ThinkingLevelChange { .. }));
-    let session_model = resumed
-        .model
-        .as_ref()
+    let session_model = resumed_model
         .filter(|_| has_messages)
-        .map(|m| (m.provider.clone(), m.model_id.clone()));
+        .map(|m| (m.provider, m.model_id));
     let session_thinking_level = if has_messages && has_level_entry {
-        ThinkingLevel::parse(&resumed.thinking_level)
+        ThinkingLevel::parse(&resumed_level)
     } else {
         None
     };
-    drop(resumed);
 
     // `--models` (else settings `enabledModels`) scopes startup selection and cycle_model.
     let scope_patterns: Vec<String> = match &cli.models {

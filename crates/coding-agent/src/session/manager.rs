@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use super::context::{
     build_index, build_tree, context_from_path_with, current_system_message, path_to,
-    system_message_value, SessionContext, SessionTreeNode,
+    system_message_value, ModelRef, SessionContext, SessionTreeNode,
 };
 use super::entry::{
     generate_entry_id, iso_now, BranchSummaryEntry, CompactionEntry, CustomMessageEntry, EntryKind,
@@ -206,7 +206,11 @@ fn stub_of(bytes: &[u8], offset: u64) -> Option<SessionEntry> {
     Some(SessionEntry {
         id: h.id,
         parent_id: h.parent_id,
-        timestamp: h.timestamp.unwrap_or_default(),
+        // Not kept: every view that shows it reads the entry back.
+        timestamp: {
+            let _ = h.timestamp;
+            String::new()
+        },
         kind: EntryKind::Stored(StoredEntry {
             entry_type: h.ty,
             offset,
@@ -579,6 +583,81 @@ impl SessionManager {
         store::parse_record(&buf).and_then(SessionEntry::from_value)
     }
 
+    /// Reads a stored `message` entry back for the context: the message is deserialised
+    /// straight from the line (no intermediate JSON tree), falling back to the full reader.
+    fn load_stored_message(&self, stored: &StoredEntry, id: &str) -> Option<SessionEntry> {
+        use std::os::unix::fs::FileExt;
+        #[derive(serde::Deserialize)]
+        struct Line {
+            message: Message,
+        }
+        let file = self.lazy_file.as_ref()?;
+        let mut buf = vec![0u8; stored.len as usize];
+        if let Err(e) = file.read_exact_at(&mut buf, stored.offset) {
+            tracing::warn!("could not read a session entry back: {e}");
+            return None;
+        }
+        match serde_json::from_slice::<Line>(&buf) {
+            Ok(line) => Some(SessionEntry {
+                id: id.to_string(),
+                parent_id: None,
+                timestamp: String::new(),
+                kind: EntryKind::Message(line.message),
+                extra: serde_json::Map::new(),
+            }),
+            Err(_) => store::parse_record(&buf).and_then(SessionEntry::from_value),
+        }
+    }
+
+    /// Model, thinking level and whether there are messages on the active branch, without
+    /// reading stored payloads back (start-up and `switch_session` decide the model from this;
+    /// spec `sessions.md` §7, §9.2).
+    pub fn resume_settings(&self) -> (Option<ModelRef>, String, bool) {
+        let branch = self.branch();
+        let has_messages = branch.iter().any(|e| {
+            matches!(
+                e.kind,
+                EntryKind::Message(_)
+                    | EntryKind::Stored(_)
+                    | EntryKind::CustomMessage(_)
+                    | EntryKind::BranchSummary(_)
+                    | EntryKind::Compaction(_)
+            )
+        });
+        // The same rule as the context's (§9.2): the last model_change or assistant message
+        // names the model; the last thinking_level_change the level ("off" without one).
+        let mut model = None;
+        let mut level = "off".to_string();
+        for e in &branch {
+            match &e.kind {
+                EntryKind::ThinkingLevelChange { thinking_level } => level = thinking_level.clone(),
+                EntryKind::ModelChange { provider, model_id } => {
+                    model = Some(ModelRef {
+                        provider: provider.clone(),
+                        model_id: model_id.clone(),
+                    })
+                }
+                EntryKind::Message(Message::Assistant(a)) => {
+                    model = Some(ModelRef {
+                        provider: a.provider.clone(),
+                        model_id: a.model.clone(),
+                    })
+                }
+                EntryKind::Stored(StoredEntry {
+                    assistant_model: Some((provider, model_id)),
+                    ..
+                }) => {
+                    model = Some(ModelRef {
+                        provider: provider.clone(),
+                        model_id: model_id.clone(),
+                    })
+                }
+                _ => {}
+            }
+        }
+        (model, level, has_messages)
+    }
+
     /// The entry with its payload: a [`EntryKind::Stored`] entry is read back from the file
     /// (kept as the stub if that fails, which only a file truncated under us can cause).
     pub fn materialize<'a>(&self, entry: &'a SessionEntry) -> Cow<'a, SessionEntry> {
@@ -695,7 +774,18 @@ impl SessionManager {
                 ..SessionContext::default()
             };
         }
-        context_from_path_with(&self.branch(), &|s| self.load_stored(s))
+        let branch = self.branch();
+        let ids: HashMap<(u64, u32), &str> = branch
+            .iter()
+            .filter_map(|e| match &e.kind {
+                EntryKind::Stored(s) => Some(((s.offset, s.len), e.id.as_str())),
+                _ => None,
+            })
+            .collect();
+        context_from_path_with(&branch, &|s| {
+            let id = ids.get(&(s.offset, s.len)).copied().unwrap_or_default();
+            self.load_stored_message(s, id)
+        })
     }
     /// The agent messages of the active branch (spec §9): compaction applied, `context_edit`
     /// with null replacement hides its target, custom/branch/compaction summaries as messages.
