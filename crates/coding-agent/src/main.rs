@@ -192,7 +192,6 @@ async fn run(cli: Cli) -> i32 {
             default_provider: settings.default_provider().map(str::to_string),
             default_model: settings.default_model().map(str::to_string),
             default_thinking_level: settings.default_thinking_level(),
-            ..Default::default()
         },
         &registry,
     ) {
