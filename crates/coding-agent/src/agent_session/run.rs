@@ -2,9 +2,9 @@
 //! translation of loop events into protocol events (spec agent-loop.md §2, rpc-protocol.md
 //! §4.1, §5; upstream-1.6-notes.md §1, §5).
 
-use super::convert::convert_to_llm;
 use super::queues::{message_text, QueueKind};
-use super::AgentSession;
+use super::retry::{self, AfterRun, RetryPolicy, RETRY_CANCELLED};
+use super::{AgentSession, RunPhase};
 use crate::rpc::protocol::RpcEvent;
 use futures::FutureExt;
 use pi_agent::{run_agent_loop, AgentEvent, EmitFn, RunHooks, TurnConfig};
@@ -63,6 +63,7 @@ impl AgentSession {
         images: Vec<ImageContent>,
         streaming_behavior: Option<&str>,
     ) -> Result<PromptOutcome, String> {
+        let (text, images) = self.prepare_images(text, images)?;
         let user = super::user_message(text, images);
         if self.is_streaming() {
             return self.queue_while_streaming(user, streaming_behavior);
@@ -112,16 +113,158 @@ impl AgentSession {
         Ok(PromptOutcome::Queued)
     }
 
-    /// Runs the loop; a panic inside it becomes a synthetic error message (`agent_end` with
-    /// that message, no `message_start`/`message_end`, as upstream does for an exception that
-    /// escapes the loop; rpc-protocol.md §5.1).
+    /// The session-level run: the low-level run of `prompts`, then, as long as the decision
+    /// taken at its `agent_end` ([`retry::decide`]) says so, back-off and a new low-level run
+    /// resending the context (agent-loop.md §6.2). Every exit path leaves the retry chain
+    /// closed (`auto_retry_end` emitted when one was in progress).
     async fn run_prompts(&self, prompts: Vec<Message>, cancel: CancellationToken) {
+        {
+            let mut st = self.inner.retry.lock();
+            st.attempt = 0;
+            st.decision = None;
+        }
+        let mut prompts = prompts;
+        loop {
+            self.run_once(std::mem::take(&mut prompts), &cancel).await;
+            let after = self
+                .inner
+                .retry
+                .lock()
+                .decision
+                .take()
+                .unwrap_or(AfterRun::Settle);
+            match after {
+                AfterRun::Retry {
+                    attempt,
+                    max_attempts,
+                    delay_ms,
+                    error_message,
+                } => {
+                    let go_on = self
+                        .back_off(attempt, max_attempts, delay_ms, error_message, &cancel)
+                        .await;
+                    if !go_on {
+                        break;
+                    }
+                }
+                AfterRun::GiveUp {
+                    attempt,
+                    final_error,
+                } => {
+                    self.end_retry_chain(attempt, final_error);
+                    break;
+                }
+                AfterRun::ContextOverflow { ended_chain } => {
+                    if let Some((attempt, final_error)) = ended_chain {
+                        self.end_retry_chain(attempt, final_error);
+                    }
+                    // Overflow recovery (compact, then retry once) plugs in here.
+                    break;
+                }
+                AfterRun::Settle => break,
+            }
+        }
+        if cancel.is_cancelled() {
+            self.cancel_retry_chain();
+        }
+    }
+
+    /// Carries out [`AfterRun::Retry`]: `auto_retry_start`, the `context_edit` hiding the
+    /// failed attempt, then the back-off (phase [`RunPhase::RetryBackoff`]), which `abort_retry`
+    /// and `abort` end at once. Returns whether the retry is to be run.
+    async fn back_off(
+        &self,
+        attempt: u32,
+        max_attempts: u32,
+        delay_ms: u64,
+        error_message: String,
+        cancel: &CancellationToken,
+    ) -> bool {
+        let backoff = CancellationToken::new();
+        {
+            let mut st = self.inner.retry.lock();
+            st.attempt = attempt;
+            st.backoff = Some(backoff.clone());
+        }
+        self.inner.run.set_phase(RunPhase::RetryBackoff);
+        self.emit(RpcEvent::AutoRetryStart {
+            attempt,
+            max_attempts,
+            delay_ms,
+            error_message,
+        });
+        self.hide_last_assistant();
+        let slept = tokio::select! {
+            _ = tokio::time::sleep(std::time::Duration::from_millis(delay_ms)) => true,
+            _ = backoff.cancelled() => false,
+            _ = cancel.cancelled() => false,
+        };
+        let mut st = self.inner.retry.lock();
+        // `abort_retry` takes the token and reports the cancel itself.
+        let reported = st.backoff.take().is_none();
+        if slept && !reported && !cancel.is_cancelled() {
+            drop(st);
+            self.inner.run.set_phase(RunPhase::Streaming);
+            return true;
+        }
+        if !reported {
+            let attempt = std::mem::take(&mut st.attempt);
+            self.emit(retry_cancelled(attempt));
+        }
+        false
+    }
+
+    /// Ends the retry chain unsuccessfully: `auto_retry_end {success: false, attempt,
+    /// finalError}`.
+    fn end_retry_chain(&self, attempt: u32, final_error: String) {
+        self.inner.retry.lock().attempt = 0;
+        self.emit(RpcEvent::AutoRetryEnd {
+            success: false,
+            attempt,
+            final_error: Some(final_error),
+        });
+    }
+
+    /// Closes a chain in progress as cancelled (`finalError: "Retry cancelled"`), if any.
+    fn cancel_retry_chain(&self) {
+        let mut st = self.inner.retry.lock();
+        if st.attempt > 0 {
+            let attempt = std::mem::take(&mut st.attempt);
+            self.emit(retry_cancelled(attempt));
+        }
+    }
+
+    /// `abort_retry`: ends a back-off in progress at once, emitting `auto_retry_end {success:
+    /// false, finalError: "Retry cancelled"}`; the run then settles without retrying. `respond`
+    /// (which writes the command's response) runs before the run can go on, so clients see
+    /// `auto_retry_end`, the response, then `agent_settled` (golden `abort_retry`). Without a
+    /// back-off in progress only `respond` runs.
+    pub fn abort_retry(&self, respond: impl FnOnce()) {
+        let mut st = self.inner.retry.lock();
+        if let Some(token) = st.backoff.take() {
+            token.cancel();
+            let attempt = std::mem::take(&mut st.attempt);
+            self.emit(retry_cancelled(attempt));
+        }
+        respond();
+    }
+
+    /// The retry policy in force now (settings `retry.*`, toggle `set_auto_retry`).
+    fn retry_policy(&self) -> RetryPolicy {
+        let settings = self.inner.services.settings.lock().retry();
+        RetryPolicy::new(&settings, self.auto_retry())
+    }
+
+    /// One low-level run; a panic inside it becomes a synthetic error message (`agent_end`
+    /// with that message, no `message_start`/`message_end`, as upstream does for an exception
+    /// that escapes the loop; rpc-protocol.md §5.1).
+    async fn run_once(&self, prompts: Vec<Message>, cancel: &CancellationToken) {
         let this = self.clone();
         let emit: EmitFn = Arc::new(move |ev: AgentEvent| this.handle_event(ev));
         let hooks = Hooks {
             session: self.clone(),
         };
-        let run = run_agent_loop(self.inner.messages.clone(), prompts, &hooks, &cancel, &emit);
+        let run = run_agent_loop(self.inner.messages.clone(), prompts, &hooks, cancel, &emit);
         match AssertUnwindSafe(run).catch_unwind().await {
             Ok(created) => {
                 // A reply cut at the output limit is hidden from the context (1.6 notes §5).
@@ -233,12 +376,55 @@ impl AgentSession {
                     self.emit(RpcEvent::queue_update(shown));
                 }
             }
-            AgentEvent::MessageEnd { message } => self.persist_message(message),
+            AgentEvent::MessageEnd { message } => {
+                self.persist_message(message);
+                if let Message::Assistant(a) = message {
+                    self.note_image_rejection(a);
+                }
+            }
             _ => {}
         }
-        if let Some(event) = RpcEvent::from_agent(ev, false) {
+        let mut chain_succeeded = false;
+        let mut will_retry = false;
+        match &ev {
+            AgentEvent::MessageEnd {
+                message: Message::Assistant(a),
+            } => chain_succeeded = a.stop_reason != StopReason::Error,
+            AgentEvent::AgentEnd { messages } => {
+                let policy = self.retry_policy();
+                let window = self.model().map_or(0, |m| m.context_window);
+                let aborted = self.inner.run.was_aborted();
+                let mut st = self.inner.retry.lock();
+                let decision = retry::decide(messages, st.attempt, &policy, window, aborted);
+                will_retry = decision.will_retry();
+                st.decision = Some(decision);
+            }
+            _ => {}
+        }
+        if let Some(event) = RpcEvent::from_agent(ev, will_retry) {
             self.emit(event);
         }
+        if chain_succeeded {
+            // The first good response of a chain ends it (agent-loop.md §6.2 step 7).
+            let mut st = self.inner.retry.lock();
+            if st.attempt > 0 {
+                let attempt = std::mem::take(&mut st.attempt);
+                self.emit(RpcEvent::AutoRetryEnd {
+                    success: true,
+                    attempt,
+                    final_error: None,
+                });
+            }
+        }
+    }
+}
+
+/// `auto_retry_end` for a chain cancelled during its back-off or run.
+fn retry_cancelled(attempt: u32) -> RpcEvent {
+    RpcEvent::AutoRetryEnd {
+        success: false,
+        attempt,
+        final_error: Some(RETRY_CANCELLED.to_string()),
     }
 }
 
@@ -258,6 +444,7 @@ impl RunHooks for Hooks {
         };
         let creds = (inner.services.api_key)(&model).unwrap_or_default();
         let loadout = inner.loadout.lock().clone();
+        let thinking_budgets = inner.services.settings.lock().provider_thinking_budgets();
         TurnConfig {
             provider: (inner.services.provider)(&model).unwrap_or_else(|| Arc::new(NoProvider)),
             api_key: creds.api_key,
@@ -267,11 +454,15 @@ impl RunHooks for Hooks {
             tools: loadout.tools,
             thinking_level,
             session_id: Some(inner.store.lock().session_id().to_string()),
+            tuning: pi_ai::RequestTuning {
+                thinking_budgets,
+                ..Default::default()
+            },
         }
     }
 
     fn convert_to_llm(&self, messages: &[Message]) -> Vec<Message> {
-        convert_to_llm(messages)
+        self.session.llm_messages(messages)
     }
 
     fn drain_steering(&self) -> Vec<Message> {

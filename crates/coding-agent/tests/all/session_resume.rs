@@ -298,7 +298,7 @@ fn continue_session_id_and_fork_pick_the_right_files() {
         stderr.contains("--fork cannot be combined with --continue"),
         "{stderr}"
     );
-    let (code, stderr) = run_pi(&root, &["--mode", "rpc", "--session-id=bad-"], &[]);
+    let (code, stderr) = run_pi(&root, &["--mode", "rpc", "--session-id", "bad-"], &[]);
     assert_eq!(code, Some(1));
     assert!(stderr.contains("Session id must be non-empty"), "{stderr}");
 }
