@@ -28,11 +28,19 @@
 //!   depend on which agent thread spawned the command. Without pidfds (Linux < 5.3) the
 //!   supervisor polls `getppid()` and `waitpid(WNOHANG)` every 100 ms instead.
 //!
-//! Limits: processes that leave the group (`setsid`, job control) are not followed; background
-//! processes still running after the shell itself exited are deliberately left alone (spec
-//! tools.md §4.4), as the supervisor ends with the shell. A `pre_exec` hook makes the standard
-//! library `fork` instead of using `posix_spawn`, and the supervisor is a forked copy of the
-//! agent that shares its pages copy-on-write and never writes to them.
+//!   The supervisor has to end with the shell (its exit is how the agent learns that the command
+//!   finished), yet background processes of the shell (`sleep 600 &`) are still in the group
+//!   then, until the agent ends the group ([`crate::tools::shell`]: `SIGTERM`, then `SIGKILL`).
+//!   So that a `SIGKILL` of the agent in that window does not leave them running, the supervisor
+//!   first forks a *watchdog* that moves into a process group of its own (it is never counted as
+//!   a member of the command's group, and changes to `/`), keeps the agent's pidfd, and checks
+//!   every 10 ms: once the command's group is empty it exits; if the agent exits first it
+//!   `SIGKILL`s the group.
+//!
+//! Limits: processes that leave the group (`setsid`, job control) are not followed. A
+//! `pre_exec` hook makes the standard library `fork` instead of using `posix_spawn`, and the
+//! supervisor is a forked copy of the agent that shares its pages copy-on-write and never
+//! writes to them.
 //!
 //! Everything that runs in a hook, after `fork` in a multi-threaded process, is a plain system
 //! call (no allocation, no locks).
@@ -73,7 +81,8 @@ pub fn supervise_group(cmd: &mut Command) {
         use std::os::unix::process::CommandExt;
         let agent = agent_pid();
         // SAFETY: the hook only makes async-signal-safe system calls (fork, prctl, getppid,
-        // close_range, pidfd_open, poll, waitpid, sigaction, kill, _exit); see linux::supervise.
+        // close_range, pidfd_open, poll, waitpid, sigaction, kill, setpgid, chdir, nanosleep,
+        // _exit); see linux::supervise.
         unsafe {
             cmd.pre_exec(move || linux::fork_supervisor(agent));
         }
@@ -205,6 +214,53 @@ mod linux {
         libc::_exit(1)
     }
 
+    /// Whether the agent is gone: its pidfd is readable, or (without a pidfd) its pid is.
+    unsafe fn agent_exited(agent: pid_t, agent_fd: c_int, wait_ms: c_int) -> bool {
+        if agent_fd >= 0 {
+            let mut fd = libc::pollfd {
+                fd: agent_fd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            let r = libc::poll(&mut fd, 1, wait_ms);
+            return r > 0 && fd.revents != 0;
+        }
+        let pause = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::c_long::from(wait_ms) * 1_000_000,
+        };
+        libc::nanosleep(&pause, std::ptr::null_mut());
+        libc::kill(agent, 0) != 0 && errno() == libc::ESRCH
+    }
+
+    /// The shell has exited: before the supervisor ends (and with it the command, for the
+    /// agent), a watchdog takes over the group for as long as anything is left in it (see the
+    /// module documentation). Returns in the supervisor; the watchdog never returns.
+    unsafe fn hand_over_group(agent: pid_t, agent_fd: c_int) {
+        let group = libc::getpgrp();
+        if group != libc::getpid() {
+            // Not the leader of a group of its own: there is no command group to look after.
+            return;
+        }
+        if libc::fork() != 0 {
+            // The supervisor (or a failed fork: nothing more can be done).
+            return;
+        }
+        // The watchdog: out of the command's group, out of its working directory.
+        libc::setpgid(0, 0);
+        libc::chdir(c"/".as_ptr());
+        loop {
+            // A zombie supervisor still counts as a member until the agent reaps it.
+            if libc::kill(-group, 0) != 0 && errno() == libc::ESRCH {
+                libc::_exit(0);
+            }
+            if agent_exited(agent, agent_fd, 10) {
+                libc::kill(-group, libc::SIGKILL);
+                libc::_exit(0);
+            }
+        }
+    }
+
     /// Waits for the shell to exit (mirroring its status) or the agent to exit (killing the
     /// group). Never returns.
     unsafe fn supervise(agent: pid_t, shell: pid_t) -> ! {
@@ -240,6 +296,7 @@ mod linux {
                     loop {
                         let r = libc::waitpid(shell, &mut status, 0);
                         if r == shell {
+                            hand_over_group(agent, agent_fd);
                             exit_like(status);
                         }
                         if r < 0 && errno() != libc::EINTR {
@@ -257,6 +314,7 @@ mod linux {
         loop {
             let r = libc::waitpid(shell, &mut status, libc::WNOHANG);
             if r == shell {
+                hand_over_group(agent, agent_fd);
                 exit_like(status);
             }
             if r < 0 && errno() != libc::EINTR {

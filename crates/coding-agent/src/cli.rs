@@ -89,8 +89,9 @@ pub struct Cli {
     pub name: Option<String>,
     /// `--no-session`.
     pub no_session: bool,
-    /// `--session <path|id>`.
-    pub session: Option<PathBuf>,
+    /// `--session <path|id>`: a session file path, or a full or partial session id (told apart
+    /// when the session is opened, `session/resolve.rs`).
+    pub session: Option<String>,
     /// `--session-id <id>`.
     pub session_id: Option<String>,
     /// `--fork <path|id>`.
@@ -321,7 +322,7 @@ impl Cli {
                 "--no-session" => cli.no_session = true,
                 "--session" if has_value => {
                     i += 1;
-                    cli.session = Some(PathBuf::from(args[i]));
+                    cli.session = Some(args[i].to_string());
                 }
                 "--session-id" if has_value => {
                     i += 1;

@@ -1,6 +1,6 @@
 //! `pi`: the coding agent's command-line entry point (spec config.md §7).
 
-use pi_ai::Model;
+use pi_ai::{Model, ThinkingLevel};
 use pi_coding_agent::agent_session::factory::{SessionFactory, SessionRequest};
 use pi_coding_agent::agent_session::runtime::{record_start, AgentSessionRuntime};
 use pi_coding_agent::agent_session::{RequestCredentials, SessionServices};
@@ -8,7 +8,7 @@ use pi_coding_agent::cli::{self, Cli};
 use pi_coding_agent::config::{self, InitialModelOptions, ModelRegistry, Settings};
 use pi_coding_agent::output::Output;
 use pi_coding_agent::resources::ResourceOptions;
-use pi_coding_agent::session::{default_session_dir, SessionManager};
+use pi_coding_agent::session::{resolve, EntryKind};
 use pi_coding_agent::{file_args, package_cmd, print_mode, procs, rpc, tools, trust};
 use std::sync::{Arc, RwLock};
 
@@ -190,21 +190,51 @@ async fn run(cli: Cli) -> i32 {
     }
     let cli_thinking = cli.thinking;
 
-    // Session store.
-    let session = if cli.no_session {
-        SessionManager::in_memory(&cwd)
-    } else if let Some(path) = &cli.session {
-        match SessionManager::open(path) {
-            Ok(s) => s,
+    // Session store (spec sessions.md §1.4, §1.6; session/resolve.rs).
+    let env_session_dir = std::env::var("PI_CODING_AGENT_SESSION_DIR").ok();
+    let session_dir = resolve::session_dir_override(
+        cli.session_dir.as_deref(),
+        env_session_dir.as_deref(),
+        settings.session_dir(),
+        &cwd,
+    );
+    let flags = resolve::SessionFlags {
+        continue_recent: cli.continue_session,
+        session: cli.session.clone(),
+        session_id: cli.session_id.clone(),
+        fork: cli.fork.clone(),
+        no_session: cli.no_session,
+    };
+    let session =
+        match resolve::open_startup_session(&flags, &cwd, &agent_dir, session_dir.as_deref()) {
+            Ok(s) => {
+                if let Some(w) = &s.warning {
+                    config::warn(w);
+                }
+                s.store
+            }
             Err(e) => return fail(&e.to_string()),
-        }
+        };
+    if let Err(e) = resolve::check_session_cwd(&session, &cwd) {
+        return fail(&e.to_string());
+    }
+    // A resumed session runs in its recorded cwd; `@file` arguments stay relative to the
+    // directory pi was started in (upstream resolves them against process.cwd()).
+    let launch_cwd = cwd;
+    let cwd = session.cwd().to_path_buf();
+    // What the file says about model and thinking level (spec sessions.md §7, §9.2).
+    let (resumed_model, resumed_level, has_messages) = session.resume_settings();
+    let has_level_entry = session
+        .branch()
+        .iter()
+        .any(|e| matches!(e.kind, EntryKind::ThinkingLevelChange { .. }));
+    let session_model = resumed_model
+        .filter(|_| has_messages)
+        .map(|m| (m.provider, m.model_id));
+    let session_thinking_level = if has_messages && has_level_entry {
+        ThinkingLevel::parse(&resumed_level)
     } else {
-        let dir = cli
-            .session_dir
-            .clone()
-            .or_else(|| settings.session_dir().map(Into::into))
-            .unwrap_or_else(|| default_session_dir(&agent_dir, &cwd));
-        SessionManager::create(&dir, &cwd)
+        None
     };
 
     // `--models` (else settings `enabledModels`) scopes startup selection and cycle_model.
@@ -223,11 +253,13 @@ async fn run(cli: Cli) -> i32 {
             cli_provider: cli.provider.clone(),
             cli_model: cli.model.clone(),
             cli_thinking,
+            is_continuing: has_messages,
+            session_model,
+            session_thinking_level,
             default_provider: settings.default_provider().map(str::to_string),
             default_model: settings.default_model().map(str::to_string),
             default_thinking_level: settings.default_thinking_level(),
             model_thinking_levels: settings.model_thinking_levels().cloned(),
-            ..Default::default()
         },
         &registry,
     ) {
@@ -269,7 +301,15 @@ async fn run(cli: Cli) -> i32 {
             config::warn(&format!("could not record the session name: {e}"));
         }
     }
-    record_start(&mut session, initial.model.as_ref(), initial.thinking_level);
+    if session.entries().is_empty() {
+        record_start(&mut session, initial.model.as_ref(), initial.thinking_level);
+    } else if has_messages && !has_level_entry {
+        // An older session without a recorded level gets the one it now runs at (upstream
+        // sdk.ts); a session that has one is resumed without writing anything.
+        if let Err(e) = session.append_thinking_level_change(initial.thinking_level.as_str()) {
+            config::warn(&format!("could not record the thinking level: {e}"));
+        }
+    }
 
     let registry = Arc::new(RwLock::new(registry));
     let reg_models = registry.clone();
@@ -355,7 +395,7 @@ async fn run(cli: Cli) -> i32 {
             } else {
                 file_args::read_piped_stdin()
             };
-            let files = match file_args::process_file_args(&cwd, &cli.file_args) {
+            let files = match file_args::process_file_args(&launch_cwd, &cli.file_args) {
                 Ok(f) => f,
                 Err(e) => return fail(&e.to_string()),
             };

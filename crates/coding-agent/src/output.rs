@@ -69,8 +69,12 @@ fn blocking(wait: impl FnOnce()) {
     }
 }
 
+/// Writes one complete record (with its `\n`) straight to the writer.
+pub type RecordWriter = Box<dyn FnOnce(&mut dyn Write) -> std::io::Result<()> + Send>;
+
 enum Msg {
     Line(String),
+    Write(RecordWriter),
     Flush(mpsc::Sender<()>),
 }
 
@@ -107,6 +111,15 @@ impl Output {
                         }
                         writer_backlog.remove(queued);
                     }
+                    Msg::Write(f) => {
+                        let mut buffered = std::io::BufWriter::with_capacity(1 << 16, &mut w);
+                        let written = f(&mut buffered).and_then(|_| buffered.flush());
+                        drop(buffered);
+                        if written.and_then(|_| w.flush()).is_err() {
+                            crate::procs::kill_all();
+                            std::process::exit(0);
+                        }
+                    }
                     Msg::Flush(done) => {
                         let _ = w.flush();
                         let _ = done.send(());
@@ -141,6 +154,13 @@ impl Output {
         if announces_tool {
             blocking(|| self.flush());
         }
+    }
+
+    /// Queues a record that the writer thread serialises straight to stdout (for responses too
+    /// large to build as a string first, e.g. `get_messages`). `f` must write exactly one
+    /// complete line; an error from it is treated like a closed stdout.
+    pub fn write_with(&self, f: RecordWriter) {
+        let _ = self.tx.send(Msg::Write(f));
     }
 
     /// Queues a raw JSON line that is not a protocol record (the `--mode json` session header).

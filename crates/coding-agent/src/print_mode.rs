@@ -15,8 +15,8 @@ pub const NO_MESSAGE: &str =
     "Error: no message to send: give one as an argument (pi -p \"question\") or on stdin";
 
 /// Runs `messages` through `session`; returns the process exit code (0, or 1 after a message
-/// on stderr: no message, a refused prompt, or a final assistant message with stop reason
-/// `error`/`aborted`).
+/// on stderr: no message, a refused prompt, a session file that could not be written, or a
+/// final assistant message with stop reason `error`/`aborted`).
 pub async fn run(session: &AgentSession, messages: Vec<String>, json_mode: bool) -> i32 {
     run_with_images(session, messages, vec![], json_mode).await
 }
@@ -46,6 +46,10 @@ pub async fn run_with_images(
                 return 1;
             }
         }
+    }
+    if session.write_failed() {
+        eprintln!("Error: the session file could not be written; entries were lost");
+        return 1;
     }
     let last = session.messages().into_iter().rev().find_map(|m| match m {
         Message::Assistant(a) => Some(a),

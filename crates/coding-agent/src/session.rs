@@ -12,6 +12,7 @@
 mod context;
 mod entry;
 mod manager;
+pub mod resolve;
 mod store;
 
 pub use context::{
@@ -19,9 +20,9 @@ pub use context::{
 };
 pub use entry::{
     generate_entry_id, iso_now, BranchSummaryEntry, CompactionEntry, CustomMessageEntry, EntryKind,
-    SessionEntry, SessionHeader, UsageEntry, CURRENT_SESSION_VERSION,
+    SessionEntry, SessionHeader, StoredEntry, UsageEntry, CURRENT_SESSION_VERSION,
 };
 pub use manager::{
     default_session_dir, encode_cwd, find_most_recent_session, validate_session_id,
-    NewSessionOptions, SessionError, SessionManager,
+    NewSessionOptions, SessionError, SessionManager, LAZY_MIN_BYTES,
 };

@@ -67,11 +67,17 @@ mod rpc_runtime;
 #[path = "all/rpc_session.rs"]
 mod rpc_session;
 
+#[path = "all/rpc_session_swap.rs"]
+mod rpc_session_swap;
+
 #[path = "all/rpc_sigkill.rs"]
 mod rpc_sigkill;
 
 #[path = "all/rpc_tools.rs"]
 mod rpc_tools;
+
+#[path = "all/session_resume.rs"]
+mod session_resume;
 
 #[path = "all/session_settle.rs"]
 mod session_settle;

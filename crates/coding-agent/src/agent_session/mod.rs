@@ -162,6 +162,8 @@ struct Inner {
     messages: SharedMessages,
     /// A `role:"system"` message is already in the context (recorded at the first run).
     system_recorded: AtomicBool,
+    /// A session write failed and could not be repaired (`session_write_error` was sent).
+    write_failed: AtomicBool,
     bash: UserBash,
     /// Fingerprints of images the provider rejected ([`image_guard`]).
     rejected_images: Mutex<std::collections::HashSet<u64>>,
@@ -213,6 +215,7 @@ impl AgentSession {
                 store: Mutex::new(config.store),
                 messages: Arc::new(std::sync::Mutex::new(context)),
                 system_recorded: AtomicBool::new(system_recorded),
+                write_failed: AtomicBool::new(false),
                 bash: UserBash::default(),
                 rejected_images: Mutex::default(),
                 sink,
@@ -262,9 +265,20 @@ impl AgentSession {
         self.phase().is_streaming()
     }
 
-    /// Context transcript (`get_messages`).
+    /// Context transcript (a copy).
     pub fn messages(&self) -> Vec<Message> {
         self.transcript().clone()
+    }
+
+    /// Number of messages in the context transcript.
+    pub fn message_count(&self) -> usize {
+        self.transcript().len()
+    }
+
+    /// Runs `f` on the context transcript without copying it (`get_messages` streams it). The
+    /// transcript is locked meanwhile: keep `f` to serialising.
+    pub fn with_messages<R>(&self, f: impl FnOnce(&[Message]) -> R) -> R {
+        f(&self.transcript())
     }
 
     /// The current model, if any.

@@ -74,12 +74,14 @@ impl AgentSession {
     pub fn session_stats(&self) -> SessionStats {
         let (all, session_id, session_file): (Vec<Message>, String, Option<String>) = {
             let store = self.inner.store.lock();
+            let mut all = Vec::new();
+            store.visit_entries(|e| {
+                if let Some(m) = e.message() {
+                    all.push(m.clone());
+                }
+            });
             (
-                store
-                    .entries()
-                    .iter()
-                    .filter_map(|e| e.message().cloned())
-                    .collect(),
+                all,
                 store.session_id().to_string(),
                 store
                     .session_file()
@@ -135,11 +137,10 @@ impl AgentSession {
     pub fn entries(&self, since: Option<&Value>) -> Result<EntriesData, String> {
         let store = self.inner.store.lock();
         let entries = match since {
-            None => store.entries().to_vec(),
+            None => store.loaded_entries(),
             Some(Value::String(id)) => store
                 .entries_since(id)
-                .ok_or_else(|| format!("Entry not found: {id}"))?
-                .to_vec(),
+                .ok_or_else(|| format!("Entry not found: {id}"))?,
             Some(other) => return Err(format!("Entry not found: {}", js_string(other))),
         };
         Ok(EntriesData {
@@ -160,19 +161,18 @@ impl AgentSession {
     /// `get_fork_messages`: every user message entry (all branches, file order) with text.
     pub fn fork_messages(&self) -> Vec<ForkMessage> {
         let store = self.inner.store.lock();
-        store
-            .entries()
-            .iter()
-            .filter_map(|e| match e.message() {
-                Some(Message::User(u)) => {
-                    let text = u.content.joined_text();
-                    (!text.is_empty()).then(|| ForkMessage {
+        let mut out = Vec::new();
+        store.visit_entries(|e| {
+            if let Some(Message::User(u)) = e.message() {
+                let text = u.content.joined_text();
+                if !text.is_empty() {
+                    out.push(ForkMessage {
                         entry_id: e.id.clone(),
                         text,
-                    })
+                    });
                 }
-                _ => None,
-            })
-            .collect()
+            }
+        });
+        out
     }
 }

@@ -306,10 +306,40 @@ impl AgentSession {
         self.inner.run.mark_settled();
     }
 
+    /// Appends a finished message to the session file. A failure that the store could not
+    /// repair (it recreates a deleted file itself) is reported as `session_write_error` and
+    /// remembered ([`AgentSession::write_failed`]).
     pub(super) fn persist_message(&self, message: &Message) {
-        if let Err(e) = self.inner.store.lock().append_message(message) {
-            tracing::warn!("could not persist message: {e}");
+        let failed = {
+            let mut store = self.inner.store.lock();
+            match store.append_message(message) {
+                Ok(_) => None,
+                Err(e) => Some((
+                    store
+                        .session_file()
+                        .map(|p| p.to_string_lossy().into_owned())
+                        .unwrap_or_default(),
+                    e.to_string(),
+                )),
+            }
+        };
+        if let Some((session_file, error)) = failed {
+            tracing::warn!("could not persist message to {session_file}: {error}");
+            self.inner
+                .write_failed
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+            self.emit(RpcEvent::SessionWriteError {
+                session_file,
+                error,
+            });
         }
+    }
+
+    /// Whether a session write failed and could not be repaired during this session.
+    pub fn write_failed(&self) -> bool {
+        self.inner
+            .write_failed
+            .load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Appends a `context_edit` that hides the leaf from the context, rebuilds the context and

@@ -166,9 +166,8 @@ impl AgentSessionRuntime {
                 store.cwd().display()
             ));
         }
-        let context = store.build_session_context();
-        let model = context
-            .model
+        let (context_model, context_level, _) = store.resume_settings();
+        let model = context_model
             .as_ref()
             .and_then(|r| {
                 current
@@ -178,7 +177,7 @@ impl AgentSessionRuntime {
             })
             .or_else(|| current.model());
         let level = if store.leaf_id().is_some() {
-            ThinkingLevel::parse(&context.thinking_level).unwrap_or(ThinkingLevel::Off)
+            ThinkingLevel::parse(&context_level).unwrap_or(ThinkingLevel::Off)
         } else {
             current.thinking_level()
         };

@@ -19,7 +19,7 @@ use futures::FutureExt;
 use pi_ai::{ImageContent, ThinkingLevel};
 use protocol::{
     CancelledData, CommandsData, CycleModelData, Disposition, DispositionData, ForkData,
-    ForkMessagesData, Incoming, LastAssistantTextData, LevelData, LevelsData, MessagesData,
+    ForkMessagesData, Incoming, LastAssistantTextData, LevelData, LevelsData, MessagesResponse,
     ModelsData, ResponseData, RpcCommand, RpcResponse,
 };
 use serde_json::Value;
@@ -261,9 +261,18 @@ fn dispatch(
             session.abort_bash();
         }
         RpcCommand::GetState {} => reply(some(ResponseData::State(Box::new(session.state())))),
-        RpcCommand::GetMessages {} => reply(some(ResponseData::Messages(MessagesData {
-            messages: session.messages(),
-        }))),
+        RpcCommand::GetMessages {} => {
+            // Streamed: the transcript is serialised straight to stdout by the writer, as it
+            // stood when the command arrived (its first `n` messages), never copied.
+            let n = session.message_count();
+            let id = call.id.clone();
+            let session = session.clone();
+            out.write_with(Box::new(move |w| {
+                session.with_messages(|m| {
+                    MessagesResponse::new(id.as_ref(), &m[..n.min(m.len())]).write_line(w)
+                })
+            }));
+        }
         RpcCommand::GetLastAssistantText {} => reply(some(ResponseData::LastAssistantText(
             LastAssistantTextData {
                 text: session.last_assistant_text(),

@@ -11,7 +11,7 @@ use pi_ai::{Content, Message, SystemMessage, UserContent};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::entry::{iso_to_ms, EntryKind, SessionEntry};
+use super::entry::{iso_to_ms, EntryKind, SessionEntry, StoredEntry};
 
 /// A `{provider, modelId}` reference restored from a session (spec `sessions.md` §9.2).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -172,9 +172,19 @@ fn other_message(fields: Vec<(&str, Value)>) -> Message {
 }
 
 /// The messages one entry contributes to the context (spec `sessions.md` §9.3).
-fn entry_messages(entry: &SessionEntry) -> Vec<Message> {
+fn entry_messages(entry: &SessionEntry, load: StoredLoader<'_>) -> Vec<Message> {
     match &entry.kind {
         EntryKind::Message(m) => vec![m.clone()],
+        EntryKind::Stored(stored) => match load(stored) {
+            Some(SessionEntry {
+                kind: EntryKind::Message(m),
+                ..
+            }) => vec![m],
+            Some(other) if !matches!(other.kind, EntryKind::Stored(_)) => {
+                entry_messages(&other, load)
+            }
+            _ => vec![],
+        },
         EntryKind::CustomMessage(c) => {
             let mut fields = vec![
                 ("role", Value::from("custom")),
@@ -276,7 +286,20 @@ fn context_entries<'a>(path: &[&'a SessionEntry]) -> Vec<&'a SessionEntry> {
     out
 }
 
+/// Reads a [`EntryKind::Stored`] entry back from its file (`None` if it cannot).
+pub(crate) type StoredLoader<'a> = &'a dyn Fn(&StoredEntry) -> Option<SessionEntry>;
+
 pub(crate) fn context_from_path(path: &[&SessionEntry]) -> SessionContext {
+    context_from_path_with(path, &|_| None)
+}
+
+/// [`context_from_path`] for a path that may hold [`EntryKind::Stored`] entries: the selected
+/// ones are read back one at a time through `load` and moved into the context, so building
+/// the context of a large file holds each message once.
+pub(crate) fn context_from_path_with(
+    path: &[&SessionEntry],
+    load: StoredLoader<'_>,
+) -> SessionContext {
     let mut thinking_level = "off".to_string();
     let mut model = None;
     for entry in path {
@@ -292,6 +315,15 @@ pub(crate) fn context_from_path(path: &[&SessionEntry]) -> SessionContext {
                 model = Some(ModelRef {
                     provider: a.provider.clone(),
                     model_id: a.model.clone(),
+                })
+            }
+            EntryKind::Stored(StoredEntry {
+                assistant_model: Some((provider, model_id)),
+                ..
+            }) => {
+                model = Some(ModelRef {
+                    provider: provider.clone(),
+                    model_id: model_id.clone(),
                 })
             }
             _ => {}
@@ -315,7 +347,7 @@ pub(crate) fn context_from_path(path: &[&SessionEntry]) -> SessionContext {
         if i > 0 && matches!(entry.kind, EntryKind::Compaction(_)) {
             continue;
         }
-        let produced = entry_messages(entry);
+        let produced = entry_messages(entry, load);
         match edits.get(entry.id.as_str()) {
             None => messages.extend(produced),
             Some(None) => {}

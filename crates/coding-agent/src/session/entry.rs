@@ -282,6 +282,11 @@ pub enum EntryKind {
     },
     /// `usage`.
     Usage(UsageEntry),
+    /// A `message` entry of a large session file whose payload was left in the file (issue 8):
+    /// only where its line is and what resuming needs without it. The store reads it back
+    /// (`SessionManager` materialises it) wherever the payload is needed; it is never
+    /// serialised as is.
+    Stored(StoredEntry),
     /// Any other type (or a known type whose payload did not parse): the whole line is kept
     /// verbatim in `raw` and written back unchanged except for `id`/`parentId`/`timestamp`.
     Unknown {
@@ -290,6 +295,20 @@ pub enum EntryKind {
         /// The whole JSON line as read.
         raw: Map<String, Value>,
     },
+}
+
+/// Where a [`EntryKind::Stored`] entry's line is in the session file, and the little that is
+/// kept of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredEntry {
+    /// The wire `type` (always `"message"` today).
+    pub entry_type: String,
+    /// Byte offset of the line in the file as opened.
+    pub offset: u64,
+    /// Byte length of the line (without its `\n`).
+    pub len: u32,
+    /// For an assistant message: its `(provider, model)`, which the context's model follows.
+    pub assistant_model: Option<(String, String)>,
 }
 
 impl EntryKind {
@@ -307,6 +326,7 @@ impl EntryKind {
             EntryKind::SessionInfo { .. } => "session_info",
             EntryKind::ContextEdit { .. } => "context_edit",
             EntryKind::Usage(_) => "usage",
+            EntryKind::Stored(s) => &s.entry_type,
             EntryKind::Unknown { entry_type, .. } => entry_type,
         }
     }
@@ -473,7 +493,11 @@ impl SessionEntry {
 
     /// Whether this is a `message` entry holding an assistant message.
     pub fn is_assistant_message(&self) -> bool {
-        matches!(&self.kind, EntryKind::Message(m) if m.role() == "assistant")
+        match &self.kind {
+            EntryKind::Message(m) => m.role() == "assistant",
+            EntryKind::Stored(s) => s.assistant_model.is_some(),
+            _ => false,
+        }
     }
 
     /// Read an entry from one parsed line. Returns `None` unless the line is an object with a
@@ -601,7 +625,7 @@ impl SessionEntry {
                 p
             }
             EntryKind::Usage(u) => payload_object(u),
-            EntryKind::Unknown { .. } => Map::new(),
+            EntryKind::Stored(_) | EntryKind::Unknown { .. } => Map::new(),
         };
         let payload_first = matches!(
             self.kind,

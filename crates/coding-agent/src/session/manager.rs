@@ -3,20 +3,22 @@
 //! Spec: `sessions.md` §1 (locations, file names), §4 (tree, leaf), §5 (lazy creation and
 //! persistence), §8 (new/fork/clone/branch), §10 (read views).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 use pi_ai::{Message, UserContent};
 use serde_json::Value;
 
 use super::context::{
-    build_index, build_tree, context_from_path, current_system_message, path_to,
-    system_message_value, SessionContext, SessionTreeNode,
+    build_index, build_tree, context_from_path_with, current_system_message, path_to,
+    system_message_value, ModelRef, SessionContext, SessionTreeNode,
 };
 use super::entry::{
     generate_entry_id, iso_now, BranchSummaryEntry, CompactionEntry, CustomMessageEntry, EntryKind,
-    SessionEntry, SessionHeader, UsageEntry,
+    SessionEntry, SessionHeader, StoredEntry, UsageEntry,
 };
 use super::store::{self, Repair};
 
@@ -80,7 +82,7 @@ pub fn validate_session_id(id: &str) -> Result<(), SessionError> {
 
 /// Make `p` absolute (against the process cwd) and remove `.`/`..` lexically, like Node's
 /// `path.resolve`.
-fn resolve_path(p: &Path) -> PathBuf {
+pub(crate) fn resolve_path(p: &Path) -> PathBuf {
     let abs = if p.is_absolute() {
         p.to_path_buf()
     } else {
@@ -159,6 +161,66 @@ pub fn find_most_recent_session(dir: &Path, cwd: Option<&Path>) -> Option<PathBu
     })
 }
 
+/// Files at least this large are opened lazily: `message` entries become
+/// [`EntryKind::Stored`] (issue 8: memory in proportion to the context, not the file).
+pub const LAZY_MIN_BYTES: u64 = 1 << 20;
+
+/// The little of a `message` line that is kept without its payload; `None` for other types
+/// or lines that need the full parser (the caller then parses them whole).
+fn stub_of(bytes: &[u8], offset: u64) -> Option<SessionEntry> {
+    #[derive(serde::Deserialize)]
+    struct Head {
+        #[serde(rename = "type")]
+        ty: String,
+        id: String,
+        #[serde(rename = "parentId", default)]
+        parent_id: Option<String>,
+        #[serde(default)]
+        timestamp: Option<String>,
+        message: MessageHead,
+    }
+    #[derive(serde::Deserialize)]
+    struct MessageHead {
+        role: String,
+        #[serde(default)]
+        provider: Option<String>,
+        #[serde(default)]
+        model: Option<String>,
+    }
+    // Cheap pre-check before a full scan: only `message` lines are stubbed.
+    const NEEDLE: &[u8] = b"\"type\":\"message\"";
+    let head = bytes.get(..64)?;
+    if !head.windows(NEEDLE.len()).any(|w| w == NEEDLE) {
+        return None;
+    }
+    let h: Head = serde_json::from_slice(bytes).ok()?;
+    if h.ty != "message" {
+        return None;
+    }
+    let assistant_model = (h.message.role == "assistant").then(|| {
+        (
+            h.message.provider.unwrap_or_default(),
+            h.message.model.unwrap_or_default(),
+        )
+    });
+    Some(SessionEntry {
+        id: h.id,
+        parent_id: h.parent_id,
+        // Not kept: every view that shows it reads the entry back.
+        timestamp: {
+            let _ = h.timestamp;
+            String::new()
+        },
+        kind: EntryKind::Stored(StoredEntry {
+            entry_type: h.ty,
+            offset,
+            len: u32::try_from(bytes.len()).ok()?,
+            assistant_model,
+        }),
+        extra: serde_json::Map::new(),
+    })
+}
+
 fn file_name_for(header: &SessionHeader) -> String {
     let ts: String = header
         .timestamp
@@ -191,6 +253,8 @@ pub struct SessionManager {
     flushed: bool,
     has_assistant: bool,
     repair: Option<Repair>,
+    /// The file as opened, for reading [`EntryKind::Stored`] entries back.
+    lazy_file: Option<Arc<std::fs::File>>,
 }
 
 impl SessionManager {
@@ -209,6 +273,7 @@ impl SessionManager {
             flushed: false,
             has_assistant: false,
             repair: None,
+            lazy_file: None,
         }
     }
 
@@ -240,16 +305,24 @@ impl SessionManager {
     /// A session that never touches the disk (`--no-session`, spec §1.5): `session_file()` is
     /// `None`, ids and tree logic are the same.
     pub fn in_memory(cwd: &Path) -> SessionManager {
+        Self::in_memory_with(cwd, None)
+    }
+
+    /// [`in_memory`](Self::in_memory) with a caller-supplied session id (`--no-session
+    /// --session-id`); the caller validates it.
+    pub fn in_memory_with(cwd: &Path, id: Option<String>) -> SessionManager {
         let mut sm = Self::blank(cwd, None, false);
-        sm.start_new(None, None);
+        sm.start_new(id, None);
         sm
     }
 
     /// Open a session file (spec §5.2–§5.4). The session dir becomes the file's folder and the
     /// cwd comes from the header (the process cwd if the header has none).
     ///
-    /// * Unparseable lines are skipped; a torn last line is ignored and cut off before the
-    ///   next append.
+    /// * The file is streamed (one line in memory at a time). Unparseable records are
+    ///   skipped but kept in the file; records are split at `\n` and at NUL runs, so an entry
+    ///   glued behind a crash's NUL bytes is recovered; a torn last line is kept byte for byte
+    ///   and the next append starts on a new line.
     /// * A missing file starts a fresh session that will be written to exactly `path`.
     /// * An empty file gets a fresh header written immediately.
     /// * A non-empty file without a valid header is an error and is left untouched.
@@ -279,11 +352,57 @@ impl SessionManager {
             sm.session_file = Some(file);
             return Ok(sm);
         }
-        let mut raw = store::read_raw(&file)?;
-        if raw.values.is_empty() {
-            if raw.size > 0 {
+        // Stream the file: the header, then one entry per record; raw lines are never all
+        // held at once. Files older than version 3 take the migrating path below.
+        let mut header: Option<SessionHeader> = None;
+        let mut first_invalid = false;
+        let mut needs_migration = false;
+        let mut entries: Vec<SessionEntry> = Vec::new();
+        // Large files keep `message` payloads in the file (read back on demand through a
+        // handle that stays open, so even a file deleted later can still be read).
+        let lazy_file = match std::fs::metadata(&file) {
+            Ok(m) if m.len() >= LAZY_MIN_BYTES => std::fs::File::open(&file).ok().map(Arc::new),
+            _ => None,
+        };
+        let summary = store::for_each_record(&file, |bytes, offset| {
+            if header.is_some() && lazy_file.is_some() {
+                if let Some(stub) = stub_of(bytes, offset) {
+                    entries.push(stub);
+                    return true;
+                }
+            }
+            let Some(v) = store::parse_record(bytes) else {
+                return true;
+            };
+            if header.is_none() {
+                match SessionHeader::from_value(&v) {
+                    Some(h) => {
+                        needs_migration = v.get("version").and_then(Value::as_u64).unwrap_or(1)
+                            < super::entry::CURRENT_SESSION_VERSION;
+                        header = Some(h);
+                        return !needs_migration;
+                    }
+                    None => {
+                        first_invalid = true;
+                        return false;
+                    }
+                }
+            }
+            if v.get("type").and_then(Value::as_str) != Some("session") {
+                if let Some(e) = SessionEntry::from_value(v) {
+                    entries.push(e);
+                }
+            }
+            true
+        })?;
+        if first_invalid {
+            return Err(SessionError::InvalidFile(file));
+        }
+        let Some(mut header) = header else {
+            if summary.size > 0 {
                 return Err(SessionError::InvalidFile(file));
             }
+            // Empty: a fresh header is written at once (spec §5.4).
             let cwd = cwd_override
                 .map(Path::to_path_buf)
                 .unwrap_or_else(process_cwd);
@@ -293,16 +412,22 @@ impl SessionManager {
             store::rewrite(&file, sm.all_lines().as_bytes())?;
             sm.flushed = true;
             return Ok(sm);
+        };
+        let mut repair = summary.repair;
+        if needs_migration {
+            let mut raw = store::read_raw(&file)?;
+            store::migrate(&mut raw.values);
+            let mut values = raw.values.into_iter();
+            header = values
+                .next()
+                .and_then(|v| SessionHeader::from_value(&v))
+                .ok_or_else(|| SessionError::InvalidFile(file.clone()))?;
+            entries = values
+                .filter(|v| v.get("type").and_then(Value::as_str) != Some("session"))
+                .filter_map(SessionEntry::from_value)
+                .collect();
+            repair = None;
         }
-        if SessionHeader::from_value(&raw.values[0]).is_none() {
-            return Err(SessionError::InvalidFile(file));
-        }
-        let migrated = store::migrate(&mut raw.values);
-        let mut values = raw.values.into_iter();
-        let header = values
-            .next()
-            .and_then(|v| SessionHeader::from_value(&v))
-            .ok_or_else(|| SessionError::InvalidFile(file.clone()))?;
         let cwd = match cwd_override {
             Some(c) => c.to_path_buf(),
             None if !header.cwd.is_empty() => PathBuf::from(&header.cwd),
@@ -310,16 +435,14 @@ impl SessionManager {
         };
         let mut sm = Self::blank(&cwd, dir, true);
         sm.header = header;
-        sm.entries = values
-            .filter(|v| v.get("type").and_then(Value::as_str) != Some("session"))
-            .filter_map(SessionEntry::from_value)
-            .collect();
+        sm.entries = entries;
+        sm.lazy_file = if needs_migration { None } else { lazy_file };
         sm.session_file = Some(file.clone());
         sm.rebuild_index();
-        if migrated {
+        if needs_migration {
             store::rewrite(&file, sm.all_lines().as_bytes())?;
         } else {
-            sm.repair = raw.repair;
+            sm.repair = repair;
         }
         sm.flushed = true;
         Ok(sm)
@@ -332,6 +455,20 @@ impl SessionManager {
         target_cwd: &Path,
         session_dir: &Path,
     ) -> Result<SessionManager, SessionError> {
+        Self::fork_from_with(source, target_cwd, session_dir, None)
+    }
+
+    /// [`fork_from`](Self::fork_from) with a caller-supplied id for the new session
+    /// (`--fork … --session-id <id>`; validated here).
+    pub fn fork_from_with(
+        source: &Path,
+        target_cwd: &Path,
+        session_dir: &Path,
+        id: Option<String>,
+    ) -> Result<SessionManager, SessionError> {
+        if let Some(id) = &id {
+            validate_session_id(id)?;
+        }
         let source = resolve_path(source);
         let raw = store::read_raw(&source)
             .map_err(|_| SessionError::ForkSourceInvalid(source.clone()))?;
@@ -345,7 +482,7 @@ impl SessionManager {
         }
         let target_cwd = resolve_path(target_cwd);
         let header = SessionHeader::new(
-            uuid::Uuid::now_v7().to_string(),
+            id.unwrap_or_else(|| uuid::Uuid::now_v7().to_string()),
             target_cwd.to_string_lossy(),
             Some(source.to_string_lossy().into_owned()),
         );
@@ -388,6 +525,7 @@ impl SessionManager {
         self.flushed = false;
         self.has_assistant = false;
         self.repair = None;
+        self.lazy_file = None;
         self.session_file = match (&self.session_dir, self.persist) {
             (Some(dir), true) => Some(dir.join(file_name_for(&self.header))),
             _ => None,
@@ -428,9 +566,124 @@ impl SessionManager {
         let mut data = self.header.to_value().to_string();
         data.push('\n');
         for e in &self.entries {
-            data.push_str(&e.to_line());
+            data.push_str(&self.materialize(e).to_line());
         }
         data
+    }
+
+    /// Reads a [`EntryKind::Stored`] entry back from the file as opened.
+    fn load_stored(&self, stored: &StoredEntry) -> Option<SessionEntry> {
+        use std::os::unix::fs::FileExt;
+        let file = self.lazy_file.as_ref()?;
+        let mut buf = vec![0u8; stored.len as usize];
+        if let Err(e) = file.read_exact_at(&mut buf, stored.offset) {
+            tracing::warn!("could not read a session entry back: {e}");
+            return None;
+        }
+        store::parse_record(&buf).and_then(SessionEntry::from_value)
+    }
+
+    /// Reads a stored `message` entry back for the context: the message is deserialised
+    /// straight from the line (no intermediate JSON tree), falling back to the full reader.
+    fn load_stored_message(&self, stored: &StoredEntry, id: &str) -> Option<SessionEntry> {
+        use std::os::unix::fs::FileExt;
+        #[derive(serde::Deserialize)]
+        struct Line {
+            message: Message,
+        }
+        let file = self.lazy_file.as_ref()?;
+        let mut buf = vec![0u8; stored.len as usize];
+        if let Err(e) = file.read_exact_at(&mut buf, stored.offset) {
+            tracing::warn!("could not read a session entry back: {e}");
+            return None;
+        }
+        match serde_json::from_slice::<Line>(&buf) {
+            Ok(line) => Some(SessionEntry {
+                id: id.to_string(),
+                parent_id: None,
+                timestamp: String::new(),
+                kind: EntryKind::Message(line.message),
+                extra: serde_json::Map::new(),
+            }),
+            Err(_) => store::parse_record(&buf).and_then(SessionEntry::from_value),
+        }
+    }
+
+    /// Model, thinking level and whether there are messages on the active branch, without
+    /// reading stored payloads back (start-up and `switch_session` decide the model from this;
+    /// spec `sessions.md` §7, §9.2).
+    pub fn resume_settings(&self) -> (Option<ModelRef>, String, bool) {
+        let branch = self.branch();
+        let has_messages = branch.iter().any(|e| {
+            matches!(
+                e.kind,
+                EntryKind::Message(_)
+                    | EntryKind::Stored(_)
+                    | EntryKind::CustomMessage(_)
+                    | EntryKind::BranchSummary(_)
+                    | EntryKind::Compaction(_)
+            )
+        });
+        // The same rule as the context's (§9.2): the last model_change or assistant message
+        // names the model; the last thinking_level_change the level ("off" without one).
+        let mut model = None;
+        let mut level = "off".to_string();
+        for e in &branch {
+            match &e.kind {
+                EntryKind::ThinkingLevelChange { thinking_level } => level = thinking_level.clone(),
+                EntryKind::ModelChange { provider, model_id } => {
+                    model = Some(ModelRef {
+                        provider: provider.clone(),
+                        model_id: model_id.clone(),
+                    })
+                }
+                EntryKind::Message(Message::Assistant(a)) => {
+                    model = Some(ModelRef {
+                        provider: a.provider.clone(),
+                        model_id: a.model.clone(),
+                    })
+                }
+                EntryKind::Stored(StoredEntry {
+                    assistant_model: Some((provider, model_id)),
+                    ..
+                }) => {
+                    model = Some(ModelRef {
+                        provider: provider.clone(),
+                        model_id: model_id.clone(),
+                    })
+                }
+                _ => {}
+            }
+        }
+        (model, level, has_messages)
+    }
+
+    /// The entry with its payload: a [`EntryKind::Stored`] entry is read back from the file
+    /// (kept as the stub if that fails, which only a file truncated under us can cause).
+    pub fn materialize<'a>(&self, entry: &'a SessionEntry) -> Cow<'a, SessionEntry> {
+        match &entry.kind {
+            EntryKind::Stored(stored) => match self.load_stored(stored) {
+                Some(e) => Cow::Owned(e),
+                None => Cow::Borrowed(entry),
+            },
+            _ => Cow::Borrowed(entry),
+        }
+    }
+
+    /// Calls `f` with every entry in file order, payloads read back one at a time (memory stays
+    /// bounded on large files).
+    pub fn visit_entries(&self, mut f: impl FnMut(&SessionEntry)) {
+        for e in &self.entries {
+            f(&self.materialize(e));
+        }
+    }
+
+    /// Every entry in file order with its payload (owned; for `get_entries`).
+    pub fn loaded_entries(&self) -> Vec<SessionEntry> {
+        self.entries
+            .iter()
+            .map(|e| self.materialize(e).into_owned())
+            .collect()
     }
 
     // ---------------------------------------------------------------- accessors
@@ -463,19 +716,28 @@ impl SessionManager {
     pub fn is_flushed(&self) -> bool {
         self.flushed
     }
-    /// All entries in append (file) order, header excluded.
+    /// All entries in append (file) order, header excluded. In a large file `message` entries
+    /// are [`EntryKind::Stored`] stubs (ids, parents and type are right; see
+    /// [`materialize`](Self::materialize), [`loaded_entries`](Self::loaded_entries)).
     pub fn entries(&self) -> &[SessionEntry] {
         &self.entries
     }
     /// Entries strictly after `id` in append order (RPC `get_entries.since`); `None` if the
     /// id is unknown.
-    pub fn entries_since(&self, id: &str) -> Option<&[SessionEntry]> {
-        let pos = self.entries.iter().position(|e| e.id == id)?;
-        Some(&self.entries[pos + 1..])
+    pub fn entries_since(&self, id: &str) -> Option<Vec<SessionEntry>> {
+        let pos = *self.index.get(id)?;
+        Some(
+            self.entries[pos + 1..]
+                .iter()
+                .map(|e| self.materialize(e).into_owned())
+                .collect(),
+        )
     }
-    /// The entry with this id.
-    pub fn entry(&self, id: &str) -> Option<&SessionEntry> {
-        self.index.get(id).map(|&i| &self.entries[i])
+    /// The entry with this id, with its payload.
+    pub fn entry(&self, id: &str) -> Option<Cow<'_, SessionEntry>> {
+        self.index
+            .get(id)
+            .map(|&i| self.materialize(&self.entries[i]))
     }
     /// Direct children of `parent_id` (`None` = roots), in file order.
     pub fn children(&self, parent_id: Option<&str>) -> Vec<&SessionEntry> {
@@ -489,7 +751,7 @@ impl SessionManager {
         self.leaf_id.as_deref()
     }
     /// The current leaf entry.
-    pub fn leaf_entry(&self) -> Option<&SessionEntry> {
+    pub fn leaf_entry(&self) -> Option<Cow<'_, SessionEntry>> {
         self.leaf_id.as_deref().and_then(|id| self.entry(id))
     }
     /// Resolved label of an entry.
@@ -512,7 +774,18 @@ impl SessionManager {
                 ..SessionContext::default()
             };
         }
-        context_from_path(&self.branch())
+        let branch = self.branch();
+        let ids: HashMap<(u64, u32), &str> = branch
+            .iter()
+            .filter_map(|e| match &e.kind {
+                EntryKind::Stored(s) => Some(((s.offset, s.len), e.id.as_str())),
+                _ => None,
+            })
+            .collect();
+        context_from_path_with(&branch, &|s| {
+            let id = ids.get(&(s.offset, s.len)).copied().unwrap_or_default();
+            self.load_stored_message(s, id)
+        })
     }
     /// The agent messages of the active branch (spec §9): compaction applied, `context_edit`
     /// with null replacement hides its target, custom/branch/compaction summaries as messages.
@@ -534,6 +807,9 @@ impl SessionManager {
     }
     /// The whole session as a tree (spec §10.3).
     pub fn get_tree(&self) -> Vec<SessionTreeNode> {
+        if self.lazy_file.is_some() {
+            return build_tree(&self.loaded_entries(), &self.labels);
+        }
         build_tree(&self.entries, &self.labels)
     }
 
@@ -567,7 +843,19 @@ impl SessionManager {
                 .last()
                 .map(SessionEntry::to_line)
                 .unwrap_or_default();
-            store::append(&file, line.as_bytes(), self.repair)?;
+            match store::append(&file, line.as_bytes(), self.repair) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    // The file (or its folder) was deleted under us: write it again whole,
+                    // header first, rather than leave a headerless file behind.
+                    tracing::warn!(
+                        "session file {} disappeared; writing it again",
+                        file.display()
+                    );
+                    store::create_exclusive(&file, self.all_lines().as_bytes())?;
+                }
+                Err(e) => return Err(e),
+            }
             self.repair = None;
         } else if self.has_assistant {
             store::create_exclusive(&file, self.all_lines().as_bytes())?;
@@ -843,7 +1131,11 @@ impl SessionManager {
         &mut self,
         leaf_id: &str,
     ) -> Result<Option<PathBuf>, SessionError> {
-        let path: Vec<SessionEntry> = self.branch_to(leaf_id).into_iter().cloned().collect();
+        let path: Vec<SessionEntry> = self
+            .branch_to(leaf_id)
+            .into_iter()
+            .map(|e| self.materialize(e).into_owned())
+            .collect();
         if path.is_empty() {
             return Err(SessionError::EntryNotFound(leaf_id.to_string()));
         }

@@ -1,13 +1,19 @@
-//! Low-level file I/O for session files: tolerant reading, whole-line appends, rewrites and
-//! version migration (spec `sessions.md` §2, §5, §6).
+//! Low-level file I/O for session files: tolerant streaming reads, whole-line appends,
+//! rewrites and version migration (spec `sessions.md` §2, §5, §6).
 //!
-//! Durability rule: every write is one `write_all` of complete `\n`-terminated lines to a file
-//! opened with `O_APPEND`; if the write fails the file is truncated back to its previous
-//! length, so a half-written line is never left behind by us. A torn trailing line left by a
-//! crash is ignored on read and repaired before the next append.
+//! Durability rules (issue 8, beyond upstream):
+//! * every write is one `write_all` of complete `\n`-terminated lines to a file opened with
+//!   `O_APPEND`; if the write fails the file is truncated back to its previous length, so a
+//!   half-written line is never left behind by us;
+//! * a torn trailing line left by a crash is kept byte for byte; the next append first writes
+//!   a `\n` so new entries start on a line of their own;
+//! * a run of NUL bytes (the zero-filled tail some filesystems leave after a crash) separates
+//!   records like a newline, so an entry glued behind it is still read;
+//! * an append never creates a file: a session file deleted under us is reported as
+//!   [`io::ErrorKind::NotFound`] so the caller can rewrite it whole (header first).
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, BufRead, BufReader, Write};
 use std::path::Path;
 
 use serde_json::Value;
@@ -17,53 +23,98 @@ use super::entry::{generate_entry_id, CURRENT_SESSION_VERSION};
 /// What must be done to the file before the next append.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Repair {
-    /// The last line was not terminated and did not parse: cut the file to this length.
-    Truncate(u64),
-    /// The last line parsed but had no trailing `\n`: write one first.
+    /// The file does not end in `\n` (a torn or unterminated last line, or NUL bytes): write
+    /// one first. The torn bytes themselves are never removed.
     Newline,
 }
 
-/// The parsed lines of a file.
+/// Summary of a streamed read.
 #[derive(Debug, Default)]
-pub(crate) struct RawFile {
-    /// Every line that parsed as JSON, in file order (blank/garbage lines skipped).
-    pub values: Vec<Value>,
+pub(crate) struct ReadSummary {
+    /// Non-blank records seen.
+    pub records: usize,
     /// Repair to apply before appending.
     pub repair: Option<Repair>,
     /// File size in bytes.
     pub size: u64,
 }
 
-/// Read and parse a session file line by line. Lines that are not valid JSON are skipped;
-/// an unterminated last line is used if it parses (upstream does the same) and otherwise
-/// scheduled for truncation.
-pub(crate) fn read_raw(path: &Path) -> io::Result<RawFile> {
-    let bytes = fs::read(path)?;
-    let mut out = RawFile {
-        size: bytes.len() as u64,
-        ..RawFile::default()
+/// Stream a session file record by record: records are separated by `\n` and by runs of NUL
+/// bytes; each non-blank record is handed to `each` with its byte offset in the file, in file
+/// order. Only one line is held in memory at a time. `each` returns `false` to stop early.
+pub(crate) fn for_each_record(
+    path: &Path,
+    mut each: impl FnMut(&[u8], u64) -> bool,
+) -> io::Result<ReadSummary> {
+    let file = File::open(path)?;
+    let mut summary = ReadSummary {
+        size: file.metadata()?.len(),
+        ..ReadSummary::default()
     };
-    let complete_len = bytes
-        .iter()
-        .rposition(|&b| b == b'\n')
-        .map(|p| p + 1)
-        .unwrap_or(0);
-    for line in bytes[..complete_len].split(|&b| b == b'\n') {
-        if let Some(v) = parse_line(line) {
-            out.values.push(v);
+    let mut reader = BufReader::with_capacity(256 * 1024, file);
+    let mut line = Vec::new();
+    let mut last_byte = None;
+    let mut offset = 0u64;
+    loop {
+        line.clear();
+        let n = reader.read_until(b'\n', &mut line)?;
+        if n == 0 {
+            break;
         }
-    }
-    let tail = &bytes[complete_len..];
-    if !tail.iter().all(u8::is_ascii_whitespace) {
-        match parse_line(tail) {
-            Some(v) => {
-                out.values.push(v);
-                out.repair = Some(Repair::Newline);
+        last_byte = line.last().copied();
+        let mut start = 0usize;
+        for segment in line.split(|&b| b == 0 || b == b'\n') {
+            let at = offset + start as u64;
+            start += segment.len() + 1;
+            if segment.iter().all(u8::is_ascii_whitespace) {
+                continue;
             }
-            None => out.repair = Some(Repair::Truncate(complete_len as u64)),
+            summary.records += 1;
+            if !each(segment, at) {
+                return Ok(summary);
+            }
         }
+        offset += n as u64;
     }
-    Ok(out)
+    if summary.size > 0 && last_byte != Some(b'\n') {
+        summary.repair = Some(Repair::Newline);
+    }
+    Ok(summary)
+}
+
+/// [`for_each_record`], handing over each record that parses as JSON; anything else (garbage,
+/// a torn half object) is skipped but left in the file.
+pub(crate) fn for_each_value(
+    path: &Path,
+    mut each: impl FnMut(Value) -> bool,
+) -> io::Result<ReadSummary> {
+    for_each_record(path, |bytes, _| match parse_line(bytes) {
+        Some(v) => each(v),
+        None => true,
+    })
+}
+
+/// Parse one record.
+pub(crate) fn parse_record(bytes: &[u8]) -> Option<Value> {
+    parse_line(bytes)
+}
+
+/// The parsed records of a file (used where all of them are needed at once: migration, the
+/// source of a cross-project fork).
+#[derive(Debug, Default)]
+pub(crate) struct RawFile {
+    /// Every record that parsed as JSON, in file order.
+    pub values: Vec<Value>,
+}
+
+/// Read every record of a file (see [`for_each_value`]).
+pub(crate) fn read_raw(path: &Path) -> io::Result<RawFile> {
+    let mut values = Vec::new();
+    for_each_value(path, |v| {
+        values.push(v);
+        true
+    })?;
+    Ok(RawFile { values })
 }
 
 fn parse_line(line: &[u8]) -> Option<Value> {
@@ -73,26 +124,27 @@ fn parse_line(line: &[u8]) -> Option<Value> {
     pi_ai::json::parse_value(line).ok()
 }
 
-/// Read only the first parsed line of a file (up to 1 MiB) as a header candidate.
+/// Read only the first record of a file (from its first 1 MiB) as a header candidate; used by
+/// session listing, which reads headers only.
 pub(crate) fn read_first_value(path: &Path) -> Option<Value> {
     use std::io::Read;
     let file = File::open(path).ok()?;
     let mut buf = Vec::new();
     file.take(1024 * 1024).read_to_end(&mut buf).ok()?;
-    buf.split(|&b| b == b'\n')
+    buf.split(|&b| b == b'\n' || b == 0)
         .find(|l| !l.iter().all(u8::is_ascii_whitespace))
         .and_then(|l| pi_ai::json::parse_value(l).ok())
 }
 
-/// Append `data` (complete lines) to `path` with one `write_all` on an `O_APPEND` handle,
-/// after applying `repair`. On a failed write the file is cut back to its previous length.
+/// Append `data` (complete lines) to the existing file `path` with one `write_all` on an
+/// `O_APPEND` handle, after applying `repair`. On a failed write the file is cut back to its
+/// previous length. A missing file (or folder) is `NotFound`: the file is not created, since
+/// a file without its header would be rejected by the next resume.
 pub(crate) fn append(path: &Path, data: &[u8], repair: Option<Repair>) -> io::Result<()> {
-    let mut file = OpenOptions::new().create(true).append(true).open(path)?;
+    let mut file = OpenOptions::new().append(true).open(path)?;
     let mut buf = Vec::with_capacity(data.len() + 1);
-    match repair {
-        Some(Repair::Truncate(len)) => file.set_len(len)?,
-        Some(Repair::Newline) => buf.push(b'\n'),
-        None => {}
+    if repair == Some(Repair::Newline) {
+        buf.push(b'\n');
     }
     buf.extend_from_slice(data);
     let before = file.metadata()?.len();

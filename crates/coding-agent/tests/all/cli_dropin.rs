@@ -120,17 +120,41 @@ fn every_upstream_help_flag_parses_to_its_meaning() {
     for f in ["--resume", "-r"] {
         assert!(p(&[f]).resume);
     }
-    assert_eq!(p(&["--session", "abc"]).session, Some(PathBuf::from("abc")));
+    // `--session` and `--fork` take a file path or a full/partial id, kept as given (told
+    // apart when the session is opened, session/resolve.rs).
+    for v in ["abc", "01a2317a-7c9", "/tmp/s/2026_x.jsonl", "rel/x.jsonl"] {
+        assert_eq!(p(&["--session", v]).session.as_deref(), Some(v));
+        assert_eq!(p(&["--fork", v]).fork.as_deref(), Some(v));
+    }
     assert_eq!(
         p(&["--session-id", "id1"]).session_id.as_deref(),
         Some("id1")
     );
-    assert_eq!(p(&["--fork", "x.jsonl"]).fork.as_deref(), Some("x.jsonl"));
     assert_eq!(
         p(&["--session-dir", "/s"]).session_dir,
         Some(PathBuf::from("/s"))
     );
     assert!(p(&["--no-session"]).no_session);
+    let c = p(&[
+        "-c",
+        "--session-dir",
+        "rel/dir",
+        "--no-session",
+        "--session-id",
+        "x",
+    ]);
+    assert!(c.continue_session && c.no_session);
+    assert_eq!(c.session_dir, Some(PathBuf::from("rel/dir")));
+    assert_eq!(c.session_id.as_deref(), Some("x"));
+    assert!(c.session.is_none() && c.fork.is_none() && !c.resume);
+    // Without its value (at the end of the line) a session flag sets nothing; like upstream
+    // it is then an unknown (extension) flag.
+    for f in ["--session", "--session-id", "--fork", "--session-dir"] {
+        let c = Cli::parse(&[f]);
+        assert!(c.session.is_none() && c.session_id.is_none() && c.fork.is_none());
+        assert!(c.session_dir.is_none());
+        assert_eq!(c.unknown_flags, vec![(f[2..].to_string(), FlagValue::Bool)]);
+    }
     for f in ["--name", "-n"] {
         assert_eq!(p(&[f, "My run"]).name.as_deref(), Some("My run"));
     }

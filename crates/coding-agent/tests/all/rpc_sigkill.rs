@@ -200,3 +200,55 @@ fn session_checker_rejects_torn_and_dangling_files() {
         );
     }
 }
+
+/// SIGKILL while `fork`, `clone`, `new_session` and `switch_session` write their files (issue
+/// 8): each run has a session on disk, then fires the four commands back to back (some while
+/// a reply streams) and is killed a random few milliseconds later. Every file left behind must
+/// be complete lines with a header first.
+#[test]
+fn sigkill_during_session_swaps_leaves_only_complete_files() {
+    const RUNS: usize = 16;
+    let mut rng = StdRng::seed_from_u64(SEED ^ 0x5A4B);
+    let long: String = (0..400)
+        .map(|j| format!("sentence {j} of a long reply. "))
+        .collect();
+    let turn = Turn::text(long).chunk_size(64).usage(Usage::new(1000, 500));
+    let fake = FakeLlm::spawn(Script::new([]).exhausted(turn)).unwrap();
+    let root = RunRoot::new(fake.port());
+    let mut failures: Vec<String> = Vec::new();
+    let mut files_checked = 0usize;
+    for run in 0..RUNS {
+        let mut agent = root.spawn_with_session();
+        agent.send(json!({"id": "p0", "type": "prompt", "message": format!("run {run}")}));
+        agent.wait_event("agent_settled");
+        let st = agent.request(json!({"id": "s", "type": "get_state"}));
+        let file = st["data"]["sessionFile"].clone();
+        let forks = agent.request(json!({"id": "g", "type": "get_fork_messages"}));
+        let entry = forks["data"]["messages"][0]["entryId"].clone();
+        if rng.gen_bool(0.5) {
+            agent.send(json!({"id": "p1", "type": "prompt", "message": "again"}));
+        }
+        let mut cmds = vec![
+            json!({"id": "c", "type": "clone"}),
+            json!({"id": "f", "type": "fork", "entryId": entry}),
+            json!({"id": "n", "type": "new_session"}),
+            json!({"id": "w", "type": "switch_session", "sessionPath": file}),
+        ];
+        // Shuffle the order a little.
+        let k = rng.gen_range(0..cmds.len());
+        cmds.rotate_left(k);
+        for c in &cmds {
+            agent.send(c.clone());
+        }
+        std::thread::sleep(Duration::from_millis(rng.gen_range(0..40)));
+        agent.kill();
+        for f in root.session_files() {
+            files_checked += 1;
+            if let Err(e) = check_session_file(&f) {
+                failures.push(format!("run {run}: {}: {e}", f.display()));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(files_checked >= RUNS, "only {files_checked} files checked");
+}

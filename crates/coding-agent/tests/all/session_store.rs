@@ -178,7 +178,7 @@ fn reopen_round_trip() {
 }
 
 #[test]
-fn torn_trailing_line_is_ignored_and_truncated_before_append() {
+fn torn_trailing_line_is_kept_byte_for_byte_and_next_entry_starts_a_new_line() {
     let tmp = tempfile::tempdir().unwrap();
     let mut sm = SessionManager::create(tmp.path(), tmp.path());
     sm.append_message(&Message::user_text("q")).unwrap();
@@ -191,14 +191,126 @@ fn torn_trailing_line_is_ignored_and_truncated_before_append() {
     fs::write(&file, &bytes).unwrap();
 
     let mut re = SessionManager::open(&file).unwrap();
-    assert_eq!(re.entries().len(), 2);
+    assert_eq!(re.entries().len(), 2, "every complete entry is read");
+    assert_eq!(fs::read(&file).unwrap(), bytes, "opening writes nothing");
     re.append_message(&Message::user_text("after crash"))
         .unwrap();
-    let l = lines(&file);
-    assert_eq!(l.len(), 4);
-    assert_eq!(l[3]["message"]["content"][0]["text"], "after crash");
+    let after = fs::read(&file).unwrap();
+    assert!(after.starts_with(&bytes), "the torn bytes are kept");
+    assert_eq!(
+        after[bytes.len()],
+        b'\n',
+        "the new entry starts a line of its own"
+    );
+    let last: Value =
+        serde_json::from_slice(after[bytes.len() + 1..].strip_suffix(b"\n").unwrap()).unwrap();
+    assert_eq!(last["message"]["content"][0]["text"], "after crash");
     let re2 = SessionManager::open(&file).unwrap();
     assert_eq!(re2.entries().len(), 3);
+    assert_eq!(re2.leaf_id(), Some(last["id"].as_str().unwrap()));
+}
+
+#[test]
+fn entries_glued_behind_nul_runs_are_recovered() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut sm = SessionManager::create(tmp.path(), tmp.path());
+    sm.append_message(&Message::user_text("q1")).unwrap();
+    sm.append_message(&assistant("a1", StopReason::Stop))
+        .unwrap();
+    let file = sm.session_file().unwrap().to_path_buf();
+    let before = fs::read(&file).unwrap();
+    sm.append_message(&Message::user_text("q2")).unwrap();
+    sm.append_message(&assistant("a2", StopReason::Stop))
+        .unwrap();
+    drop(sm);
+    // A crash left zeroed blocks: one run right before an entry (glued to it), one inside a
+    // torn line, and a NUL tail at the end.
+    let full = fs::read(&file).unwrap();
+    let tail = &full[before.len()..];
+    let split = tail.iter().position(|&b| b == b'\n').unwrap() + 1;
+    let mut bytes = before.clone();
+    bytes.extend_from_slice(&[0u8; 4096]);
+    bytes.extend_from_slice(&tail[..split]);
+    bytes.extend_from_slice(br#"{"type":"message","id":"torn"#);
+    bytes.extend_from_slice(&[0u8; 512]);
+    bytes.extend_from_slice(&tail[split..]);
+    bytes.extend_from_slice(&[0u8; 100]);
+    fs::write(&file, &bytes).unwrap();
+
+    let mut re = SessionManager::open(&file).unwrap();
+    assert_eq!(
+        re.entries().len(),
+        4,
+        "both entries behind NUL runs are read"
+    );
+    assert_eq!(
+        texts(&re.build_context()),
+        ["user:q1", "assistant:a1", "user:q2", "assistant:a2"]
+    );
+    assert_eq!(fs::read(&file).unwrap(), bytes, "opening writes nothing");
+    re.append_message(&Message::user_text("q3")).unwrap();
+    let after = fs::read(&file).unwrap();
+    assert!(after.starts_with(&bytes));
+    let re2 = SessionManager::open(&file).unwrap();
+    assert_eq!(
+        texts(&re2.build_context()),
+        [
+            "user:q1",
+            "assistant:a1",
+            "user:q2",
+            "assistant:a2",
+            "user:q3"
+        ]
+    );
+}
+
+#[test]
+fn a_deleted_session_file_is_written_again_whole() {
+    for delete_dir in [false, true] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("sessions");
+        let mut sm = SessionManager::create(&dir, tmp.path());
+        sm.append_message(&Message::user_text("q1")).unwrap();
+        sm.append_message(&assistant("a1", StopReason::Stop))
+            .unwrap();
+        let file = sm.session_file().unwrap().to_path_buf();
+        if delete_dir {
+            fs::remove_dir_all(&dir).unwrap();
+        } else {
+            fs::remove_file(&file).unwrap();
+        }
+        sm.append_message(&Message::user_text("q2")).unwrap();
+        let l = lines(&file);
+        assert_eq!(
+            l[0]["type"], "session",
+            "header first (delete_dir={delete_dir})"
+        );
+        assert_eq!(l[0]["id"], sm.session_id());
+        assert_eq!(l.len(), 4, "header + every entry (delete_dir={delete_dir})");
+        sm.append_message(&assistant("a2", StopReason::Stop))
+            .unwrap();
+        let re = SessionManager::open(&file).unwrap();
+        assert_eq!(
+            texts(&re.build_context()),
+            ["user:q1", "assistant:a1", "user:q2", "assistant:a2"]
+        );
+    }
+}
+
+#[test]
+fn an_unrecoverable_write_is_an_error_and_keeps_memory_and_file_in_step() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("sessions");
+    let mut sm = SessionManager::create(&dir, tmp.path());
+    sm.append_message(&assistant("a1", StopReason::Stop))
+        .unwrap();
+    // The folder is replaced by a plain file: the session file can be neither appended to
+    // nor written again.
+    fs::remove_dir_all(&dir).unwrap();
+    fs::write(&dir, b"not a folder").unwrap();
+    assert!(sm.append_message(&Message::user_text("q2")).is_err());
+    assert_eq!(sm.entries().len(), 1);
+    assert_eq!(fs::read(&dir).unwrap(), b"not a folder");
 }
 
 #[test]
@@ -811,4 +923,90 @@ fn costs_round_trip_exactly_through_a_session_file() {
     for (r, w) in read.iter().zip(&written) {
         assert_eq!(bits(r), bits(w), "read {:?}, wrote {:?}", r.cost, w.cost);
     }
+}
+
+/// A file over `LAZY_MIN_BYTES` keeps message payloads in the file; every view must still be
+/// what the writer had in memory (issue 8).
+#[test]
+fn large_files_open_lazily_with_the_same_views() {
+    use pi_coding_agent::session::LAZY_MIN_BYTES;
+    let tmp = tempfile::tempdir().unwrap();
+    let mut sm = SessionManager::create(tmp.path(), tmp.path());
+    sm.append_model_change("p", "m").unwrap();
+    sm.append_thinking_level_change("high").unwrap();
+    let filler = "x".repeat(4000);
+    let mut kept = String::new();
+    let mut i = 0;
+    while std::fs::metadata(sm.session_file().unwrap())
+        .map(|m| m.len())
+        .unwrap_or(0)
+        < LAZY_MIN_BYTES + 1000
+    {
+        let id = sm
+            .append_message(&Message::user_text(format!("q{i} {filler}")))
+            .unwrap();
+        if i == 200 {
+            kept = id;
+        }
+        sm.append_message(&assistant(&format!("a{i}"), StopReason::Stop))
+            .unwrap();
+        i += 1;
+    }
+    assert!(i > 200, "{i}");
+    sm.append_compaction("summary", Some(&kept), 1000, None, None, None)
+        .unwrap();
+    let last = sm
+        .append_message(&Message::user_text("after compaction"))
+        .unwrap();
+    sm.append_label_change(&kept, Some("kept")).unwrap();
+    sm.append_message(&assistant("final", StopReason::Stop))
+        .unwrap();
+    let file = sm.session_file().unwrap().to_path_buf();
+    let bytes = fs::read(&file).unwrap();
+
+    let re = SessionManager::open(&file).unwrap();
+    assert!(
+        re.entries()
+            .iter()
+            .any(|e| matches!(e.kind, EntryKind::Stored(_))),
+        "message payloads stay in the file"
+    );
+    assert_eq!(re.build_session_context(), sm.build_session_context());
+    assert_eq!(re.loaded_entries(), sm.entries());
+    assert_eq!(re.get_tree(), sm.get_tree());
+    assert_eq!(
+        re.entries_since(&last).unwrap(),
+        sm.entries_since(&last).unwrap()
+    );
+    assert_eq!(
+        re.entry(&kept).unwrap().into_owned(),
+        sm.entry(&kept).unwrap().into_owned()
+    );
+    assert_eq!(fs::read(&file).unwrap(), bytes, "opening writes nothing");
+
+    // Clone of the lazy session: the same entries as a clone of the eager one.
+    let mut lazy = re.clone();
+    let mut eager = sm.clone();
+    let leaf = re.leaf_id().unwrap().to_string();
+    let a = lazy.create_branched_session(&leaf).unwrap().unwrap();
+    let b = eager.create_branched_session(&leaf).unwrap().unwrap();
+    let strip = |p: &Path| -> Vec<Value> {
+        lines(p)[1..]
+            .iter()
+            .filter(|v| v["type"] != "label")
+            .cloned()
+            .collect()
+    };
+    assert_eq!(strip(&a), strip(&b));
+
+    // The file deleted under a lazy session: written again whole from the open handle.
+    let mut re = re;
+    fs::remove_file(&file).unwrap();
+    re.append_message(&Message::user_text("after delete"))
+        .unwrap();
+    let again = fs::read(&file).unwrap();
+    assert_eq!(lines(&file).len(), sm.entries().len() + 2);
+    assert!(again.len() > bytes.len() / 2);
+    let back = SessionManager::open(&file).unwrap();
+    assert_eq!(back.loaded_entries()[..sm.entries().len()], *sm.entries());
 }

@@ -186,8 +186,8 @@ fn load_keeps_unknown_fields() {
     ours.extend(sm.entries().iter().map(|e| e.to_value()));
     assert_all_same(&ours, &lines, "loaded");
     // Through the typed message too (what get_messages and events serialize).
-    let m = sm.entry("a1000002").and_then(|e| e.message()).unwrap();
-    let v = serde_json::to_value(m).unwrap();
+    let e = sm.entry("a1000002").unwrap();
+    let v = serde_json::to_value(e.message().unwrap()).unwrap();
     assert_same(&v, &lines[lines.len() - 5]["message"], "assistant message");
 }
 
@@ -257,7 +257,9 @@ fn rpc_get_messages_and_appends_keep_unknown_fields() {
         pi_fakellm::Script::new([pi_fakellm::Turn::text("ok")]),
         DEFAULT_MODEL,
     );
-    let lines = augmented();
+    let mut lines = augmented();
+    // A resumed session runs in its recorded cwd, which must exist (issue 8).
+    lines[0]["cwd"] = root.cwd.to_string_lossy().into_owned().into();
     let file = root.path().join("s.jsonl");
     write_lines(&file, &lines);
     let file_arg = file.to_string_lossy().into_owned();

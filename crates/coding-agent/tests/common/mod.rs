@@ -270,7 +270,7 @@ pub struct RpcAgent {
 }
 
 impl RpcAgent {
-    fn start(mut cmd: Command) -> RpcAgent {
+    pub fn start(mut cmd: Command) -> RpcAgent {
         let mut child = cmd.spawn().expect("spawn pi");
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().unwrap();

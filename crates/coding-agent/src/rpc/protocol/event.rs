@@ -385,6 +385,16 @@ pub enum RpcEvent {
         #[serde(skip_serializing_if = "Option::is_none", default)]
         notify_type: Option<String>,
     },
+    /// Writing to the session file failed and could not be repaired (issue 8; not in
+    /// upstream, which throws instead): the entry named by the run is not on disk. `pi -p` and
+    /// `--mode json` exit non-zero after such an event.
+    #[serde(rename_all = "camelCase")]
+    SessionWriteError {
+        /// The session file that could not be written.
+        session_file: String,
+        /// The operating system's error text.
+        error: String,
+    },
     /// An extension handler failed (§5.9).
     #[serde(rename_all = "camelCase")]
     ExtensionError {

@@ -376,6 +376,29 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    #[test]
+    fn streamed_get_messages_is_the_same_line_as_the_built_one() {
+        let messages = vec![
+            pi_ai::Message::user_text("hi \u{2028} there"),
+            pi_ai::Message::user_text("second"),
+        ];
+        for id in [None, Some(json!("m1")), Some(json!({"x": 1}))] {
+            let built = RpcOutput::Response(RpcResponse::ok(
+                id.clone(),
+                "get_messages",
+                Some(ResponseData::Messages(MessagesData {
+                    messages: messages.clone(),
+                })),
+            ))
+            .to_line();
+            let mut streamed = Vec::new();
+            MessagesResponse::new(id.as_ref(), &messages)
+                .write_line(&mut streamed)
+                .unwrap();
+            assert_eq!(String::from_utf8(streamed).unwrap(), format!("{built}\n"));
+        }
+    }
+
     fn incoming(v: Value) -> Incoming {
         Incoming::from_value(v)
     }

@@ -194,6 +194,52 @@ pub struct MessagesData {
     pub messages: Vec<Message>,
 }
 
+/// The `get_messages` success response borrowing the transcript (issue 8): written straight to
+/// the stdout writer with [`MessagesResponse::write_line`], so a huge context is neither copied
+/// nor built as one string first. Same keys in the same order as
+/// `RpcResponse::ok(id, "get_messages", Some(ResponseData::Messages(..)))`.
+#[derive(Debug, Serialize)]
+pub struct MessagesResponse<'a> {
+    /// Echo of the command's `id`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<&'a Value>,
+    /// Always `"response"`.
+    #[serde(rename = "type")]
+    pub tag: ResponseTag,
+    /// Always `"get_messages"`.
+    pub command: &'static str,
+    /// Always `true`.
+    pub success: bool,
+    /// `{messages}`.
+    pub data: MessagesDataRef<'a>,
+}
+
+/// Borrowed `{messages}` of [`MessagesResponse`].
+#[derive(Debug, Serialize)]
+pub struct MessagesDataRef<'a> {
+    /// The context transcript.
+    pub messages: &'a [Message],
+}
+
+impl<'a> MessagesResponse<'a> {
+    /// The response for `id` over `messages`.
+    pub fn new(id: Option<&'a Value>, messages: &'a [Message]) -> Self {
+        MessagesResponse {
+            id,
+            tag: ResponseTag::Response,
+            command: "get_messages",
+            success: true,
+            data: MessagesDataRef { messages },
+        }
+    }
+
+    /// Serialises the record and its `\n` to `w`. An error comes only from `w`.
+    pub fn write_line(&self, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+        serde_json::to_writer(&mut *w, self).map_err(std::io::Error::other)?;
+        w.write_all(b"\n")
+    }
+}
+
 /// `{models}` of `get_available_models`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
