@@ -5,6 +5,7 @@
 //! * `run`: prompt admission, the run task, its settle guard and event translation;
 //! * `bash`: the RPC `bash` command;
 //! * `queries`: read-only views (`get_state`, stats, entries, tree, fork messages);
+//! * [`compaction`]: manual `compact`, threshold compaction and overflow recovery;
 //! * [`convert`]: context → model messages and token estimates;
 //! * [`factory`] builds sessions, [`runtime`] owns the current one and swaps it.
 //!
@@ -14,6 +15,7 @@
 //! [`EventSink`] as a typed [`RpcEvent`] (spec rpc-protocol.md §5).
 
 mod bash;
+pub mod compaction;
 pub mod convert;
 pub mod factory;
 mod queries;
@@ -140,6 +142,7 @@ struct Inner {
     /// A `role:"system"` message is already in the context (recorded at the first run).
     system_recorded: AtomicBool,
     bash: UserBash,
+    compaction: compaction::CompactionState,
     sink: EventSink,
 }
 
@@ -188,6 +191,7 @@ impl AgentSession {
                 messages: Arc::new(std::sync::Mutex::new(context)),
                 system_recorded: AtomicBool::new(system_recorded),
                 bash: UserBash::default(),
+                compaction: Default::default(),
                 sink,
             }),
         }
@@ -228,6 +232,12 @@ impl AgentSession {
     /// True from prompt acceptance until `agent_settled`.
     pub fn is_streaming(&self) -> bool {
         self.phase().is_streaming()
+    }
+
+    /// Whether a compaction is running: inside a run or a manual `compact`
+    /// (`get_state.isCompacting`).
+    pub fn is_compacting(&self) -> bool {
+        self.phase().is_compacting() || self.inner.compaction.manual_running()
     }
 
     /// Context transcript (`get_messages`).
@@ -447,8 +457,10 @@ impl AgentSession {
         removed
     }
 
-    /// Aborts the run in flight and waits until it has settled (`abort`).
+    /// Aborts the run in flight (and a manual compaction) and waits until it has settled
+    /// (`abort`).
     pub async fn abort(&self) {
+        self.inner.compaction.abort_manual();
         self.inner.run.abort();
         self.wait_settled().await;
     }

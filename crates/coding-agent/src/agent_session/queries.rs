@@ -9,7 +9,26 @@ use crate::rpc::protocol::{
     TreeData,
 };
 use crate::tools::util::json_number;
+use crate::session::{EntryKind, SessionEntry};
 use pi_ai::{Message, Model, StopReason};
+
+/// The branch has a compaction and no later reply (neither aborted nor an error) with usage:
+/// context usage is unknown (agent-loop.md §10.3).
+fn compaction_without_usage(branch: &[&SessionEntry]) -> bool {
+    for e in branch.iter().rev() {
+        match &e.kind {
+            EntryKind::Compaction(_) => return true,
+            EntryKind::Message(Message::Assistant(a))
+                if !matches!(a.stop_reason, StopReason::Aborted | StopReason::Error)
+                    && super::compaction::prepare::usage_tokens(&a.usage) > 0 =>
+            {
+                return false
+            }
+            _ => {}
+        }
+    }
+    false
+}
 use serde_json::Value;
 
 impl AgentSession {
@@ -45,7 +64,7 @@ impl AgentSession {
             model,
             thinking_level: thinking_level.as_str().to_string(),
             is_streaming: phase.is_streaming(),
-            is_compacting: phase.is_compacting(),
+            is_compacting: phase.is_compacting() || self.inner.compaction.manual_running(),
             steering_mode,
             follow_up_mode,
             session_file,
@@ -72,18 +91,30 @@ impl AgentSession {
 
     /// `get_session_stats` data: totals over the whole session file (1.6 notes §9).
     pub fn session_stats(&self) -> SessionStats {
-        let (all, session_id, session_file): (Vec<Message>, String, Option<String>) = {
+        let (all, summary_usage, session_id, session_file, after_compaction) = {
             let store = self.inner.store.lock();
+            // Summarization calls are billed too (compaction and branch summary entries).
+            let summary_usage: Vec<pi_ai::Usage> = store
+                .entries()
+                .iter()
+                .filter_map(|e| match &e.kind {
+                    EntryKind::Compaction(c) => c.usage.clone(),
+                    EntryKind::BranchSummary(b) => b.usage.clone(),
+                    _ => None,
+                })
+                .collect();
             (
                 store
                     .entries()
                     .iter()
                     .filter_map(|e| e.message().cloned())
-                    .collect(),
+                    .collect::<Vec<Message>>(),
+                summary_usage,
                 store.session_id().to_string(),
                 store
                     .session_file()
                     .map(|f| f.to_string_lossy().into_owned()),
+                compaction_without_usage(&store.branch()),
             )
         };
         let (mut user, mut assistant, mut calls, mut results) = (0u64, 0u64, 0u64, 0u64);
@@ -104,8 +135,15 @@ impl AgentSession {
                 _ => {}
             }
         }
+        for u in &summary_usage {
+            input += u.input;
+            output += u.output;
+            cr += u.cache_read;
+            cw += u.cache_write;
+            cost += u.cost.total;
+        }
         let window = self.model().map(|m| m.context_window).unwrap_or(0);
-        let tokens = context_tokens(&self.transcript());
+        let tokens = (!after_compaction).then(|| context_tokens(&self.transcript()));
         SessionStats {
             session_id,
             session_file,
@@ -125,7 +163,9 @@ impl AgentSession {
             context_usage: (window > 0).then(|| ContextUsage {
                 tokens,
                 context_window: window,
-                percent: json_number(tokens as f64 / window as f64 * 100.0),
+                percent: tokens
+                    .map(|t| json_number(t as f64 / window as f64 * 100.0))
+                    .unwrap_or(Value::Null),
             }),
         }
     }

@@ -64,6 +64,9 @@ impl AgentSession {
         streaming_behavior: Option<&str>,
     ) -> Result<PromptOutcome, String> {
         let user = super::user_message(text, images);
+        if self.inner.compaction.manual_running() {
+            return Err(super::compaction::PROMPT_DURING_COMPACTION.into());
+        }
         if self.is_streaming() {
             return self.queue_while_streaming(user, streaming_behavior);
         }
@@ -114,23 +117,54 @@ impl AgentSession {
 
     /// Runs the loop; a panic inside it becomes a synthetic error message (`agent_end` with
     /// that message, no `message_start`/`message_end`, as upstream does for an exception that
-    /// escapes the loop; rpc-protocol.md §5.1).
+    /// escapes the loop; rpc-protocol.md §5.1). Compaction is checked before the prompt and
+    /// after every low-level run; overflow recovery runs the loop once more (agent-loop.md
+    /// §8.2).
     async fn run_prompts(&self, prompts: Vec<Message>, cancel: CancellationToken) {
+        if let Some(last) = self.last_context_assistant() {
+            self.check_compaction(&last, false, &cancel).await;
+        }
+        let mut prompts = prompts;
+        loop {
+            let Some(created) = self.run_loop_once(std::mem::take(&mut prompts), &cancel).await
+            else {
+                return;
+            };
+            let Some(Message::Assistant(last)) = created
+                .iter()
+                .rev()
+                .find(|m| matches!(m, Message::Assistant(_)))
+            else {
+                return;
+            };
+            if !self.check_compaction(last, true, &cancel).await || cancel.is_cancelled() {
+                return;
+            }
+        }
+    }
+
+    /// The last assistant message of the context, aborted ones included.
+    fn last_context_assistant(&self) -> Option<AssistantMessage> {
+        self.transcript().iter().rev().find_map(|m| match m {
+            Message::Assistant(a) => Some(a.clone()),
+            _ => None,
+        })
+    }
+
+    /// One low-level run; `None` when it panicked (already reported as an error message).
+    async fn run_loop_once(
+        &self,
+        prompts: Vec<Message>,
+        cancel: &CancellationToken,
+    ) -> Option<Vec<Message>> {
         let this = self.clone();
         let emit: EmitFn = Arc::new(move |ev: AgentEvent| this.handle_event(ev));
         let hooks = Hooks {
             session: self.clone(),
         };
-        let run = run_agent_loop(self.inner.messages.clone(), prompts, &hooks, &cancel, &emit);
+        let run = run_agent_loop(self.inner.messages.clone(), prompts, &hooks, cancel, &emit);
         match AssertUnwindSafe(run).catch_unwind().await {
-            Ok(created) => {
-                // A reply cut at the output limit is hidden from the context (1.6 notes §5).
-                if let Some(Message::Assistant(last)) = created.last() {
-                    if last.stop_reason == StopReason::Length {
-                        self.hide_last_assistant();
-                    }
-                }
-            }
+            Ok(created) => Some(created),
             Err(panic) => {
                 let text = crate::rpc::panic_text(panic.as_ref());
                 tracing::error!("the agent loop panicked: {text}");
@@ -150,6 +184,7 @@ impl AgentSession {
                     messages: vec![message],
                     will_retry: false,
                 });
+                None
             }
         }
     }
@@ -169,28 +204,6 @@ impl AgentSession {
         }
     }
 
-    /// Appends a `context_edit` that hides the leaf from the context, rebuilds the context and
-    /// emits `entry_appended` (1.6 notes §5).
-    fn hide_last_assistant(&self) {
-        let appended = {
-            let mut store = self.inner.store.lock();
-            let Some(target) = store.leaf_id().map(str::to_string) else {
-                return;
-            };
-            match store.append_context_edit(&target, None) {
-                Ok(entry) => Some((entry.clone(), store.build_context())),
-                Err(e) => {
-                    tracing::warn!("could not record context edit: {e}");
-                    None
-                }
-            }
-        };
-        if let Some((entry, context)) = appended {
-            *self.transcript() = context;
-            self.emit(RpcEvent::EntryAppended { entry });
-        }
-    }
-
     /// Converts a loop event to its protocol form; persists on `message_end`; emits
     /// `queue_update` right before a delivered queued message (§5.4).
     fn handle_event(&self, ev: AgentEvent) {
@@ -198,12 +211,20 @@ impl AgentSession {
             AgentEvent::MessageStart {
                 message: message @ Message::User(_),
             } => {
+                self.inner.compaction.reset_overflow();
                 let delivered = self.inner.queues.lock().delivered(&message_text(message));
                 if let Some(shown) = delivered {
                     self.emit(RpcEvent::queue_update(shown));
                 }
             }
-            AgentEvent::MessageEnd { message } => self.persist_message(message),
+            AgentEvent::MessageEnd { message } => {
+                if let Message::Assistant(a) = message {
+                    if a.stop_reason != StopReason::Error {
+                        self.inner.compaction.reset_overflow();
+                    }
+                }
+                self.persist_message(message)
+            }
             _ => {}
         }
         if let Some(event) = RpcEvent::from_agent(ev, false) {

@@ -320,8 +320,13 @@ fn dispatch(
                 })))
             })
         }
-        RpcCommand::Compact { .. }
-        | RpcCommand::AbortRetry {}
+        RpcCommand::Compact {
+            custom_instructions,
+        } => answer_later(tasks, out, call, async move {
+            let result = session.compact(custom_instructions).await?;
+            Ok(Some(ResponseData::Compaction(Box::new(result))))
+        }),
+        RpcCommand::AbortRetry {}
         | RpcCommand::ExportHtml { .. }
         | RpcCommand::Unknown => reply(Err(format!("Unknown command: {}", call.kind))),
     }

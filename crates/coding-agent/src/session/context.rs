@@ -276,6 +276,64 @@ fn context_entries<'a>(path: &[&'a SessionEntry]) -> Vec<&'a SessionEntry> {
     out
 }
 
+/// One entry of the context projection: the entry and the messages it contributes after
+/// compaction and `context_edit`s are applied (upstream 1.6 `buildSessionProjection`). An
+/// entry hidden by a `context_edit` (or a metadata entry) is present with no messages, so
+/// compaction can still see where it lies.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProjectedEntry {
+    /// The session entry.
+    pub entry: SessionEntry,
+    /// What it contributes to the model context, in order (possibly nothing).
+    pub messages: Vec<Message>,
+}
+
+/// The messages `entry` contributes to the context by itself, before any `context_edit`
+/// (upstream `sessionEntryToContextMessages`; a compaction gives its `systemMessage` snapshot
+/// and its `compactionSummary`).
+pub fn entry_context_messages(entry: &SessionEntry) -> Vec<Message> {
+    entry_messages(entry)
+}
+
+/// The context projection of a root-first path (spec `sessions.md` §9): the selected entries
+/// (see `context_entries`) in order, each with the messages it contributes.
+pub fn project_path(path: &[&SessionEntry]) -> Vec<ProjectedEntry> {
+    let selected = context_entries(path);
+    let mut edits: HashMap<&str, &Option<Value>> = HashMap::new();
+    for entry in &selected {
+        if let EntryKind::ContextEdit {
+            target_id,
+            replacement,
+        } = &entry.kind
+        {
+            edits.insert(target_id.as_str(), replacement);
+        }
+    }
+    let mut out = Vec::with_capacity(selected.len());
+    for (i, entry) in selected.iter().enumerate() {
+        // An older compaction inside the kept range contributes nothing; only the newest
+        // (index 0) provides the summary.
+        let produced = if i > 0 && matches!(entry.kind, EntryKind::Compaction(_)) {
+            Vec::new()
+        } else {
+            entry_messages(entry)
+        };
+        let messages = match edits.get(entry.id.as_str()) {
+            None => produced,
+            Some(None) => Vec::new(),
+            Some(Some(replacement)) => produced
+                .into_iter()
+                .map(|m| replace_content(m, replacement))
+                .collect(),
+        };
+        out.push(ProjectedEntry {
+            entry: (*entry).clone(),
+            messages,
+        });
+    }
+    out
+}
+
 pub(crate) fn context_from_path(path: &[&SessionEntry]) -> SessionContext {
     let mut thinking_level = "off".to_string();
     let mut model = None;
@@ -297,35 +355,10 @@ pub(crate) fn context_from_path(path: &[&SessionEntry]) -> SessionContext {
             _ => {}
         }
     }
-    let selected = context_entries(path);
-    let mut edits: HashMap<&str, &Option<Value>> = HashMap::new();
-    for entry in &selected {
-        if let EntryKind::ContextEdit {
-            target_id,
-            replacement,
-        } = &entry.kind
-        {
-            edits.insert(target_id.as_str(), replacement);
-        }
-    }
-    let mut messages = Vec::new();
-    for (i, entry) in selected.iter().enumerate() {
-        // An older compaction inside the kept range contributes nothing; only the newest
-        // (index 0) provides the summary.
-        if i > 0 && matches!(entry.kind, EntryKind::Compaction(_)) {
-            continue;
-        }
-        let produced = entry_messages(entry);
-        match edits.get(entry.id.as_str()) {
-            None => messages.extend(produced),
-            Some(None) => {}
-            Some(Some(replacement)) => messages.extend(
-                produced
-                    .into_iter()
-                    .map(|m| replace_content(m, replacement)),
-            ),
-        }
-    }
+    let messages = project_path(path)
+        .into_iter()
+        .flat_map(|p| p.messages)
+        .collect();
     SessionContext {
         messages,
         thinking_level,

@@ -514,6 +514,14 @@ impl SessionManager {
         }
         context_from_path(&self.branch())
     }
+    /// The context projection of the active branch: every selected entry with the messages it
+    /// contributes (see [`super::project_path`]); empty before the first entry.
+    pub fn build_projection(&self) -> Vec<super::ProjectedEntry> {
+        if self.leaf_id.is_none() {
+            return Vec::new();
+        }
+        super::project_path(&self.branch())
+    }
     /// The agent messages of the active branch (spec §9): compaction applied, `context_edit`
     /// with null replacement hides its target, custom/branch/compaction summaries as messages.
     pub fn build_context(&self) -> Vec<Message> {
