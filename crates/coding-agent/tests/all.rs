@@ -4,6 +4,9 @@
 
 mod common;
 
+#[path = "all/compaction.rs"]
+mod compaction;
+
 #[path = "all/config_local.rs"]
 mod config_local;
 

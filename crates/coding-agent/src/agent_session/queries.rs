@@ -8,8 +8,8 @@ use crate::rpc::protocol::{
     js_string, ContextUsage, EntriesData, ForkMessage, SessionState, SessionStats, TokenTotals,
     TreeData,
 };
-use crate::tools::util::json_number;
 use crate::session::{EntryKind, SessionEntry};
+use crate::tools::util::json_number;
 use pi_ai::{Message, Model, StopReason};
 
 /// The branch has a compaction and no later reply (neither aborted nor an error) with usage:

@@ -126,7 +126,9 @@ impl AgentSession {
         }
         let mut prompts = prompts;
         loop {
-            let Some(created) = self.run_loop_once(std::mem::take(&mut prompts), &cancel).await
+            let Some(created) = self
+                .run_loop_once(std::mem::take(&mut prompts), &cancel)
+                .await
             else {
                 return;
             };
@@ -161,6 +163,7 @@ impl AgentSession {
         let emit: EmitFn = Arc::new(move |ev: AgentEvent| this.handle_event(ev));
         let hooks = Hooks {
             session: self.clone(),
+            cancel: cancel.clone(),
         };
         let run = run_agent_loop(self.inner.messages.clone(), prompts, &hooks, cancel, &emit);
         match AssertUnwindSafe(run).catch_unwind().await {
@@ -235,6 +238,7 @@ impl AgentSession {
 
 struct Hooks {
     session: AgentSession,
+    cancel: CancellationToken,
 }
 
 impl RunHooks for Hooks {
@@ -271,6 +275,10 @@ impl RunHooks for Hooks {
 
     fn drain_follow_up(&self) -> Vec<Message> {
         self.session.inner.queues.lock().drain(QueueKind::FollowUp)
+    }
+
+    fn before_next_turn(&self) -> futures::future::BoxFuture<'_, bool> {
+        Box::pin(self.session.compact_before_next_turn(&self.cancel))
     }
 }
 

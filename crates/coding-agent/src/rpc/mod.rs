@@ -326,9 +326,9 @@ fn dispatch(
             let result = session.compact(custom_instructions).await?;
             Ok(Some(ResponseData::Compaction(Box::new(result))))
         }),
-        RpcCommand::AbortRetry {}
-        | RpcCommand::ExportHtml { .. }
-        | RpcCommand::Unknown => reply(Err(format!("Unknown command: {}", call.kind))),
+        RpcCommand::AbortRetry {} | RpcCommand::ExportHtml { .. } | RpcCommand::Unknown => {
+            reply(Err(format!("Unknown command: {}", call.kind)))
+        }
     }
 }
 

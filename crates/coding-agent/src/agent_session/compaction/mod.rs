@@ -77,6 +77,15 @@ pub enum CompactionError {
     Store(String),
 }
 
+/// What an automatic compaction led to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct AutoOutcome {
+    /// Run the loop again (a retry after overflow recovery, or queued messages).
+    proceed: bool,
+    /// A compaction ran but left the context above the threshold (reported as an error).
+    ineffective: bool,
+}
+
 /// Compaction state of one session.
 #[derive(Debug, Default)]
 pub struct CompactionState {
@@ -155,12 +164,12 @@ impl AgentSession {
         let settings = self.compaction_settings(model);
         let (branch, projection) = self.branch_and_projection();
         let refs: Vec<&SessionEntry> = branch.iter().collect();
-        prepare::prepare(&projection, &refs, settings.keep_recent_tokens).ok_or_else(|| {
-            match branch.last().map(|e| &e.kind) {
+        prepare::prepare(&projection, &refs, settings.keep_recent_tokens).ok_or_else(
+            || match branch.last().map(|e| &e.kind) {
                 Some(EntryKind::Compaction(_)) => CompactionError::AlreadyCompacted,
                 _ => CompactionError::NothingToCompact,
-            }
-        })
+            },
+        )
     }
 
     fn summarizer(
@@ -177,7 +186,8 @@ impl AgentSession {
             let s = self.inner.services.settings.lock();
             (
                 s.retry(),
-                s.get_path(&["retry", "maxAgentDelayMs"]).and_then(Value::as_u64),
+                s.get_path(&["retry", "maxAgentDelayMs"])
+                    .and_then(Value::as_u64),
             )
         };
         Ok(Summarizer {
@@ -225,7 +235,10 @@ impl AgentSession {
             let mut history_usage = None;
             if !prep.messages_to_summarize.is_empty() {
                 let h = summarizer
-                    .summarize(history_request(&prep.messages_to_summarize), "Summarization")
+                    .summarize(
+                        history_request(&prep.messages_to_summarize),
+                        "Summarization",
+                    )
                     .await?;
                 history_text = h.text;
                 history_usage = Some(h.usage);
@@ -247,7 +260,10 @@ impl AgentSession {
             )
         } else {
             let h = summarizer
-                .summarize(history_request(&prep.messages_to_summarize), "Summarization")
+                .summarize(
+                    history_request(&prep.messages_to_summarize),
+                    "Summarization",
+                )
                 .await?;
             (h.text, h.usage)
         };
@@ -287,7 +303,10 @@ impl AgentSession {
     /// entry, emits `compaction_end` and returns the result. `Err` is the response's error
     /// text: `Nothing to compact (session too small)`, `Already compacted`, `Compaction
     /// cancelled` (after `abort`), the summary failure, …
-    pub async fn compact(&self, custom_instructions: Option<String>) -> Result<CompactionResult, String> {
+    pub async fn compact(
+        &self,
+        custom_instructions: Option<String>,
+    ) -> Result<CompactionResult, String> {
         if self.inner.compaction.manual_running() {
             return Err(MANUAL_BUSY.into());
         }
@@ -309,8 +328,14 @@ impl AgentSession {
                 .model()
                 .ok_or_else(|| CompactionError::NoModel(crate::config::no_api_key_message(None)))?;
             let prep = self.prepare_compaction(&model)?;
-            self.summarize_and_append(&model, prep, CompactionReason::Manual, custom.as_deref(), &cancel)
-                .await
+            self.summarize_and_append(
+                &model,
+                prep,
+                CompactionReason::Manual,
+                custom.as_deref(),
+                &cancel,
+            )
+            .await
         }
         .await;
         let result = match result {
@@ -344,19 +369,18 @@ impl AgentSession {
     }
 
     /// Threshold or overflow compaction inside a run (upstream `_runAutoCompaction`). Nothing
-    /// is emitted when there is nothing to compact. Returns whether the run should continue
-    /// (a retry after overflow recovery, or queued messages after a threshold compaction).
+    /// is emitted when there is nothing to compact.
     async fn run_auto_compaction(
         &self,
         reason: CompactionReason,
         will_retry: bool,
         cancel: &CancellationToken,
-    ) -> bool {
+    ) -> AutoOutcome {
         let Some(model) = self.model() else {
-            return false;
+            return AutoOutcome::default();
         };
         let Ok(prep) = self.prepare_compaction(&model) else {
-            return false;
+            return AutoOutcome::default();
         };
         let settings = self.compaction_settings(&model);
         self.inner.run.set_phase(super::RunPhase::Compacting);
@@ -385,10 +409,13 @@ impl AgentSession {
                     will_retry,
                     error_message,
                 });
-                if ineffective || cancel.is_cancelled() {
-                    return false;
+                let proceed = !ineffective
+                    && !cancel.is_cancelled()
+                    && (will_retry || self.inner.queues.lock().pending_count() > 0);
+                AutoOutcome {
+                    proceed,
+                    ineffective,
                 }
-                will_retry || self.inner.queues.lock().pending_count() > 0
             }
             Err(e) => {
                 let aborted = e == CompactionError::Aborted || cancel.is_cancelled();
@@ -403,9 +430,35 @@ impl AgentSession {
                     will_retry: false,
                     error_message,
                 });
-                false
+                AutoOutcome::default()
             }
         }
+    }
+
+    /// The check between turns of one run (upstream `_compactBeforeNextAssistantResponse`):
+    /// when the projected context passes `contextWindow − reserveTokens`, compact
+    /// (`reason: threshold`). Returns `false` when the compaction left the context above the
+    /// threshold, so the run stops instead of compacting before every further turn.
+    pub async fn compact_before_next_turn(&self, cancel: &CancellationToken) -> bool {
+        let Some(model) = self.model() else {
+            return true;
+        };
+        let settings = self.compaction_settings(&model);
+        if !settings.enabled || model.context_window == 0 || cancel.is_cancelled() {
+            return true;
+        }
+        let tokens = {
+            let (branch, projection) = self.branch_and_projection();
+            let refs: Vec<&SessionEntry> = branch.iter().collect();
+            prepare::projected_context_tokens(&projection, &refs)
+        };
+        if !over_threshold(tokens, model.context_window, settings.reserve_tokens) {
+            return true;
+        }
+        !self
+            .run_auto_compaction(CompactionReason::Threshold, false, cancel)
+            .await
+            .ineffective
     }
 
     /// Hides the last assistant message of the branch and its tool results from the context
@@ -514,8 +567,8 @@ impl AgentSession {
                 .iter()
                 .any(|e| matches!(e.kind, EntryKind::Compaction(_)))
                 && latest_edit_hides != Some(true));
-        let explicit = assistant.stop_reason == StopReason::Error
-            && pi_ai::is_context_overflow(assistant, 0);
+        let explicit =
+            assistant.stop_reason == StopReason::Error && pi_ai::is_context_overflow(assistant, 0);
         let overflow = same_model
             && ((explicit && retained)
                 || (projected && !post_edit && pi_ai::is_context_overflow(assistant, window)));
@@ -529,7 +582,8 @@ impl AgentSession {
             if !will_retry {
                 return self
                     .run_auto_compaction(CompactionReason::Overflow, false, cancel)
-                    .await;
+                    .await
+                    .proceed;
             }
             if self
                 .inner
@@ -556,7 +610,8 @@ impl AgentSession {
             self.omit_attempt(assistant);
             return self
                 .run_auto_compaction(CompactionReason::Overflow, true, cancel)
-                .await;
+                .await
+                .proceed;
         }
         let has_edits = projection
             .iter()
@@ -580,7 +635,8 @@ impl AgentSession {
         if window > 0 && over_threshold(tokens, window, settings.reserve_tokens) {
             return self
                 .run_auto_compaction(CompactionReason::Threshold, false, cancel)
-                .await;
+                .await
+                .proceed;
         }
         false
     }

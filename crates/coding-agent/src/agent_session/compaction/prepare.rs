@@ -40,15 +40,19 @@ pub fn usage_tokens(u: &Usage) -> u64 {
 /// The index and usage tokens of the last assistant message that was neither aborted nor an
 /// error and has non-zero usage.
 fn last_usage(messages: &[Message]) -> Option<(usize, u64)> {
-    messages.iter().enumerate().rev().find_map(|(i, m)| match m {
-        Message::Assistant(a)
-            if !matches!(a.stop_reason, StopReason::Aborted | StopReason::Error)
-                && usage_tokens(&a.usage) > 0 =>
-        {
-            Some((i, usage_tokens(&a.usage)))
-        }
-        _ => None,
-    })
+    messages
+        .iter()
+        .enumerate()
+        .rev()
+        .find_map(|(i, m)| match m {
+            Message::Assistant(a)
+                if !matches!(a.stop_reason, StopReason::Aborted | StopReason::Error)
+                    && usage_tokens(&a.usage) > 0 =>
+            {
+                Some((i, usage_tokens(&a.usage)))
+            }
+            _ => None,
+        })
 }
 
 /// `estimateContextTokens(messages)`: last valid usage plus estimates of the messages after
@@ -89,7 +93,10 @@ pub fn projected_context_tokens(projection: &[ProjectedEntry], branch: &[&Sessio
         }
         let usage_pos = usage_entry.and_then(|id| branch.iter().position(|e| e.id == id));
         let invalidating = branch.iter().rposition(|e| {
-            matches!(e.kind, EntryKind::ContextEdit { .. } | EntryKind::Compaction(_))
+            matches!(
+                e.kind,
+                EntryKind::ContextEdit { .. } | EntryKind::Compaction(_)
+            )
         });
         let valid = match (usage_pos, invalidating) {
             (Some(u), Some(inv)) => u > inv,
@@ -138,7 +145,9 @@ fn find_cut_point(
     keep_recent_tokens: u64,
 ) -> (usize, Option<usize>) {
     let cut_points: Vec<usize> = (start..end)
-        .filter(|&i| !is_compaction(&entries[i]) && entries[i].messages.iter().any(is_cut_point_message))
+        .filter(|&i| {
+            !is_compaction(&entries[i]) && entries[i].messages.iter().any(is_cut_point_message)
+        })
         .collect();
     let Some(&first_cut) = cut_points.first() else {
         return (start, None);
@@ -166,8 +175,10 @@ fn find_cut_point(
     // the suffix holds only such omitted entries (and invisible metadata), keep from the
     // omitted attempt on, so the input that caused it is summarized.
     let suffix = &entries[(cut + 1).min(end)..end];
-    let visible =
-        |p: &ProjectedEntry| !matches!(p.entry.kind, EntryKind::ContextEdit { .. }) && !entry_context_messages(&p.entry).is_empty();
+    let visible = |p: &ProjectedEntry| {
+        !matches!(p.entry.kind, EntryKind::ContextEdit { .. })
+            && !entry_context_messages(&p.entry).is_empty()
+    };
     let omitted = |p: &ProjectedEntry| visible(p) && p.messages.is_empty();
     let omitted_ids: HashSet<&str> = suffix
         .iter()
@@ -181,9 +192,9 @@ fn find_cut_point(
         } => !omitted_ids.contains(target_id.as_str()),
         _ => false,
     });
-    let omitted_assistant = suffix.iter().any(|p| {
-        matches!(&p.entry.kind, EntryKind::Message(Message::Assistant(_))) && omitted(p)
-    });
+    let omitted_assistant = suffix
+        .iter()
+        .any(|p| matches!(&p.entry.kind, EntryKind::Message(Message::Assistant(_))) && omitted(p));
     let only_omitted = suffix
         .iter()
         .all(|p| !is_compaction(p) && (!visible(p) || omitted(p)));
@@ -234,7 +245,9 @@ pub fn prepare(
         Some(i) => match &projection[i].entry.kind {
             EntryKind::Compaction(c) => (
                 Some(c.summary.clone()),
-                (c.from_hook != Some(true)).then(|| c.details.clone()).flatten(),
+                (c.from_hook != Some(true))
+                    .then(|| c.details.clone())
+                    .flatten(),
                 i + 1,
             ),
             _ => (None, None, i + 1),

@@ -193,7 +193,8 @@ pub fn history_request(conversation: &str, previous: Option<&str>, custom: Optio
 
 /// The user text of a turn-prefix request: `# Conversation\n…\n\n# Instructions\n…`.
 pub fn turn_prefix_request(conversation: &str, custom: Option<&str>) -> String {
-    let mut text = format!("# Conversation\n{conversation}\n\n# Instructions\n{TURN_PREFIX_INSTRUCTIONS}");
+    let mut text =
+        format!("# Conversation\n{conversation}\n\n# Instructions\n{TURN_PREFIX_INSTRUCTIONS}");
     if let Some(c) = custom {
         text.push_str(&format!("\n\nAlso focus on: {c}"));
     }
@@ -209,6 +210,9 @@ mod tests {
         let s = "a".repeat(2005);
         let t = truncate(&s, 2000);
         assert!(t.ends_with("[... 5 more characters truncated]"));
-        assert_eq!(truncate("😀😀", 3), "😀\n\n[... 1 more characters truncated]");
+        assert_eq!(
+            truncate("😀😀", 3),
+            "😀\n\n[... 1 more characters truncated]"
+        );
     }
 }

@@ -93,7 +93,9 @@ impl Summarizer {
         if input + cap <= window {
             cap
         } else {
-            window.saturating_sub(input).clamp(MIN_SUMMARY_TOKENS.min(cap), cap)
+            window
+                .saturating_sub(input)
+                .clamp(MIN_SUMMARY_TOKENS.min(cap), cap)
         }
     }
 
@@ -140,7 +142,11 @@ impl Summarizer {
 
     /// One summary request, retried on transient errors. `label` names it in errors
     /// (`Summarization`, `Turn prefix summarization`).
-    pub async fn summarize(&self, user_text: String, label: &str) -> Result<Summary, CompactionError> {
+    pub async fn summarize(
+        &self,
+        user_text: String,
+        label: &str,
+    ) -> Result<Summary, CompactionError> {
         let context = Context {
             system_prompt: prompt::SYSTEM_PROMPT.to_string(),
             messages: vec![Message::user_text(user_text)],
