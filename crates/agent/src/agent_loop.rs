@@ -54,6 +54,9 @@ pub struct TurnConfig {
     pub headers: Vec<(String, String)>,
     /// Session id passed to the provider for prompt caching; `None` = no session.
     pub session_id: Option<String>,
+    /// Request settings beyond the options (settings `thinkingBudgets`, cache retention),
+    /// passed through [`Provider::stream_tuned`].
+    pub tuning: pi_ai::RequestTuning,
 }
 
 /// The loop's view of its owner (the coding-agent session).
@@ -212,7 +215,9 @@ async fn stream_assistant(
     let mut partial = AssistantMessage::empty(&cfg.model);
     partial.thinking_level = Some(cfg.thinking_level);
     let mut started_emitted = false;
-    let mut stream = cfg.provider.stream(&cfg.model, &context, options);
+    let mut stream = cfg
+        .provider
+        .stream_tuned(&cfg.model, &context, options, cfg.tuning.clone());
     let mut final_message: Option<AssistantMessage> = None;
     while let Some(ev) = stream.next().await {
         match ev {
@@ -230,6 +235,7 @@ async fn stream_assistant(
                 final_message = Some(*message);
                 break;
             }
+            AssistantMessageEvent::Usage { usage } => partial.usage = usage,
             other => {
                 if !started_emitted {
                     started_emitted = true;

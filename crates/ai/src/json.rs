@@ -53,6 +53,33 @@ fn hex4(b: &[u8], at: usize) -> Option<u32> {
 /// JavaScript reads them into strings and upstream writes them out well-formed
 /// (rpc-protocol.md §2.1); serde_json refuses them. Text without any is returned as is.
 pub fn replace_lone_surrogates(text: &[u8]) -> Cow<'_, [u8]> {
+    rewrite_lone_surrogates(text, |_| *b"\\ufffd")
+}
+
+/// First of the 2048 code points (U+10F800–U+10FFFF, the top of private-use plane 16) that
+/// [`parse_stream_chunk`] puts in place of lone surrogate escapes, in surrogate order.
+pub const SURROGATE_MARK_BASE: u32 = 0x10_F800;
+
+/// The mark standing for the surrogate `code` (U+D800–U+DFFF), as UTF-8.
+fn surrogate_mark(code: u32) -> [u8; 4] {
+    let mut buf = [0u8; 4];
+    let mark = char::from_u32(SURROGATE_MARK_BASE + (code - 0xD800)).unwrap_or('\u{FFFD}');
+    mark.encode_utf8(&mut buf);
+    buf
+}
+
+/// The surrogate a mark of [`parse_stream_chunk`] stands for.
+fn marked_surrogate(c: char) -> Option<u32> {
+    let c = c as u32;
+    (c >= SURROGATE_MARK_BASE).then(|| c - SURROGATE_MARK_BASE + 0xD800)
+}
+
+/// Replaces every unpaired surrogate escape in strings by the 4-byte (UTF-8) or 6-byte
+/// (escape) text `with(code)` returns (for the other case, `\ufffd`).
+fn rewrite_lone_surrogates<const N: usize>(
+    text: &[u8],
+    with: impl Fn(u32) -> [u8; N],
+) -> Cow<'_, [u8]> {
     let (mut out, mut i, mut copied) = (Vec::new(), 0usize, 0usize);
     let (mut in_string, mut changed) = (false, false);
     while i < text.len() {
@@ -81,7 +108,7 @@ pub fn replace_lone_surrogates(text: &[u8]) -> Cow<'_, [u8]> {
                     0xD800..=0xDBFF if paired_low(i + 6) => i += 12,
                     0xD800..=0xDFFF => {
                         out.extend_from_slice(&text[copied..i]);
-                        out.extend_from_slice(b"\\ufffd");
+                        out.extend_from_slice(&with(code));
                         i += 6;
                         copied = i;
                         changed = true;
@@ -123,6 +150,69 @@ pub fn parse_str(text: &str) -> Result<Value, serde_json::Error> {
     parse_value(text.as_bytes())
 }
 
+/// Parses one provider stream chunk (an SSE `data` payload). As [`parse_str`], except that an
+/// unpaired surrogate escape reads as a *mark* (U+10F800 + its offset in U+D800–U+DFFF)
+/// instead of U+FFFD: a pair split across two chunks (`"…\ud83d"`, then `"\ude00…"`) is then
+/// joined by the adapter's [`SurrogateJoiner`] for that content block. Marks outside the text
+/// handed to a joiner stay in the value (ids, names; never seen in practice). A text that
+/// itself contains U+10F800–U+10FFFF is read as marks too (private use, not used by models).
+///
+/// Errors: as [`parse_value`]; the adapters turn them into a stream error the client sees.
+pub fn parse_stream_chunk(text: &str) -> Result<Value, serde_json::Error> {
+    let marked = rewrite_lone_surrogates(text.as_bytes(), surrogate_mark);
+    parse_value(&marked)
+}
+
+/// Joins surrogate marks of [`parse_stream_chunk`] across the deltas of one content block:
+/// a high mark at the end of one delta and a low mark at the start of the next become one
+/// character; any other mark becomes U+FFFD (rpc-protocol.md §2.1: lone surrogates are
+/// written as U+FFFD), and the text around it is kept.
+#[derive(Debug, Default, Clone)]
+pub struct SurrogateJoiner {
+    /// A high surrogate seen last, waiting for its low half.
+    pending_high: Option<u32>,
+}
+
+impl SurrogateJoiner {
+    /// The text of `delta` that can be emitted now (a trailing high mark is held back).
+    pub fn push(&mut self, delta: &str) -> String {
+        let mut out = String::with_capacity(delta.len());
+        for c in delta.chars() {
+            match marked_surrogate(c) {
+                Some(high @ 0xD800..=0xDBFF) => {
+                    if self.pending_high.replace(high).is_some() {
+                        out.push('\u{FFFD}');
+                    }
+                }
+                Some(low) => match self.pending_high.take() {
+                    Some(high) => {
+                        let code = 0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00);
+                        out.push(char::from_u32(code).unwrap_or('\u{FFFD}'));
+                    }
+                    None => out.push('\u{FFFD}'),
+                },
+                None => {
+                    if self.pending_high.take().is_some() {
+                        out.push('\u{FFFD}');
+                    }
+                    out.push(c);
+                }
+            }
+        }
+        out
+    }
+
+    /// What is still held back at the end of the block: U+FFFD for a high surrogate whose low
+    /// half never came, else nothing.
+    pub fn finish(&mut self) -> &'static str {
+        if self.pending_high.take().is_some() {
+            "\u{FFFD}"
+        } else {
+            ""
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,6 +248,20 @@ mod tests {
             replace_lone_surrogates(br#"{"a":"\u00e9"}"#),
             Cow::Borrowed(_)
         ));
+    }
+
+    #[test]
+    fn split_surrogate_pairs_are_joined_across_chunks() {
+        let a = parse_stream_chunk(r#"{"t":"pair:\ud83d"}"#).unwrap();
+        let b = parse_stream_chunk(r#"{"t":"\ude00 lone:\udc00 end\ud800"}"#).unwrap();
+        let mut j = SurrogateJoiner::default();
+        let first = j.push(a["t"].as_str().unwrap());
+        let second = j.push(b["t"].as_str().unwrap());
+        assert_eq!(first, "pair:");
+        assert_eq!(second, "\u{1F600} lone:\u{FFFD} end");
+        assert_eq!(j.finish(), "\u{FFFD}");
+        assert_eq!(j.finish(), "");
+        assert!(parse_stream_chunk(r#"{"t":"\ud83d"#).is_err());
     }
 
     #[test]

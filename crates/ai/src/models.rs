@@ -349,6 +349,7 @@ fn build(spec: &Spec, provider: &str, api: &str, base_url: &str) -> Model {
         reasoning: spec.reasoning,
         thinking_level_map: json_object(spec.levels),
         input,
+        input_limits: None,
         cost: ModelCost {
             input: spec.cost[0],
             output: spec.cost[1],

@@ -94,6 +94,15 @@ pub enum AssistantMessageEvent {
         #[serde(serialize_with = "serialize_tool_call_block")]
         tool_call: ToolCall,
     },
+    /// The usage known so far changed (Anthropic `message_start`/`message_delta`, an OpenAI
+    /// usage chunk); the cumulative counters with their cost. Not sent over RPC as an update:
+    /// it is the `usage` of the `message_update`s that follow (upstream sends the live
+    /// partial's usage).
+    Usage {
+        /// Cumulative usage so far.
+        #[serde(skip)]
+        usage: crate::types::Usage,
+    },
     /// Normal end; `message.stopReason` is `stop`, `length` or `toolUse`. Not sent over RPC as
     /// an update (it becomes `message_end`).
     Done {
@@ -175,6 +184,22 @@ pub struct ThinkingBudgets {
     /// Budget in tokens for `high`; `None` = default (16384).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub high: Option<u64>,
+}
+
+impl ThinkingBudgets {
+    /// The budget in tokens for `level` (upstream `thinkingBudgetForLevel`): the configured
+    /// value, else the default (minimal 1024, low 2048, medium 8192, high 16384); `xhigh` and
+    /// `max` use `high`'s; `off` gives 0.
+    pub fn for_level(budgets: Option<&ThinkingBudgets>, level: ThinkingLevel) -> u64 {
+        let c = budgets.copied().unwrap_or_default();
+        match level {
+            ThinkingLevel::Off => 0,
+            ThinkingLevel::Minimal => c.minimal.unwrap_or(1024),
+            ThinkingLevel::Low => c.low.unwrap_or(2048),
+            ThinkingLevel::Medium => c.medium.unwrap_or(8192),
+            _ => c.high.unwrap_or(16384),
+        }
+    }
 }
 
 /// The event stream of one request.

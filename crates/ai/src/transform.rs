@@ -9,6 +9,61 @@ use std::collections::{HashMap, HashSet};
 /// Text of the synthetic result inserted for a tool call that never got one.
 pub const NO_RESULT_TEXT: &str = "No result provided";
 
+/// Text that replaces the images of a user message for a model without image input
+/// (upstream 1.6 `transform-messages.ts`).
+pub const USER_IMAGE_PLACEHOLDER: &str = "(image omitted: model does not support images)";
+
+/// Text that replaces the images of a tool result for a model without image input
+/// (upstream 1.6 `transform-messages.ts`).
+pub const TOOL_IMAGE_PLACEHOLDER: &str = "(tool image omitted: model does not support images)";
+
+/// `content` with each run of consecutive images replaced by one text block `placeholder`
+/// (a placeholder already in front of an image absorbs it); `None` when there is no image.
+fn replace_images(content: &[Content], placeholder: &str) -> Option<Vec<Content>> {
+    if !content.iter().any(|c| matches!(c, Content::Image(_))) {
+        return None;
+    }
+    let mut out: Vec<Content> = Vec::with_capacity(content.len());
+    for block in content {
+        match block {
+            Content::Image(_) => {
+                if out.last().and_then(Content::as_text) != Some(placeholder) {
+                    out.push(Content::text(placeholder));
+                }
+            }
+            other => out.push(other.clone()),
+        }
+    }
+    Some(out)
+}
+
+/// For a model whose `input` lacks `"image"`, user and tool-result images become
+/// placeholders ([`USER_IMAGE_PLACEHOLDER`], [`TOOL_IMAGE_PLACEHOLDER`]); `None` when nothing
+/// changes.
+fn downgrade_image(msg: &Message, model: &Model) -> Option<Message> {
+    if model.supports_images() {
+        return None;
+    }
+    match msg {
+        Message::User(u) => match &u.content {
+            crate::types::UserContent::Blocks(b) => {
+                let content = replace_images(b, USER_IMAGE_PLACEHOLDER)?;
+                let mut u = u.clone();
+                u.content = crate::types::UserContent::Blocks(content);
+                Some(Message::User(u))
+            }
+            crate::types::UserContent::Text(_) => None,
+        },
+        Message::ToolResult(tr) => {
+            let content = replace_images(&tr.content, TOOL_IMAGE_PLACEHOLDER)?;
+            let mut tr = tr.clone();
+            tr.content = content;
+            Some(Message::ToolResult(tr))
+        }
+        _ => None,
+    }
+}
+
 /// Whether `msg` was produced by exactly `model` (same provider, api and id).
 pub fn is_same_model(msg: &AssistantMessage, model: &Model) -> bool {
     msg.provider == model.provider && msg.api == model.api && msg.model == model.id
@@ -16,6 +71,8 @@ pub fn is_same_model(msg: &AssistantMessage, model: &Model) -> bool {
 
 /// Normalise `messages` for a request to `model`:
 ///
+/// 0. For a model without image input, images become placeholders (see
+///    [`USER_IMAGE_PLACEHOLDER`], [`TOOL_IMAGE_PLACEHOLDER`]).
 /// 1. Assistant messages from another provider/api/model: thinking becomes plain text (empty
 ///    thinking dropped, redacted thinking removed), text signatures and tool-call
 ///    `thoughtSignature`s are stripped and tool-call ids go through `normalize_id` (the same
@@ -33,6 +90,8 @@ pub fn transform_messages(
     let mut id_map: HashMap<String, String> = HashMap::new();
     let mut transformed = Vec::with_capacity(messages.len());
     for msg in messages {
+        let downgraded = downgrade_image(msg, model);
+        let msg = downgraded.as_ref().unwrap_or(msg);
         match msg {
             Message::ToolResult(tr) => match id_map.get(&tr.tool_call_id) {
                 Some(new_id) if *new_id != tr.tool_call_id => {

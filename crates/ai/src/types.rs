@@ -561,6 +561,12 @@ pub struct Model {
     pub thinking_level_map: Option<Map<String, Value>>,
     /// Accepted input modalities: `"text"` and/or `"image"`.
     pub input: Vec<String>,
+    /// Wire `inputLimits`: provider input limits as upstream 1.6 declares them
+    /// (`{maxRequestBytes?, images?: {resize?: {maxWidth?, maxHeight?, maxBytes?,
+    /// jpegQuality?}, maxPerMessage?, maxPerRequest?}}`; pi-ai `ModelInputLimits`), kept
+    /// opaque; read with [`Model::image_resize_limit`]. `None` = absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_limits: Option<Value>,
     /// Prices in US dollars per million tokens.
     pub cost: ModelCost,
     /// Wire `contextWindow`: context size in tokens.
@@ -587,12 +593,24 @@ impl Model {
             reasoning: false,
             thinking_level_map: None,
             input: vec![],
+            input_limits: None,
             cost: ModelCost::default(),
             context_window: 0,
             max_tokens: 0,
             headers: None,
             compat: None,
         }
+    }
+    /// A number under `inputLimits.images.resize.<key>` (e.g. `maxWidth`, pixels; `maxBytes`,
+    /// bytes of base64 payload; `jpegQuality`, 1–100), if set to a positive number.
+    pub fn image_resize_limit(&self, key: &str) -> Option<f64> {
+        self.input_limits
+            .as_ref()?
+            .get("images")?
+            .get("resize")?
+            .get(key)?
+            .as_f64()
+            .filter(|v| v.is_finite() && *v > 0.0)
     }
     /// Whether `input` lists `"image"`.
     pub fn supports_images(&self) -> bool {

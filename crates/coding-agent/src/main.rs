@@ -1,34 +1,81 @@
 //! `pi`: the coding agent's command-line entry point (spec config.md §7).
 
-use clap::Parser;
-use pi_ai::{Model, ThinkingLevel};
+use pi_ai::Model;
 use pi_coding_agent::agent_session::factory::{SessionFactory, SessionRequest};
 use pi_coding_agent::agent_session::runtime::{record_start, AgentSessionRuntime};
 use pi_coding_agent::agent_session::{RequestCredentials, SessionServices};
-use pi_coding_agent::cli::Cli;
+use pi_coding_agent::cli::{self, Cli};
 use pi_coding_agent::config::{self, InitialModelOptions, ModelRegistry, Settings};
 use pi_coding_agent::output::Output;
 use pi_coding_agent::resources::ResourceOptions;
 use pi_coding_agent::session::{default_session_dir, SessionManager};
-use pi_coding_agent::{print_mode, procs, rpc, tools};
+use pi_coding_agent::{file_args, package_cmd, print_mode, procs, rpc, tools, trust};
 use std::sync::{Arc, RwLock};
 
 fn main() {
-    // `pi models pull|list`: its own small command line (models_cmd.rs).
-    if std::env::args_os().nth(1).is_some_and(|a| a == "models") {
-        let args = std::env::args_os().skip(1);
-        std::process::exit(pi_coding_agent::models_cmd::main(args));
-    }
-    let cli = match Cli::try_parse() {
-        Ok(c) => c,
-        Err(e) => {
-            let _ = e.print();
-            std::process::exit(if e.use_stderr() { 1 } else { 0 });
+    let args: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    // Subcommands are commands, never prompts (upstream-1.6-notes.md item 25).
+    match cli::subcommand(args.first().map(String::as_str)) {
+        // `pi models pull|list`: its own small command line (models_cmd.rs).
+        Some(cli::Subcommand::Models) => {
+            std::process::exit(pi_coding_agent::models_cmd::main(args.iter().cloned()));
         }
-    };
+        Some(sub) => {
+            let cwd = std::env::current_dir().unwrap_or_else(|_| ".".into());
+            let agent_dir = config::agent_dir();
+            std::process::exit(package_cmd::run(sub, &args, &cwd, &agent_dir));
+        }
+        None => {}
+    }
+    let cli = Cli::parse(&args);
+    for d in &cli.diagnostics {
+        match d.severity {
+            cli::Severity::Error => eprintln!("Error: {}", d.message),
+            cli::Severity::Warning => eprintln!("Warning: {}", d.message),
+        }
+    }
+    if cli.has_errors() {
+        std::process::exit(1);
+    }
     if cli.version {
         println!("{}", env!("CARGO_PKG_VERSION"));
         return;
+    }
+    if cli.help {
+        print!("{}", cli::HELP);
+        return;
+    }
+    if !cli.unknown_flags.is_empty() {
+        let names: Vec<String> = cli
+            .unknown_flags
+            .iter()
+            .map(|(n, _)| format!("--{n}"))
+            .collect();
+        let s = if names.len() == 1 { "" } else { "s" };
+        if cli.extension.is_empty() {
+            eprintln!("Error: Unknown option{s}: {}", names.join(", "));
+            std::process::exit(1);
+        }
+        // They may belong to the -e extensions, which this build does not load.
+        config::warn(&format!(
+            "ignoring option{s} {} (extensions are not supported by this build)",
+            names.join(", ")
+        ));
+    }
+    // Every child process can tell it runs under pi (upstream-1.6-notes.md item 21).
+    std::env::set_var("AI_AGENT", "pi");
+    std::env::set_var("PI_CODING_AGENT", "true");
+    if cli.offline {
+        // Same as PI_OFFLINE=1 for everything this process starts (set before any thread).
+        std::env::set_var("PI_OFFLINE", "1");
+        std::env::set_var("PI_SKIP_VERSION_CHECK", "1");
+    }
+    if cli.export.is_some() {
+        eprintln!("Error: --export is not supported by this build yet");
+        std::process::exit(package_cmd::EXIT_UNSUPPORTED);
     }
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
@@ -80,19 +127,21 @@ fn fail(msg: &str) -> i32 {
 }
 
 async fn run(cli: Cli) -> i32 {
-    if let Some(m) = cli.mode.as_deref() {
-        if !matches!(m, "rpc" | "json" | "text") {
-            return fail(&format!("Unknown mode \"{m}\": use text, json or rpc"));
-        }
-    }
+    use std::io::IsTerminal;
+    // Upstream: `--mode` wins; else `-p` or a non-TTY stdin/stdout means print mode; else the
+    // interactive TUI, which this build does not have: messages are answered as in print mode
+    // and a bare `pi` on a terminal speaks RPC.
+    let stdin_tty = std::io::stdin().is_terminal();
+    let stdout_tty = std::io::stdout().is_terminal();
     let mode = match (cli.mode.as_deref(), cli.print) {
         (Some("rpc"), _) => Mode::Rpc,
         (Some("json"), _) => Mode::Json,
         (_, true) | (Some("text"), _) => Mode::Print,
-        (None, false) if !cli.messages.is_empty() => Mode::Print,
+        _ if !stdin_tty || !stdout_tty => Mode::Print,
+        _ if !cli.messages.is_empty() || !cli.file_args.is_empty() => Mode::Print,
         _ => Mode::Rpc,
     };
-    if mode == Mode::Rpc && cli.messages.iter().any(|m| m.starts_with('@')) {
+    if mode == Mode::Rpc && !cli.file_args.is_empty() {
         return fail("@file arguments are not supported in RPC mode");
     }
     if !cli.extension.is_empty() {
@@ -104,22 +153,31 @@ async fn run(cli: Cli) -> i32 {
     };
     let agent_dir = config::agent_dir();
     config::ensure_agent_files(&agent_dir);
-    let settings = Settings::load(&agent_dir, &cwd);
+    // Project trust decides whether `.pi/settings.json` and the other protected project files
+    // are read (trust.rs); `defaultProjectTrust` comes from the agent-dir settings only.
+    let global_settings = Settings::load_with_trust(&agent_dir, &cwd, false);
+    let trust_policy = trust::TrustPolicy {
+        cli_override: cli.approve,
+        default_trust: global_settings.default_project_trust().to_string(),
+        store: trust::TrustStore::new(&agent_dir),
+        home: config::home_dir(),
+    };
+    let trust_decision = trust_policy.decide(&cwd);
+    if let Some(notice) = trust_policy.notice(&cwd, &trust_decision) {
+        config::warn(&notice);
+    }
+    let settings = if trust_decision.trusted {
+        Settings::load(&agent_dir, &cwd)
+    } else {
+        global_settings
+    };
     // A models.json problem is reported on stderr by the loader itself.
     let mut registry = ModelRegistry::load(&agent_dir);
 
-    let cli_thinking = match cli.thinking.as_deref() {
-        None => None,
-        Some(t) => match ThinkingLevel::parse(t) {
-            Some(l) => Some(l),
-            None => {
-                config::warn(&format!(
-                    "Invalid thinking level \"{t}\"; valid levels: off, minimal, low, medium, high, xhigh, max"
-                ));
-                None
-            }
-        },
-    };
+    if let Some(search) = &cli.list_models {
+        return list_models(&registry, search);
+    }
+    let cli_thinking = cli.thinking;
 
     // Session store.
     let session = if cli.no_session {
@@ -140,11 +198,7 @@ async fn run(cli: Cli) -> i32 {
 
     // `--models` (else settings `enabledModels`) scopes startup selection and cycle_model.
     let scope_patterns: Vec<String> = match &cli.models {
-        Some(list) => list
-            .split(',')
-            .map(|p| p.trim().to_string())
-            .filter(|p| !p.is_empty())
-            .collect(),
+        Some(list) => list.clone(),
         None => settings.enabled_models().unwrap_or_default(),
     };
     let (scoped_models, scope_warnings) =
@@ -161,6 +215,7 @@ async fn run(cli: Cli) -> i32 {
             default_provider: settings.default_provider().map(str::to_string),
             default_model: settings.default_model().map(str::to_string),
             default_thinking_level: settings.default_thinking_level(),
+            model_thinking_levels: settings.model_thinking_levels().cloned(),
             ..Default::default()
         },
         &registry,
@@ -183,18 +238,17 @@ async fn run(cli: Cli) -> i32 {
     }
 
     // Tools, resources and the session factory.
-    let tool_names: Vec<String> = if cli.no_tools {
-        vec![]
-    } else if let Some(list) = &cli.tools {
-        list.split(',')
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
-            .collect()
-    } else {
-        tools::DEFAULT_TOOLS.iter().map(|s| s.to_string()).collect()
-    };
-    for name in &tool_names {
-        if !tools::ALL_TOOLS.contains(&name.as_str()) {
+    let tool_names = tools::select::ToolSelection {
+        no_tools: cli.no_tools,
+        no_builtin_tools: cli.no_builtin_tools,
+        tools: cli.tools.clone(),
+        exclude_tools: cli.exclude_tools.clone(),
+        default_tools: settings.default_tools(),
+    }
+    .resolve();
+    for name in cli.tools.iter().flatten() {
+        let name = name.trim_start_matches(['+', '-']);
+        if !name.contains('*') && !tools::ALL_TOOLS.contains(&name) {
             config::warn(&format!("Unknown tool \"{name}\" ignored"));
         }
     }
@@ -209,6 +263,8 @@ async fn run(cli: Cli) -> i32 {
     let registry = Arc::new(RwLock::new(registry));
     let reg_models = registry.clone();
     let reg_keys = registry.clone();
+    // Settings `httpProxy` (agent-dir settings only) for every provider request.
+    pi_ai::providers::set_http_proxy(settings.http_proxy());
     let services = SessionServices {
         available_models: Arc::new(move || {
             reg_models.read().map(|r| r.available()).unwrap_or_default()
@@ -227,13 +283,7 @@ async fn run(cli: Cli) -> i32 {
                 keyless: auth.keyless,
             })
         }),
-        provider: provider_resolver(
-            &agent_dir,
-            &pi_ai::providers::HttpOptions {
-                idle_timeout_ms: settings.http_idle_timeout_ms(),
-                ..Default::default()
-            },
-        ),
+        provider: provider_resolver(&agent_dir, &http_options(&settings)),
         settings: Arc::new(parking_lot::Mutex::new(settings.clone())),
     };
     let factory = SessionFactory {
@@ -246,12 +296,15 @@ async fn run(cli: Cli) -> i32 {
                 shell_path: settings.shell_path().map(Into::into),
                 bin_dir: Some(agent_dir.join("bin")),
                 extra_env: vec![],
+                session_env: None,
             },
+            images: Default::default(),
         },
         resource_options: ResourceOptions {
             no_context_files: cli.no_context_files,
             system_prompt: cli.system_prompt.clone(),
             append_system_prompt: cli.append_system_prompt.clone(),
+            trust: Some(trust_policy),
         },
         bash_options: tools::shell::UserBashOptions {
             command_prefix: settings.shell_command_prefix().map(str::to_string),
@@ -280,18 +333,48 @@ async fn run(cli: Cli) -> i32 {
             out.flush();
             code
         }
-        Mode::Json => {
-            let out = Output::stdout();
-            let session = factory.create(request, out.sink());
-            out.raw_line(session.header_json().to_string());
-            let code = print_mode::run(&session, cli.messages.clone(), true).await;
-            out.flush();
-            code
+        Mode::Json | Mode::Print => {
+            // Piped stdin and @file arguments form the first message (file_args.rs).
+            let stdin = if stdin_tty {
+                None
+            } else {
+                file_args::read_piped_stdin()
+            };
+            let files = match file_args::process_file_args(&cwd, &cli.file_args) {
+                Ok(f) => f,
+                Err(e) => return fail(&e.to_string()),
+            };
+            let mut messages = cli.messages.clone();
+            if let Some(first) = file_args::initial_message(stdin, &files, &mut messages) {
+                messages.insert(0, first);
+            }
+            if mode == Mode::Json {
+                let out = Output::stdout();
+                let session = factory.create(request, out.sink());
+                out.raw_line(session.header_json().to_string());
+                let code =
+                    print_mode::run_with_images(&session, messages, files.images, true).await;
+                out.flush();
+                code
+            } else {
+                let session = factory.create(request, Arc::new(|_| {}));
+                print_mode::run_with_images(&session, messages, files.images, false).await
+            }
         }
-        Mode::Print => {
-            let session = factory.create(request, Arc::new(|_| {}));
-            print_mode::run(&session, cli.messages.clone(), false).await
-        }
+    }
+}
+
+/// The provider HTTP settings: `httpIdleTimeoutMs` and `retry.provider.*` (upstream 1.6
+/// docs/settings.md; `retry.provider.timeoutMs` defaults to the idle timeout).
+fn http_options(settings: &pi_coding_agent::config::Settings) -> pi_ai::providers::HttpOptions {
+    let idle = settings.http_idle_timeout_ms();
+    let retry = settings.retry();
+    pi_ai::providers::HttpOptions {
+        idle_timeout_ms: idle,
+        request_timeout_ms: retry.provider_timeout_ms.unwrap_or(idle),
+        max_retries: u32::try_from(retry.provider_max_retries).unwrap_or(u32::MAX),
+        max_retry_delay_ms: retry.provider_max_retry_delay_ms,
+        ..Default::default()
     }
 }
 
@@ -325,6 +408,86 @@ fn provider_resolver(
         let _ = agent_dir;
         Arc::new(move |m: &Model| builtin.for_api(&m.api))
     }
+}
+
+/// `--list-models [search]`: the models that have credentials, as a table (provider, model,
+/// context, max-out, thinking, images), filtered by a case-insensitive substring of
+/// `provider/id` or the name.
+fn list_models(registry: &ModelRegistry, search: &cli::ListModels) -> i32 {
+    let needle = match search {
+        cli::ListModels::All => None,
+        cli::ListModels::Search(s) => Some(s.to_lowercase()),
+    };
+    let models: Vec<Model> = registry
+        .available()
+        .into_iter()
+        .filter(|m| {
+            needle.as_ref().is_none_or(|n| {
+                format!("{}/{}", m.provider, m.id)
+                    .to_lowercase()
+                    .contains(n)
+                    || m.name.to_lowercase().contains(n)
+            })
+        })
+        .collect();
+    if models.is_empty() {
+        match &needle {
+            Some(n) => println!("No models matching \"{n}\""),
+            None => println!("No models available. Set an API key (see --help)."),
+        }
+        return 0;
+    }
+    let short = |n: u64| {
+        if n >= 1_000_000 && n.is_multiple_of(1_000_000) {
+            format!("{}M", n / 1_000_000)
+        } else if n >= 1000 {
+            format!("{}K", n / 1000)
+        } else {
+            n.to_string()
+        }
+    };
+    let rows: Vec<[String; 6]> = models
+        .iter()
+        .map(|m| {
+            [
+                m.provider.clone(),
+                m.id.clone(),
+                short(m.context_window),
+                short(m.max_tokens),
+                if m.reasoning { "yes" } else { "no" }.to_string(),
+                if m.input.iter().any(|i| i == "image") {
+                    "yes"
+                } else {
+                    "no"
+                }
+                .to_string(),
+            ]
+        })
+        .collect();
+    let header = [
+        "provider", "model", "context", "max-out", "thinking", "images",
+    ];
+    let mut widths = header.map(str::len);
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.len());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        cells
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_string()
+    };
+    println!("{}", line(header.to_vec()));
+    for r in &rows {
+        println!("{}", line(r.iter().map(String::as_str).collect()));
+    }
+    0
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,8 +8,15 @@
 use crate::config::warn;
 use std::path::{Path, PathBuf};
 
-/// File names tried in each directory, first existing regular file wins.
-pub const CONTEXT_FILE_NAMES: [&str; 4] = ["AGENTS.md", "AGENTS.MD", "CLAUDE.md", "CLAUDE.MD"];
+/// File names tried in each directory, first existing regular file wins
+/// (upstream-1.6-notes.md item 20: `AGENTS.override.md` replaces `AGENTS.md`).
+pub const CONTEXT_FILE_NAMES: [&str; 5] = [
+    "AGENTS.override.md",
+    "AGENTS.md",
+    "AGENTS.MD",
+    "CLAUDE.md",
+    "CLAUDE.MD",
+];
 
 /// A loaded context file: absolute path and UTF-8 content (BOM removed).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,11 +83,25 @@ pub struct ResourceOptions {
     pub system_prompt: Option<String>,
     /// `--append-system-prompt` values (text or file paths), in order.
     pub append_system_prompt: Vec<String>,
+    /// Project trust ([`crate::trust`]): `None` trusts every project; otherwise an untrusted
+    /// cwd's `.pi/SYSTEM.md` and `.pi/APPEND_SYSTEM.md` are skipped (and its skills and prompt
+    /// templates, once discovered).
+    pub trust: Option<crate::trust::TrustPolicy>,
+}
+
+impl ResourceOptions {
+    /// Whether the protected project files of `cwd` may be loaded.
+    pub fn project_trusted(&self, cwd: &Path) -> bool {
+        self.trust.as_ref().is_none_or(|t| t.decide(cwd).trusted)
+    }
 }
 
 impl Resources {
     /// Discovers the resources of a session in `cwd` with agent directory `agent_dir`.
     pub fn load(cwd: &Path, agent_dir: &Path, opts: &ResourceOptions) -> Self {
+        let trusted = opts.project_trusted(cwd);
+        // An untrusted project contributes no `.pi/` prompt files: look in the agent dir only.
+        let prompt_cwd = if trusted { Some(cwd) } else { None };
         Resources {
             context_files: if opts.no_context_files {
                 Vec::new()
@@ -89,8 +110,8 @@ impl Resources {
             },
             skills: Vec::new(),
             prompt_templates: Vec::new(),
-            custom_prompt: load_custom_prompt(cwd, agent_dir, opts.system_prompt.as_deref()),
-            append_prompt: load_append_prompt(cwd, agent_dir, &opts.append_system_prompt),
+            custom_prompt: custom_prompt_from(prompt_cwd, agent_dir, opts.system_prompt.as_deref()),
+            append_prompt: append_prompt_from(prompt_cwd, agent_dir, &opts.append_system_prompt),
         }
     }
 }
@@ -162,9 +183,10 @@ pub fn resolve_prompt_input(value: &str) -> String {
     value.to_string()
 }
 
-fn first_prompt_file(cwd: &Path, agent_dir: &Path, name: &str) -> Option<String> {
-    [cwd.join(".pi").join(name), agent_dir.join(name)]
+fn first_prompt_file(cwd: Option<&Path>, agent_dir: &Path, name: &str) -> Option<String> {
+    cwd.map(|c| c.join(".pi").join(name))
         .into_iter()
+        .chain([agent_dir.join(name)])
         .find(|p| p.exists())
         .and_then(|p| match read_text(&p) {
             Ok(t) => Some(t),
@@ -178,6 +200,10 @@ fn first_prompt_file(cwd: &Path, agent_dir: &Path, name: &str) -> Option<String>
 /// The custom prompt that replaces the default body (spec config.md §6.1): `--system-prompt`,
 /// else `<cwd>/.pi/SYSTEM.md`, else `<agent>/SYSTEM.md`. Empty text counts as none.
 pub fn load_custom_prompt(cwd: &Path, agent_dir: &Path, cli: Option<&str>) -> Option<String> {
+    custom_prompt_from(Some(cwd), agent_dir, cli)
+}
+
+fn custom_prompt_from(cwd: Option<&Path>, agent_dir: &Path, cli: Option<&str>) -> Option<String> {
     let text = match cli {
         Some(v) => Some(resolve_prompt_input(v)),
         None => first_prompt_file(cwd, agent_dir, "SYSTEM.md"),
@@ -188,6 +214,10 @@ pub fn load_custom_prompt(cwd: &Path, agent_dir: &Path, cli: Option<&str>) -> Op
 /// The appended prompt text (spec config.md §6.1): the `--append-system-prompt` values joined
 /// with blank lines, else `<cwd>/.pi/APPEND_SYSTEM.md`, else `<agent>/APPEND_SYSTEM.md`.
 pub fn load_append_prompt(cwd: &Path, agent_dir: &Path, cli: &[String]) -> Option<String> {
+    append_prompt_from(Some(cwd), agent_dir, cli)
+}
+
+fn append_prompt_from(cwd: Option<&Path>, agent_dir: &Path, cli: &[String]) -> Option<String> {
     let text = if cli.is_empty() {
         first_prompt_file(cwd, agent_dir, "APPEND_SYSTEM.md")
     } else {

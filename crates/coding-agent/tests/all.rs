@@ -4,6 +4,9 @@
 
 mod common;
 
+#[path = "all/cli_dropin.rs"]
+mod cli_dropin;
+
 #[path = "all/compaction.rs"]
 mod compaction;
 
@@ -34,8 +37,23 @@ mod proc_hygiene;
 #[path = "all/rpc_basic.rs"]
 mod rpc_basic;
 
+#[path = "all/rpc_harden.rs"]
+mod rpc_harden;
+
+#[path = "all/rpc_event_details.rs"]
+mod rpc_event_details;
+
+#[path = "all/rpc_images.rs"]
+mod rpc_images;
+
 #[path = "all/rpc_models.rs"]
 mod rpc_models;
+
+#[path = "all/rpc_retry.rs"]
+mod rpc_retry;
+
+#[path = "all/rpc_provider_settings.rs"]
+mod rpc_provider_settings;
 
 #[path = "all/rpc_runtime.rs"]
 mod rpc_runtime;

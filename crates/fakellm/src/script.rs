@@ -354,6 +354,18 @@ pub struct Turn {
     /// Maximum stall time in milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stall_ms: Option<f64>,
+    /// During a stall, send nothing at all (default false: an SSE comment every 100 ms, which
+    /// parsers ignore but which keeps the connection visibly alive).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stall_silent: Option<bool>,
+    /// Sleep this long (milliseconds) before sending the response headers: a stall before the
+    /// first byte.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headers_delay_ms: Option<f64>,
+    /// While waiting `delay_ms` before an event, send an SSE keep-alive comment (`: ping`)
+    /// every this many milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keepalive_ms: Option<f64>,
     /// Send these raw SSE strings instead of generated events.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raw_sse: Option<Vec<String>>,
@@ -461,6 +473,35 @@ impl Turn {
     pub fn stall_after(mut self, events: usize, ms: u64) -> Self {
         self.stall_after_events = Some(events);
         self.stall_ms = Some(ms as f64);
+        self
+    }
+
+    /// Stalls after `events` SSE events for at most `ms` milliseconds, sending nothing.
+    pub fn silent_stall_after(mut self, events: usize, ms: u64) -> Self {
+        self = self.stall_after(events, ms);
+        self.stall_silent = Some(true);
+        self
+    }
+
+    /// Waits `ms` milliseconds before sending the response headers.
+    pub fn headers_delay(mut self, ms: u64) -> Self {
+        self.headers_delay_ms = Some(ms as f64);
+        self
+    }
+
+    /// Sends an SSE keep-alive comment every `ms` milliseconds while waiting between events.
+    pub fn keepalive(mut self, ms: u64) -> Self {
+        self.keepalive_ms = Some(ms as f64);
+        self
+    }
+
+    /// Adds a response header to an error answer (e.g. `retry-after`); the turn must be an
+    /// error turn ([`Turn::error`]), else nothing changes.
+    pub fn error_header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        if let Some(spec) = self.error.as_mut() {
+            spec.headers
+                .insert(name.into(), Value::String(value.into()));
+        }
         self
     }
 

@@ -422,6 +422,9 @@ async fn handle(
 }
 
 async fn serve_turn(shared: Arc<Shared>, api: Api, turn: Turn, req: Value, seq: u64) -> Response {
+    if let Some(ms) = turn.headers_delay_ms.filter(|ms| *ms > 0.0) {
+        tokio::time::sleep(Duration::from_secs_f64(ms / 1000.0)).await;
+    }
     if let Some(err) = &turn.error {
         if err.delay_ms > 0.0 {
             tokio::time::sleep(Duration::from_secs_f64(err.delay_ms / 1000.0)).await;
@@ -505,16 +508,43 @@ async fn produce(
         if turn.stall_after_events == Some(i) {
             let stall = Duration::from_secs_f64(turn.stall_ms.unwrap_or(30_000.0) / 1000.0);
             let deadline = Instant::now() + stall;
-            // Probe with SSE comments (ignored by parsers) to notice a client that went away.
+            // Probe with SSE comments (ignored by parsers) to notice a client that went away;
+            // a silent stall only watches the channel.
+            let silent = turn.stall_silent.unwrap_or(false);
             while Instant::now() < deadline && !shared.stopping.load(Ordering::SeqCst) {
                 tokio::time::sleep(Duration::from_millis(100)).await;
-                if tx.send(Ok(Bytes::from_static(b":\n\n"))).await.is_err() {
+                if silent {
+                    if tx.is_closed() {
+                        return GONE.into();
+                    }
+                } else if tx.send(Ok(Bytes::from_static(b":\n\n"))).await.is_err() {
                     return GONE.into();
                 }
             }
         }
         if delay_ms > 0.0 {
-            tokio::time::sleep(Duration::from_secs_f64(delay_ms / 1000.0)).await;
+            let deadline = Instant::now() + Duration::from_secs_f64(delay_ms / 1000.0);
+            match turn.keepalive_ms.filter(|ms| *ms > 0.0) {
+                Some(every) => {
+                    let every = Duration::from_secs_f64(every / 1000.0);
+                    loop {
+                        let left = deadline.saturating_duration_since(Instant::now());
+                        if left.is_zero() {
+                            break;
+                        }
+                        tokio::time::sleep(left.min(every)).await;
+                        if Instant::now() < deadline
+                            && tx
+                                .send(Ok(Bytes::from_static(b": ping\n\n")))
+                                .await
+                                .is_err()
+                        {
+                            return GONE.into();
+                        }
+                    }
+                }
+                None => tokio::time::sleep_until(tokio::time::Instant::from_std(deadline)).await,
+            }
         }
         if tx.send(Ok(Bytes::from(ev.clone()))).await.is_err() {
             return GONE.into();

@@ -153,6 +153,7 @@ fn model_for_file(path: &Path) -> Option<Model> {
         reasoning: false,
         thinking_level_map: None,
         input: vec!["text".into()],
+        input_limits: None,
         cost: ModelCost::default(),
         context_window,
         max_tokens: context_window.min(MAX_OUTPUT_TOKENS),

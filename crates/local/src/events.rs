@@ -512,6 +512,7 @@ mod tests {
                 AssistantMessageEvent::ThinkingStart { .. } => "thinking_start",
                 AssistantMessageEvent::ThinkingDelta { .. } => "thinking_delta",
                 AssistantMessageEvent::ThinkingEnd { .. } => "thinking_end",
+                AssistantMessageEvent::Usage { .. } => "usage",
                 AssistantMessageEvent::Done { .. } => "done",
                 AssistantMessageEvent::Error { .. } => "error",
             })

@@ -260,6 +260,7 @@ mod tests {
             reasoning: false,
             thinking_level_map: None,
             input: vec!["text".into()],
+            input_limits: None,
             cost: Default::default(),
             context_window: 8192,
             max_tokens: 4096,

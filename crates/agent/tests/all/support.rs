@@ -218,6 +218,7 @@ impl RunHooks for Hooks {
             api_key: None,
             headers: vec![],
             session_id: None,
+            tuning: Default::default(),
         }
     }
 

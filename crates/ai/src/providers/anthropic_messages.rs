@@ -18,6 +18,7 @@ use super::common::{
 };
 use super::{common, HttpOptions};
 use crate::error::ProviderError;
+use crate::json::SurrogateJoiner;
 use crate::stream::{
     AssistantMessageEvent, AssistantStream, CacheRetention, Provider, RequestTuning, StreamOptions,
     ThinkingBudgets,
@@ -123,7 +124,7 @@ impl Provider for AnthropicMessages {
         let oauth = api_key.as_deref().is_some_and(is_oauth_token);
         let body = build_body(&model, context, &options, &tuning, oauth);
         let tools = context.tools.clone();
-        let client = self.client.get();
+        let client = self.client.clone();
         event_stream(move |em| run(em, client, model, body, options, api_key, tools))
     }
 }
@@ -568,6 +569,8 @@ struct Slot {
     content_index: usize,
     partial_json: String,
     open: bool,
+    /// Surrogate halves split across deltas (`pi_ai::json::parse_stream_chunk`).
+    join: SurrogateJoiner,
 }
 
 struct StreamState {
@@ -620,6 +623,7 @@ impl StreamState {
                 };
                 // Anthropic reports no total: `totalTokens` is the sum of the four counters.
                 finish_usage(&mut out.usage, model);
+                em.usage(&out.usage);
             }
             "content_block_start" => {
                 let Some(wire_index) = index else {
@@ -672,6 +676,7 @@ impl StreamState {
                     content_index,
                     partial_json: String::new(),
                     open: true,
+                    join: SurrogateJoiner::default(),
                 });
             }
             "content_block_delta" => {
@@ -692,7 +697,12 @@ impl StreamState {
                     out.content.get_mut(ci),
                 ) {
                     (Some("text_delta"), Some(Content::Text(t))) => {
-                        let d = text_of("text");
+                        let raw = text_of("text");
+                        let d = slot.join.push(&raw);
+                        if d.is_empty() && !raw.is_empty() {
+                            // Only a held-back surrogate half: nothing to show yet.
+                            return Ok(());
+                        }
                         t.text.push_str(&d);
                         em.emit(AssistantMessageEvent::TextDelta {
                             content_index: ci,
@@ -700,7 +710,12 @@ impl StreamState {
                         });
                     }
                     (Some("thinking_delta"), Some(Content::Thinking(t))) => {
-                        let d = text_of("thinking");
+                        let raw = text_of("thinking");
+                        let d = slot.join.push(&raw);
+                        if d.is_empty() && !raw.is_empty() {
+                            // Only a held-back surrogate half: nothing to show yet.
+                            return Ok(());
+                        }
                         t.thinking.push_str(&d);
                         em.emit(AssistantMessageEvent::ThinkingDelta {
                             content_index: ci,
@@ -729,8 +744,27 @@ impl StreamState {
                 };
                 slot.open = false;
                 let ci = slot.content_index;
-                if let Some(Content::ToolCall(tc)) = out.content.get_mut(ci) {
-                    tc.arguments = parse_streaming_json(&slot.partial_json);
+                let rest = slot.join.finish();
+                match out.content.get_mut(ci) {
+                    Some(Content::ToolCall(tc)) => {
+                        tc.arguments = parse_streaming_json(&slot.partial_json);
+                    }
+                    // A high surrogate whose low half never came ends the block as U+FFFD.
+                    Some(Content::Text(t)) if !rest.is_empty() => {
+                        t.text.push_str(rest);
+                        em.emit(AssistantMessageEvent::TextDelta {
+                            content_index: ci,
+                            delta: rest.to_owned(),
+                        });
+                    }
+                    Some(Content::Thinking(t)) if !rest.is_empty() => {
+                        t.thinking.push_str(rest);
+                        em.emit(AssistantMessageEvent::ThinkingDelta {
+                            content_index: ci,
+                            delta: rest.to_owned(),
+                        });
+                    }
+                    _ => {}
                 }
                 let Some(end) = out.content.get(ci).and_then(|b| end_event(ci, b)) else {
                     return Ok(());
@@ -762,6 +796,7 @@ impl StreamState {
                 }
                 // Anthropic reports no total: `totalTokens` is the sum of the four counters.
                 finish_usage(&mut out.usage, model);
+                em.usage(&out.usage);
             }
             "message_stop" => self.saw_stop = true,
             _ => {}
@@ -792,13 +827,15 @@ const MESSAGE_EVENTS: [&str; 6] = [
 
 async fn run(
     em: Emitter,
-    client: reqwest::Client,
+    client: common::LazyClient,
     model: Model,
     body: Value,
     options: StreamOptions,
     api_key: Option<String>,
     tools: Vec<ToolDefinition>,
 ) {
+    let http = client.options();
+    let client = client.get();
     let started = Instant::now();
     let output = AssistantMessage::empty(&model);
     let cancel = options.cancel.clone();
@@ -864,7 +901,8 @@ async fn run(
     );
     let payload = serde_json::to_vec(&body).unwrap_or_default();
     let request = client.post(url).headers(headers).body(payload);
-    let response = match send_streaming_request(request, &cancel, anthropic_http_error).await {
+    let response = match send_streaming_request(request, &cancel, anthropic_http_error, &http).await
+    {
         Ok(r) => r,
         Err(error) => {
             em.fail(output, error, started);
@@ -881,7 +919,7 @@ async fn run(
         saw_stop: false,
     };
     let end = loop {
-        let event = match next_sse_event(&mut events, &cancel).await {
+        let event = match next_sse_event(&mut events, &cancel, http.idle_timeout_ms).await {
             Ok(event) => event,
             Err(end) => break end,
         };
@@ -893,7 +931,7 @@ async fn run(
         if !MESSAGE_EVENTS.contains(&event.event.as_str()) {
             continue;
         }
-        let parsed = match serde_json::from_str::<Value>(&event.data) {
+        let parsed = match crate::json::parse_stream_chunk(&event.data) {
             Ok(v) => v,
             Err(e) => {
                 break StreamEnd::Failed(ProviderError::Protocol {

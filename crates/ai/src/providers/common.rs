@@ -32,6 +32,15 @@ pub(crate) const BODY_TERMINATED_MESSAGE: &str = "terminated: other side closed 
 pub(crate) const BODY_TIMEOUT_MESSAGE: &str =
     "terminated: Body Timeout Error (UND_ERR_BODY_TIMEOUT)";
 
+/// Start of the text for a stream that sent bytes but no SSE event for longer than the idle
+/// timeout (only keep-alive comments); the limit in ms follows. Matches the retry classifier
+/// (`timeout`).
+pub(crate) const STREAM_IDLE_MESSAGE: &str = "Stream idle timeout: no event in ";
+
+/// Extra ms the event-level idle timer waits beyond `idle_timeout_ms` (at most the limit
+/// itself), so that a fully silent connection is reported by the byte-level timeout.
+const IDLE_EVENT_GRACE_MS: u64 = 50;
+
 /// Text of a request that never got a response (connection refused, DNS, TLS), as the upstream
 /// SDKs word it.
 pub(crate) const CONNECTION_ERROR_MESSAGE: &str = "Connection error.";
@@ -68,6 +77,15 @@ impl LazyClient {
         LazyClient::Configured(*options, Arc::new(OnceLock::new()))
     }
 
+    /// The options requests through this client follow (timeouts, provider-level retries);
+    /// the defaults for [`LazyClient::Default`] and [`LazyClient::Ready`].
+    pub(crate) fn options(&self) -> HttpOptions {
+        match self {
+            LazyClient::Configured(options, _) => *options,
+            LazyClient::Default | LazyClient::Ready(_) => HttpOptions::default(),
+        }
+    }
+
     /// The client (built now if this is the first use).
     pub(crate) fn get(&self) -> reqwest::Client {
         match self {
@@ -84,7 +102,7 @@ impl LazyClient {
 /// Should the configured builder fail (TLS backend initialisation), a warning is logged and a
 /// plain client is used.
 pub(crate) fn build_client(options: &HttpOptions) -> reqwest::Client {
-    let mut builder = reqwest::Client::builder().user_agent(USER_AGENT);
+    let mut builder = super::proxy::apply(reqwest::Client::builder().user_agent(USER_AGENT));
     if options.connect_timeout_ms > 0 {
         builder = builder.connect_timeout(Duration::from_millis(options.connect_timeout_ms));
     }
@@ -107,6 +125,13 @@ impl Emitter {
     /// Push one event.
     pub(crate) fn emit(&self, event: AssistantMessageEvent) {
         let _ = self.tx.unbounded_send(event);
+    }
+
+    /// Push `Usage` with the usage known so far.
+    pub(crate) fn usage(&self, usage: &Usage) {
+        self.emit(AssistantMessageEvent::Usage {
+            usage: usage.clone(),
+        });
     }
 
     /// Push `Start` with a snapshot of the (empty) partial message.
@@ -174,28 +199,136 @@ where
     Box::pin(futures::stream::select(rx, driver))
 }
 
-/// Send `request` and wait for the response headers, racing `cancel` (unbiased). A 2xx
-/// response is returned unread so its body can be streamed. Otherwise the error is:
-/// [`ProviderError::Aborted`] when `cancel` fired first; [`ProviderError::Timeout`]
-/// ([`REQUEST_TIMEOUT_MESSAGE`]) when the connect or idle timeout ran out;
-/// [`ProviderError::Transport`] ([`CONNECTION_ERROR_MESSAGE`]) for any other failure to get a
-/// response; and for a non-2xx status [`ProviderError::Http`] with the body (read first, still
-/// racing `cancel`), the `retry-after-ms`/`retry-after` delay and `http_error(status, body)`
-/// as the text (the adapter's formatter: [`anthropic_http_error`], [`openai_http_error`]).
+/// Send `request` and wait for the response headers, racing `cancel`, with the provider-level
+/// retries of `http` (see [`HttpOptions`]; none by default). A 2xx response is returned unread
+/// so its body can be streamed. Otherwise the error of the last attempt is returned (see
+/// [`send_once`]); a server-requested delay above `http.max_retry_delay_ms` ends the retries
+/// at once with `Server requested <n>s retry delay (max: <m>s). <error>` as the text, keeping
+/// the status, body and delay.
 pub(crate) async fn send_streaming_request(
     request: reqwest::RequestBuilder,
     cancel: &CancellationToken,
     http_error: fn(u16, &str) -> String,
+    http: &HttpOptions,
 ) -> Result<reqwest::Response, ProviderError> {
+    let mut retry_index: u32 = 0;
+    let mut next = Some(request);
+    while let Some(request) = next.take() {
+        // A body that cannot be cloned (never the case for our JSON bodies) is sent once.
+        next = request.try_clone();
+        let error = match send_once(request, cancel, http_error, http.request_timeout_ms).await {
+            Ok(response) => return Ok(response),
+            Err(error) => error,
+        };
+        if next.is_none() || retry_index >= http.max_retries || !provider_retryable(&error) {
+            return Err(error);
+        }
+        let delay = provider_retry_delay(error, retry_index, http.max_retry_delay_ms)?;
+        retry_index += 1;
+        tokio::select! {
+            _ = cancel.cancelled() => return Err(aborted()),
+            _ = tokio::time::sleep(delay) => {}
+        }
+    }
+    Err(aborted())
+}
+
+/// Whether a provider-level retry applies (upstream `isRetryableProviderError`, mirroring the
+/// OpenAI/Anthropic SDKs): no response at all, a timeout, or HTTP 408, 409, 429 or 5xx.
+fn provider_retryable(error: &ProviderError) -> bool {
+    match error {
+        ProviderError::Http { status, .. } => matches!(status, 408 | 409 | 429) || *status >= 500,
+        ProviderError::Transport { .. } | ProviderError::Timeout { .. } => true,
+        _ => false,
+    }
+}
+
+/// The wait before provider-level retry `retry_index` (0-based): the server's delay when it
+/// sent one (an error if above `max_delay_ms`, `0` = no limit), else `min(0.5 s · 2^i, 8 s)`
+/// less up to 25 % jitter.
+fn provider_retry_delay(
+    error: ProviderError,
+    retry_index: u32,
+    max_delay_ms: u64,
+) -> Result<Duration, ProviderError> {
+    if let Some(ms) = error.retry_after_ms() {
+        if max_delay_ms > 0 && ms > max_delay_ms {
+            return Err(retry_delay_exceeded(error, ms, max_delay_ms));
+        }
+        return Ok(Duration::from_millis(ms));
+    }
+    let base_ms = (500u64 << retry_index.min(4)).min(8_000);
+    // Jitter without a random-number crate: the sub-second clock is noise enough here.
+    let noise = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos() % 1000)
+        .unwrap_or(0);
+    Ok(Duration::from_millis(
+        base_ms - base_ms * u64::from(noise) / 4000,
+    ))
+}
+
+/// `error` reworded as upstream's provider retry cap failure (`Server requested 120s retry
+/// delay (max: 60s). <error text>`); an HTTP error keeps its status, body and delay.
+pub(crate) fn retry_delay_exceeded(
+    error: ProviderError,
+    delay_ms: u64,
+    max_ms: u64,
+) -> ProviderError {
+    let message = format!(
+        "Server requested {}s retry delay (max: {}s). {}",
+        delay_ms.div_ceil(1000),
+        max_ms.div_ceil(1000),
+        error.message()
+    );
+    match error {
+        ProviderError::Http {
+            status,
+            retry_after_ms,
+            body,
+            ..
+        } => ProviderError::Http {
+            status,
+            retry_after_ms,
+            body,
+            message,
+        },
+        _ => ProviderError::Transport { message },
+    }
+}
+
+/// One attempt of [`send_streaming_request`]: send and wait for the headers, racing `cancel`
+/// (unbiased) and `headers_timeout_ms` (`0` = none beyond the client's idle timeout). Errors:
+/// [`ProviderError::Aborted`] when `cancel` fired first; [`ProviderError::Timeout`]
+/// ([`REQUEST_TIMEOUT_MESSAGE`]) when the connect, idle or headers timeout ran out;
+/// [`ProviderError::Transport`] ([`CONNECTION_ERROR_MESSAGE`]) for any other failure to get a
+/// response; and for a non-2xx status [`ProviderError::Http`] with the body (read first, still
+/// racing `cancel`), the `retry-after-ms`/`retry-after` delay and `http_error(status, body)`
+/// as the text (the adapter's formatter: [`anthropic_http_error`], [`openai_http_error`]).
+async fn send_once(
+    request: reqwest::RequestBuilder,
+    cancel: &CancellationToken,
+    http_error: fn(u16, &str) -> String,
+    headers_timeout_ms: u64,
+) -> Result<reqwest::Response, ProviderError> {
+    let timed_out = || ProviderError::Timeout {
+        message: REQUEST_TIMEOUT_MESSAGE.to_owned(),
+    };
+    let headers_deadline = async {
+        if headers_timeout_ms > 0 {
+            tokio::time::sleep(Duration::from_millis(headers_timeout_ms)).await
+        } else {
+            std::future::pending::<()>().await
+        }
+    };
     let response = tokio::select! {
         _ = cancel.cancelled() => return Err(aborted()),
+        _ = headers_deadline => return Err(timed_out()),
         r = request.send() => r,
     };
     let response = response.map_err(|e| {
         if e.is_timeout() {
-            ProviderError::Timeout {
-                message: REQUEST_TIMEOUT_MESSAGE.to_owned(),
-            }
+            timed_out()
         } else {
             ProviderError::Transport {
                 message: CONNECTION_ERROR_MESSAGE.to_owned(),
@@ -242,23 +375,41 @@ pub(crate) enum StreamEnd {
     Failed(ProviderError),
 }
 
-/// The next SSE event of `events`, racing `cancel` (checked first), or how the stream ended:
-/// [`StreamEnd::Aborted`] on cancel, [`StreamEnd::Finished`] at the end of the body, and
-/// [`StreamEnd::Failed`] with [`ProviderError::Timeout`] ([`BODY_TIMEOUT_MESSAGE`]) when the
-/// idle timeout ran out between chunks, [`ProviderError::Disconnected`]
-/// ([`BODY_TERMINATED_MESSAGE`]) when the connection broke, or [`ProviderError::Protocol`]
-/// with the parser's error text for malformed UTF-8/SSE.
+/// The next SSE event of `events`, racing `cancel` (checked first) and the idle timeout
+/// `idle_timeout_ms` (`0` = none), or how the stream ended: [`StreamEnd::Aborted`] on cancel,
+/// [`StreamEnd::Finished`] at the end of the body, and [`StreamEnd::Failed`] with
+/// [`ProviderError::Timeout`] — [`BODY_TIMEOUT_MESSAGE`] when no byte arrived within the
+/// client's idle timeout, `Stream idle timeout: no event in <n> ms` when bytes (keep-alive
+/// comments, which the SSE parser drops) but no event arrived within `idle_timeout_ms` —,
+/// [`ProviderError::Disconnected`] ([`BODY_TERMINATED_MESSAGE`]) when the connection broke,
+/// or [`ProviderError::Protocol`] with the parser's error text for malformed UTF-8/SSE.
 pub(crate) async fn next_sse_event<S>(
     events: &mut S,
     cancel: &CancellationToken,
+    idle_timeout_ms: u64,
 ) -> Result<Event, StreamEnd>
 where
     S: Stream<Item = Result<Event, EventStreamError<reqwest::Error>>> + Unpin,
 {
+    let idle = async {
+        if idle_timeout_ms > 0 {
+            // The grace lets the client's byte-level idle timeout (started at the last read,
+            // before this event was parsed) report a silent connection first.
+            let grace = IDLE_EVENT_GRACE_MS.min(idle_timeout_ms);
+            tokio::time::sleep(Duration::from_millis(idle_timeout_ms + grace)).await
+        } else {
+            std::future::pending::<()>().await
+        }
+    };
     let next = tokio::select! {
         biased;
         _ = cancel.cancelled() => return Err(StreamEnd::Aborted),
         n = events.next() => n,
+        _ = idle => {
+            return Err(StreamEnd::Failed(ProviderError::Timeout {
+                message: format!("{STREAM_IDLE_MESSAGE}{idle_timeout_ms} ms"),
+            }))
+        }
     };
     match next {
         None => Err(StreamEnd::Finished),

@@ -4,10 +4,12 @@
 pub mod anthropic_messages;
 mod common;
 pub mod openai_completions;
+mod proxy;
 
 pub use anthropic_messages::AnthropicMessages;
 pub use common::parse_streaming_json;
 pub use openai_completions::OpenAiCompletions;
+pub use proxy::set_http_proxy;
 
 use crate::stream::Provider;
 use std::sync::Arc;
@@ -18,11 +20,24 @@ pub const DEFAULT_HTTP_IDLE_TIMEOUT_MS: u64 = 300_000;
 /// Default connect timeout in ms (10 s, the connect timeout of upstream's HTTP stack, undici).
 pub const DEFAULT_HTTP_CONNECT_TIMEOUT_MS: u64 = 10_000;
 
+/// Upstream's default for settings `retry.provider.maxRetryDelayMs`, in ms (60 s; upstream
+/// docs/settings.md).
+pub const DEFAULT_MAX_RETRY_DELAY_MS: u64 = 60_000;
+
 /// HTTP client settings of the built-in adapters.
 ///
 /// A request that exceeds a timeout ends as an assistant message with `stopReason: "error"`
 /// and a retryable [`crate::ProviderError::Timeout`]: `Request timed out.` before the response
-/// headers, `terminated: Body Timeout Error (UND_ERR_BODY_TIMEOUT)` while the body streams.
+/// headers, `terminated: Body Timeout Error (UND_ERR_BODY_TIMEOUT)` when no byte arrives while
+/// the body streams, and `Stream idle timeout: no event in <n> ms` when bytes arrive but no SSE
+/// event does (a server sending only keep-alive comments).
+///
+/// Provider-level retries (upstream `retryProviderRequest`, settings `retry.provider.*`):
+/// a request that fails before streaming with HTTP 408, 409, 429 or 5xx, or without any
+/// response, is sent again up to [`HttpOptions::max_retries`] times, after the server's
+/// `retry-after-ms`/`retry-after` delay or else `min(0.5 s · 2^i, 8 s)` minus up to 25 %
+/// jitter. A server delay above [`HttpOptions::max_retry_delay_ms`] fails at once with
+/// `Server requested <n>s retry delay (max: <m>s). <error>`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HttpOptions {
     /// Longest wait for the TCP (and TLS) connection, in ms; `0` = no limit. Default
@@ -32,6 +47,17 @@ pub struct HttpOptions {
     /// body, in ms (settings `httpIdleTimeoutMs`, which upstream applies as both its headers
     /// and its body timeout); `0` = disabled. Default [`DEFAULT_HTTP_IDLE_TIMEOUT_MS`].
     pub idle_timeout_ms: u64,
+    /// Longest wait for the response headers of one request, in ms (settings
+    /// `retry.provider.timeoutMs`, default `httpIdleTimeoutMs`); `0` = no limit beyond
+    /// `idle_timeout_ms`. Default [`DEFAULT_HTTP_IDLE_TIMEOUT_MS`].
+    pub request_timeout_ms: u64,
+    /// Provider-level retries of a request that failed before streaming (settings
+    /// `retry.provider.maxRetries`, default 0 as in upstream 1.6).
+    pub max_retries: u32,
+    /// Longest server-requested delay a provider-level retry waits, in ms (settings
+    /// `retry.provider.maxRetryDelayMs`, default [`DEFAULT_MAX_RETRY_DELAY_MS`]); `0` = no
+    /// limit.
+    pub max_retry_delay_ms: u64,
 }
 
 impl Default for HttpOptions {
@@ -39,6 +65,9 @@ impl Default for HttpOptions {
         HttpOptions {
             connect_timeout_ms: DEFAULT_HTTP_CONNECT_TIMEOUT_MS,
             idle_timeout_ms: DEFAULT_HTTP_IDLE_TIMEOUT_MS,
+            request_timeout_ms: DEFAULT_HTTP_IDLE_TIMEOUT_MS,
+            max_retries: 0,
+            max_retry_delay_ms: DEFAULT_MAX_RETRY_DELAY_MS,
         }
     }
 }

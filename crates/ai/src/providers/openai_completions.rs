@@ -19,6 +19,7 @@ use super::common::{
 };
 use super::{common, HttpOptions};
 use crate::error::ProviderError;
+use crate::json::SurrogateJoiner;
 use crate::stream::{
     AssistantMessageEvent, AssistantStream, CacheRetention, Provider, RequestTuning, StreamOptions,
 };
@@ -91,7 +92,7 @@ impl Provider for OpenAiCompletions {
     ) -> AssistantStream {
         let model = model.clone();
         let body = build_request_body(&model, context, &options, &tuning);
-        let client = self.client.get();
+        let client = self.client.clone();
         event_stream(move |em| run(em, client, model, body, options))
     }
 }
@@ -281,7 +282,37 @@ pub fn build_request_body(
     }
 
     insert_reasoning_params(&mut body, model, options, &compat);
+    insert_thinking_budget(&mut body, model, options, tuning, max_tokens);
     Value::Object(body)
+}
+
+/// The top-level reasoning budget field of servers that take one (upstream 1.6: compat
+/// `thinkingTokenBudgetField`, or `supportsThinkingTokenBudget` for `thinking_token_budget`):
+/// the level's budget (settings `thinkingBudgets` over the defaults), capped so that 1024 of
+/// the `max_tokens` ceiling stay for the answer; left out when that is 0 or no reasoning was
+/// asked for.
+fn insert_thinking_budget(
+    body: &mut Map<String, Value>,
+    model: &Model,
+    options: &StreamOptions,
+    tuning: &RequestTuning,
+    ceiling: u64,
+) {
+    let field = match compat_str(model, "thinkingTokenBudgetField") {
+        Some(f) => f.to_owned(),
+        None if compat_bool(model, "supportsThinkingTokenBudget") == Some(true) => {
+            "thinking_token_budget".to_owned()
+        }
+        None => return,
+    };
+    let Some(level) = requested_reasoning(model, options).filter(|_| model.reasoning) else {
+        return;
+    };
+    let budget = crate::stream::ThinkingBudgets::for_level(tuning.thinking_budgets.as_ref(), level)
+        .min(ceiling.saturating_sub(1024));
+    if budget > 0 {
+        body.insert(field, json!(budget));
+    }
 }
 
 fn has_tool_history(messages: &[Message]) -> bool {
@@ -626,6 +657,9 @@ struct ToolSlot {
 struct StreamState {
     text_index: Option<usize>,
     thinking_index: Option<usize>,
+    /// Surrogate halves split across chunks, per block (`pi_ai::json::parse_stream_chunk`).
+    text_join: SurrogateJoiner,
+    thinking_join: SurrogateJoiner,
     tools: Vec<ToolSlot>,
     unmatched_details: HashMap<String, Value>,
     has_finish_reason: bool,
@@ -658,6 +692,7 @@ impl StreamState {
         let chunk_usage = chunk.get("usage").filter(|u| u.is_object());
         if let Some(u) = chunk_usage {
             out.usage = parse_usage(u, model);
+            em.usage(&out.usage);
         }
         let Some(choice) = chunk
             .get("choices")
@@ -669,6 +704,7 @@ impl StreamState {
         if chunk_usage.is_none() {
             if let Some(u) = choice.get("usage").filter(|u| u.is_object()) {
                 out.usage = parse_usage(u, model);
+                em.usage(&out.usage);
             }
         }
         if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
@@ -685,8 +721,9 @@ impl StreamState {
         };
 
         if let Some(text) = delta.get("content").and_then(Value::as_str) {
+            let text = self.text_join.push(text);
             if !text.is_empty() {
-                append_to_block(&mut self.text_index, out, em, text, || Content::text(""));
+                append_to_block(&mut self.text_index, out, em, &text, || Content::text(""));
             }
         }
 
@@ -700,19 +737,22 @@ impl StreamState {
                     .map(|s| (f, s))
             });
         if let Some((field, text)) = reasoning {
+            let text = &self.thinking_join.push(text);
             let signature = if model.provider == "opencode-go" && field == "reasoning" {
                 "reasoning_content"
             } else {
                 field
             };
-            append_to_block(&mut self.thinking_index, out, em, text, || {
-                Content::Thinking(ThinkingContent {
-                    thinking: String::new(),
-                    thinking_signature: Some(signature.to_owned()),
-                    redacted: None,
-                    extra: Default::default(),
-                })
-            });
+            if !text.is_empty() {
+                append_to_block(&mut self.thinking_index, out, em, text, || {
+                    Content::Thinking(ThinkingContent {
+                        thinking: String::new(),
+                        thinking_signature: Some(signature.to_owned()),
+                        redacted: None,
+                        extra: Default::default(),
+                    })
+                });
+            }
         }
 
         if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
@@ -820,7 +860,36 @@ impl StreamState {
 
     /// Parse every tool call's collected arguments into its content block and, when `emit`,
     /// push each block's `*_end` event in content order.
-    fn finish_blocks(&self, out: &mut AssistantMessage, em: Option<&Emitter>) {
+    fn finish_blocks(&mut self, out: &mut AssistantMessage, em: Option<&Emitter>) {
+        // A high surrogate still waiting for its low half ends the block as U+FFFD.
+        for (join, index) in [
+            (&mut self.text_join, self.text_index),
+            (&mut self.thinking_join, self.thinking_index),
+        ] {
+            let rest = join.finish();
+            if let (false, Some(ci)) = (rest.is_empty(), index) {
+                let event = match out.content.get_mut(ci) {
+                    Some(Content::Text(t)) => {
+                        t.text.push_str(rest);
+                        AssistantMessageEvent::TextDelta {
+                            content_index: ci,
+                            delta: rest.to_owned(),
+                        }
+                    }
+                    Some(Content::Thinking(t)) => {
+                        t.thinking.push_str(rest);
+                        AssistantMessageEvent::ThinkingDelta {
+                            content_index: ci,
+                            delta: rest.to_owned(),
+                        }
+                    }
+                    _ => continue,
+                };
+                if let Some(em) = em {
+                    em.emit(event);
+                }
+            }
+        }
         for slot in &self.tools {
             if let Some(Content::ToolCall(tc)) = out.content.get_mut(slot.content_index) {
                 tc.arguments = parse_streaming_json(&slot.partial);
@@ -870,11 +939,13 @@ fn append_to_block(
 
 async fn run(
     em: Emitter,
-    client: reqwest::Client,
+    client: common::LazyClient,
     model: Model,
     body: Value,
     options: StreamOptions,
 ) {
+    let http = client.options();
+    let client = client.get();
     let started = Instant::now();
     let mut output = AssistantMessage::empty(&model);
     let cancel = options.cancel.clone();
@@ -897,7 +968,7 @@ async fn run(
     let payload = serde_json::to_vec(&body).unwrap_or_default();
     let request = client.post(url).headers(headers).body(payload);
 
-    let response = match send_streaming_request(request, &cancel, openai_http_error).await {
+    let response = match send_streaming_request(request, &cancel, openai_http_error, &http).await {
         Ok(r) => r,
         Err(error) => {
             em.fail(output, error, started);
@@ -909,7 +980,7 @@ async fn run(
     let mut events = response.bytes_stream().eventsource();
     let mut state = StreamState::default();
     let end = loop {
-        let event = match next_sse_event(&mut events, &cancel).await {
+        let event = match next_sse_event(&mut events, &cancel, http.idle_timeout_ms).await {
             Ok(event) => event,
             Err(end) => break end,
         };
@@ -920,8 +991,15 @@ async fn run(
         if data.is_empty() {
             continue;
         }
-        let Ok(chunk) = serde_json::from_str::<Value>(data) else {
-            continue;
+        // A chunk that is not JSON ends the stream with an error: skipping it would drop its
+        // text without anyone knowing.
+        let chunk = match crate::json::parse_stream_chunk(data) {
+            Ok(chunk) => chunk,
+            Err(e) => {
+                break StreamEnd::Failed(ProviderError::Protocol {
+                    message: format!("Could not parse OpenAI stream chunk: {e}; data={data}"),
+                })
+            }
         };
         if let Err(text) = state.handle_chunk(&chunk, &mut output, &em, &model) {
             break StreamEnd::Failed(ProviderError::Stream { message: text });

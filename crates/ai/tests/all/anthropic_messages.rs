@@ -445,6 +445,9 @@ async fn abort_keeps_partial_text_without_block_end() {
     while let Some(ev) = stream.next().await {
         let second =
             matches!(&ev, AssistantMessageEvent::TextDelta { delta, .. } if delta == "story");
+        if matches!(ev, AssistantMessageEvent::Usage { .. }) {
+            continue;
+        }
         events.push(ev);
         if second {
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -532,4 +535,50 @@ async fn budget_thinking_respects_model_cap_and_custom_budgets() {
     let body = &server.requests()[0].body;
     assert_eq!(body["max_tokens"], 14_000);
     assert_eq!(body["thinking"]["budget_tokens"], 10_000);
+}
+
+#[tokio::test]
+async fn usage_updates_come_as_the_stream_reports_them() {
+    let server = FakeServer::start(vec![Reply::sse(thinking_turn(
+        "msg_u", "Hmm.", "c2ln", "Hi!",
+    ))])
+    .await;
+    let model = model(
+        "anthropic-messages",
+        "fake-anthropic",
+        "fake-claude",
+        server.url(""),
+        true,
+    );
+    let mut options = opts();
+    options.reasoning = Some(ThinkingLevel::Low);
+    let (events, msg) =
+        collect_all(AnthropicMessages::default().stream(&model, &ctx("Hi"), options)).await;
+    let usages: Vec<(usize, u64, u64)> = events
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| match e {
+            AssistantMessageEvent::Usage { usage } => Some((i, usage.input, usage.output)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        usages.len(),
+        2,
+        "message_start and message_delta: {usages:?}"
+    );
+    let first_block = events
+        .iter()
+        .position(|e| matches!(e, AssistantMessageEvent::ThinkingStart { .. }))
+        .unwrap();
+    assert!(
+        usages[0].0 < first_block,
+        "input usage before the first block"
+    );
+    assert!(usages[0].1 > 0);
+    assert_eq!(
+        (usages[1].1, usages[1].2),
+        (msg.usage.input, msg.usage.output)
+    );
+    assert_eq!(msg.response_id.as_deref(), Some("msg_u"));
 }

@@ -50,6 +50,7 @@ fn short_idle() -> HttpOptions {
     HttpOptions {
         connect_timeout_ms: 5_000,
         idle_timeout_ms: 300,
+        ..HttpOptions::default()
     }
 }
 
@@ -283,6 +284,8 @@ async fn disabled_idle_timeout_waits_for_the_abort() {
     let provider = OpenAiCompletions::with_http(&HttpOptions {
         connect_timeout_ms: 0,
         idle_timeout_ms: 0,
+        request_timeout_ms: 0,
+        ..HttpOptions::default()
     });
     let options = opts();
     let cancel = options.cancel.clone();

@@ -261,7 +261,19 @@ pub fn model(api: &str, provider: &str, id: &str, base_url: String, reasoning: b
 }
 
 /// Drain a stream: all events plus the final message (from `Done`/`Error`).
-pub async fn collect(
+/// The stream's events without the `Usage` updates (see [`collect_all`]) and its final
+/// message.
+pub async fn collect(stream: AssistantStream) -> (Vec<AssistantMessageEvent>, AssistantMessage) {
+    let (events, last) = collect_all(stream).await;
+    let events = events
+        .into_iter()
+        .filter(|e| !matches!(e, AssistantMessageEvent::Usage { .. }))
+        .collect();
+    (events, last)
+}
+
+/// Every event of the stream, `Usage` updates included, and its final message.
+pub async fn collect_all(
     mut stream: AssistantStream,
 ) -> (Vec<AssistantMessageEvent>, AssistantMessage) {
     let mut events = Vec::new();

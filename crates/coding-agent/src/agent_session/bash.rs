@@ -10,15 +10,24 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 impl AgentSession {
+    /// The token the next `abort_bash` cancels. The RPC reader takes it when a `bash` command
+    /// arrives, so an `abort_bash` read after it cancels it even if the command's task has not
+    /// started yet (commands take effect in arrival order).
+    pub fn bash_cancel_token(&self) -> CancellationToken {
+        self.inner.bash.cancel.lock().clone()
+    }
+
     /// Runs a user shell command in the session cwd. `id` is the command's id, echoed on every
-    /// `bash_execution_update`. `Err` is the failure response text (spawn failures).
+    /// `bash_execution_update`; `cancel` is [`AgentSession::bash_cancel_token`] as it was when
+    /// the command arrived. Every update is handed to the sink before this returns, so the
+    /// response comes after the last delta. `Err` is the failure response text (spawn failures).
     pub async fn run_user_bash(
         &self,
         command: &str,
         exclude_from_context: bool,
         id: Option<Value>,
+        cancel: CancellationToken,
     ) -> Result<BashResult, String> {
-        let cancel = self.inner.bash.cancel.lock().clone();
         let sink = self.inner.sink.clone();
         let mut on_chunk = |delta: &str| {
             if !delta.is_empty() {

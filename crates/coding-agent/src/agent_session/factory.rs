@@ -45,7 +45,12 @@ impl SessionFactory {
     /// Tools and system prompt for `cwd` (tools.md §0, config.md §6).
     pub fn loadout(&self, cwd: &Path) -> Loadout {
         let names: Vec<&str> = self.tool_names.iter().map(String::as_str).collect();
-        let tools = tools::create_tools_with(cwd, &names, &self.tool_options);
+        let session_env = tools::bash::SessionEnvSlot::default();
+        let mut tool_options = self.tool_options.clone();
+        tool_options.bash.session_env = Some(session_env.clone());
+        let image_policy = crate::images::ImagePolicySlot::default();
+        tool_options.images = image_policy.clone();
+        let tools = tools::create_tools_with(cwd, &names, &tool_options);
         let resources = Resources::load(cwd, &self.agent_dir, &self.resource_options);
         let mut input = SystemPromptInput::new(
             cwd.to_path_buf(),
@@ -63,6 +68,8 @@ impl SessionFactory {
             tools,
             system_message,
             system_prompt,
+            session_env: Some(session_env),
+            image_policy: Some(image_policy),
         }
     }
 

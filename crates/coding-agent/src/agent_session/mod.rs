@@ -3,6 +3,7 @@
 //! * [`queues`]: steering/follow-up queues and what `queue_update` shows;
 //! * [`run_control`]: the run phase (one value), abort and the settled signal;
 //! * `run`: prompt admission, the run task, its settle guard and event translation;
+//! * [`retry`]: automatic retry — the decision after a run ends and the chain state;
 //! * `bash`: the RPC `bash` command;
 //! * `queries`: read-only views (`get_state`, stats, entries, tree, fork messages);
 //! * [`compaction`]: manual `compact`, threshold compaction and overflow recovery;
@@ -18,8 +19,10 @@ mod bash;
 pub mod compaction;
 pub mod convert;
 pub mod factory;
+mod image_guard;
 mod queries;
 pub mod queues;
+pub mod retry;
 mod run;
 pub mod run_control;
 pub mod runtime;
@@ -92,6 +95,11 @@ pub struct Loadout {
     pub system_message: SystemMessage,
     /// The flat system prompt text sent to the model.
     pub system_prompt: String,
+    /// The bash tool's session variables, bound to the session that takes this loadout.
+    pub session_env: Option<crate::tools::bash::SessionEnvSlot>,
+    /// The read tool's image policy, bound to the session that takes this loadout (its model
+    /// and `images.autoResize`).
+    pub image_policy: Option<crate::images::ImagePolicySlot>,
 }
 
 /// Everything one session is built from (see [`factory::SessionFactory`]).
@@ -137,12 +145,15 @@ struct Inner {
     toggles: Mutex<Toggles>,
     queues: Mutex<MessageQueues>,
     run: RunControl,
+    retry: Mutex<retry::RetryState>,
     store: Mutex<SessionManager>,
     messages: SharedMessages,
     /// A `role:"system"` message is already in the context (recorded at the first run).
     system_recorded: AtomicBool,
     bash: UserBash,
     compaction: compaction::CompactionState,
+    /// Fingerprints of images the provider rejected ([`image_guard`]).
+    rejected_images: Mutex<std::collections::HashSet<u64>>,
     sink: EventSink,
 }
 
@@ -174,7 +185,7 @@ impl AgentSession {
                 },
             )
         };
-        AgentSession {
+        let session = AgentSession {
             inner: Arc::new(Inner {
                 cwd: config.cwd,
                 bash_options: config.bash_options,
@@ -187,14 +198,21 @@ impl AgentSession {
                 toggles: Mutex::new(toggles),
                 queues: Mutex::new(MessageQueues::new(steering_mode, follow_up_mode)),
                 run: RunControl::default(),
+                retry: Mutex::new(retry::RetryState::default()),
                 store: Mutex::new(config.store),
                 messages: Arc::new(std::sync::Mutex::new(context)),
                 system_recorded: AtomicBool::new(system_recorded),
                 bash: UserBash::default(),
                 compaction: Default::default(),
+                rejected_images: Mutex::default(),
                 sink,
             }),
+        };
+        {
+            let loadout = session.inner.loadout.lock().clone();
+            bind_session_env(&session.inner, &loadout);
         }
+        session
     }
 
     fn emit(&self, event: RpcEvent) {
@@ -255,8 +273,24 @@ impl AgentSession {
         (self.inner.services.available_models)()
     }
 
+    /// Prepares the images attached to a prompt, steer or follow-up for the current model
+    /// ([`crate::images::prepare_prompt_images`]): returns the text with the resize notes
+    /// appended and the images to send; `Err` (nothing is queued or sent) names an image that
+    /// does not decode.
+    pub fn prepare_images(
+        &self,
+        text: String,
+        images: Vec<pi_ai::ImageContent>,
+    ) -> Result<(String, Vec<pi_ai::ImageContent>), String> {
+        if images.is_empty() {
+            return Ok((text, images));
+        }
+        crate::images::prepare_prompt_images(text, images, &image_policy_of(&self.inner))
+    }
+
     /// Replaces the tools and system prompt; the next LLM call uses them.
     pub fn set_loadout(&self, loadout: Loadout) {
+        bind_session_env(&self.inner, &loadout);
         *self.inner.loadout.lock() = loadout;
     }
 
@@ -329,15 +363,16 @@ impl AgentSession {
         {
             tracing::warn!("could not record model change: {e}");
         }
-        // The level is re-derived: the `defaultThinkingLevel` setting, else the current level,
-        // then clamped (rpc-protocol.md §4.3; golden thinking_levels_max).
-        let derived = self
-            .inner
-            .services
-            .settings
-            .lock()
-            .default_thinking_level()
-            .unwrap_or_else(|| self.thinking_level());
+        // The level is re-derived: the model's `modelThinkingLevels` entry, else the
+        // `defaultThinkingLevel` setting, else the current level, then clamped
+        // (rpc-protocol.md §4.3; golden thinking_levels_max; upstream 1.6
+        // `_getThinkingLevelForModelSwitch`).
+        let derived = {
+            let settings = self.inner.services.settings.lock();
+            crate::config::model_thinking_level(settings.model_thinking_levels(), &model)
+                .or_else(|| settings.default_thinking_level())
+        }
+        .unwrap_or_else(|| self.thinking_level());
         self.set_thinking_level(derived);
         Ok(model)
     }
@@ -469,4 +504,52 @@ impl AgentSession {
     pub async fn wait_settled(&self) {
         self.inner.run.wait_settled().await;
     }
+}
+
+/// Binds `loadout`'s bash session variables to `inner` (held weakly, so tools never keep a
+/// session alive): `PI_SESSION_ID`, `PI_SESSION_FILE` (when the session has a file),
+/// `PI_PROVIDER` and `PI_MODEL` (when a model is set), `PI_REASONING_LEVEL`
+/// (upstream-1.6-notes.md item 21).
+fn bind_session_env(inner: &Arc<Inner>, loadout: &Loadout) {
+    if let Some(slot) = &loadout.image_policy {
+        let weak = Arc::downgrade(inner);
+        slot.bind(Arc::new(move || match weak.upgrade() {
+            Some(inner) => image_policy_of(&inner),
+            None => crate::images::ImagePolicy::default(),
+        }));
+    }
+    let Some(slot) = &loadout.session_env else {
+        return;
+    };
+    let weak = Arc::downgrade(inner);
+    slot.bind(Arc::new(move || {
+        let Some(inner) = weak.upgrade() else {
+            return Vec::new();
+        };
+        let mut vars = Vec::new();
+        {
+            let store = inner.store.lock();
+            vars.push(("PI_SESSION_ID".to_string(), store.session_id().to_string()));
+            if let Some(file) = store.session_file() {
+                vars.push(("PI_SESSION_FILE".to_string(), file.display().to_string()));
+            }
+        }
+        let state = inner.model.lock();
+        if let Some(m) = &state.model {
+            vars.push(("PI_PROVIDER".to_string(), m.provider.clone()));
+            vars.push(("PI_MODEL".to_string(), m.id.clone()));
+        }
+        vars.push((
+            "PI_REASONING_LEVEL".to_string(),
+            state.thinking_level.as_str().to_string(),
+        ));
+        vars
+    }));
+}
+
+/// The image policy now: the current model's limits and image support, `images.autoResize`.
+fn image_policy_of(inner: &Inner) -> crate::images::ImagePolicy {
+    let auto_resize = inner.services.settings.lock().images_auto_resize();
+    let state = inner.model.lock();
+    crate::images::ImagePolicy::new(state.model.as_ref(), auto_resize)
 }

@@ -2,9 +2,9 @@
 //! translation of loop events into protocol events (spec agent-loop.md §2, rpc-protocol.md
 //! §4.1, §5; upstream-1.6-notes.md §1, §5).
 
-use super::convert::convert_to_llm;
 use super::queues::{message_text, QueueKind};
-use super::AgentSession;
+use super::retry::{self, AfterRun, RetryPolicy, RETRY_CANCELLED};
+use super::{AgentSession, RunPhase};
 use crate::rpc::protocol::RpcEvent;
 use futures::FutureExt;
 use pi_agent::{run_agent_loop, AgentEvent, EmitFn, RunHooks, TurnConfig};
@@ -63,6 +63,7 @@ impl AgentSession {
         images: Vec<ImageContent>,
         streaming_behavior: Option<&str>,
     ) -> Result<PromptOutcome, String> {
+        let (text, images) = self.prepare_images(text, images)?;
         let user = super::user_message(text, images);
         if self.inner.compaction.manual_running() {
             return Err(super::compaction::PROMPT_DURING_COMPACTION.into());
@@ -115,34 +116,99 @@ impl AgentSession {
         Ok(PromptOutcome::Queued)
     }
 
-    /// Runs the loop; a panic inside it becomes a synthetic error message (`agent_end` with
-    /// that message, no `message_start`/`message_end`, as upstream does for an exception that
-    /// escapes the loop; rpc-protocol.md §5.1). Compaction is checked before the prompt and
-    /// after every low-level run; overflow recovery runs the loop once more (agent-loop.md
-    /// §8.2).
+    /// The session-level run (agent-loop.md §6.2, §8.2): a compaction check before the
+    /// prompt, then the low-level run of `prompts`, and after every low-level run, in this
+    /// order:
+    ///
+    /// 1. the retry decision taken at its `agent_end` ([`retry::decide`]): a transient error
+    ///    is retried after a back-off (nothing else is checked then); a give-up ends the
+    ///    chain;
+    /// 2. overflow (a context-overflow error, a silent overflow, a truncated `length` reply):
+    ///    compaction's recovery hides the failed attempt, compacts and runs once more
+    ///    ([`AgentSession::check_compaction`]);
+    /// 3. threshold compaction, running again only when messages are queued.
+    ///
+    /// Every exit path leaves the retry chain closed (`auto_retry_end` emitted when one was in
+    /// progress).
     async fn run_prompts(&self, prompts: Vec<Message>, cancel: CancellationToken) {
+        {
+            let mut st = self.inner.retry.lock();
+            st.attempt = 0;
+            st.decision = None;
+        }
         if let Some(last) = self.last_context_assistant() {
             self.check_compaction(&last, false, &cancel).await;
         }
         let mut prompts = prompts;
         loop {
-            let Some(created) = self
-                .run_loop_once(std::mem::take(&mut prompts), &cancel)
-                .await
-            else {
-                return;
+            let Some(created) = self.run_once(std::mem::take(&mut prompts), &cancel).await else {
+                break;
             };
+            let after = self
+                .inner
+                .retry
+                .lock()
+                .decision
+                .take()
+                .unwrap_or(AfterRun::Settle);
+            match after {
+                AfterRun::Retry {
+                    attempt,
+                    max_attempts,
+                    delay_ms,
+                    error_message,
+                } => {
+                    if self
+                        .back_off(attempt, max_attempts, delay_ms, error_message, &cancel)
+                        .await
+                    {
+                        continue;
+                    }
+                    break;
+                }
+                AfterRun::GiveUp {
+                    attempt,
+                    final_error,
+                } => self.end_retry_chain(attempt, final_error),
+                AfterRun::ContextOverflow { ended_chain } => {
+                    if let Some((attempt, final_error)) = ended_chain {
+                        self.end_retry_chain(attempt, final_error);
+                    }
+                }
+                AfterRun::Settle => {}
+            }
+            // Overflow recovery and threshold compaction (upstream `_checkCompaction` after a
+            // run that is not retried).
             let Some(Message::Assistant(last)) = created
                 .iter()
                 .rev()
                 .find(|m| matches!(m, Message::Assistant(_)))
             else {
-                return;
+                break;
             };
-            if !self.check_compaction(last, true, &cancel).await || cancel.is_cancelled() {
-                return;
+            let proceed =
+                !cancel.is_cancelled() && self.check_compaction(last, true, &cancel).await;
+            // A reply cut at the output limit that the check left in the context (not
+            // recoverable, or auto-compaction off) is hidden all the same (1.6 notes §5).
+            if let Some(Message::Assistant(cut)) = created.last() {
+                if cut.stop_reason == StopReason::Length && self.in_context(cut) {
+                    self.omit_attempt(cut);
+                }
+            }
+            if !proceed || cancel.is_cancelled() {
+                break;
             }
         }
+        if cancel.is_cancelled() {
+            self.cancel_retry_chain();
+        }
+    }
+
+    /// Whether `assistant` is still part of the context.
+    fn in_context(&self, assistant: &AssistantMessage) -> bool {
+        self.transcript().iter().any(|m| {
+            matches!(m, Message::Assistant(a) if a.timestamp == assistant.timestamp && a.stop_reason == assistant.stop_reason)
+        })
     }
 
     /// The last assistant message of the context, aborted ones included.
@@ -153,8 +219,98 @@ impl AgentSession {
         })
     }
 
-    /// One low-level run; `None` when it panicked (already reported as an error message).
-    async fn run_loop_once(
+    /// Carries out [`AfterRun::Retry`]: `auto_retry_start`, the `context_edit` hiding the
+    /// failed attempt, then the back-off (phase [`RunPhase::RetryBackoff`]), which `abort_retry`
+    /// and `abort` end at once. Returns whether the retry is to be run.
+    async fn back_off(
+        &self,
+        attempt: u32,
+        max_attempts: u32,
+        delay_ms: u64,
+        error_message: String,
+        cancel: &CancellationToken,
+    ) -> bool {
+        let backoff = CancellationToken::new();
+        {
+            let mut st = self.inner.retry.lock();
+            st.attempt = attempt;
+            st.backoff = Some(backoff.clone());
+        }
+        self.inner.run.set_phase(RunPhase::RetryBackoff);
+        self.emit(RpcEvent::AutoRetryStart {
+            attempt,
+            max_attempts,
+            delay_ms,
+            error_message,
+        });
+        self.hide_last_assistant();
+        let slept = tokio::select! {
+            _ = tokio::time::sleep(std::time::Duration::from_millis(delay_ms)) => true,
+            _ = backoff.cancelled() => false,
+            _ = cancel.cancelled() => false,
+        };
+        let mut st = self.inner.retry.lock();
+        // `abort_retry` takes the token and reports the cancel itself.
+        let reported = st.backoff.take().is_none();
+        if slept && !reported && !cancel.is_cancelled() {
+            drop(st);
+            self.inner.run.set_phase(RunPhase::Streaming);
+            return true;
+        }
+        if !reported {
+            let attempt = std::mem::take(&mut st.attempt);
+            self.emit(retry_cancelled(attempt));
+        }
+        false
+    }
+
+    /// Ends the retry chain unsuccessfully: `auto_retry_end {success: false, attempt,
+    /// finalError}`.
+    fn end_retry_chain(&self, attempt: u32, final_error: String) {
+        self.inner.retry.lock().attempt = 0;
+        self.emit(RpcEvent::AutoRetryEnd {
+            success: false,
+            attempt,
+            final_error: Some(final_error),
+        });
+    }
+
+    /// Closes a chain in progress as cancelled (`finalError: "Retry cancelled"`), if any.
+    fn cancel_retry_chain(&self) {
+        let mut st = self.inner.retry.lock();
+        if st.attempt > 0 {
+            let attempt = std::mem::take(&mut st.attempt);
+            self.emit(retry_cancelled(attempt));
+        }
+    }
+
+    /// `abort_retry`: ends a back-off in progress at once, emitting `auto_retry_end {success:
+    /// false, finalError: "Retry cancelled"}`; the run then settles without retrying. `respond`
+    /// (which writes the command's response) runs before the run can go on, so clients see
+    /// `auto_retry_end`, the response, then `agent_settled` (golden `abort_retry`). Without a
+    /// back-off in progress only `respond` runs.
+    pub fn abort_retry(&self, respond: impl FnOnce()) {
+        let mut st = self.inner.retry.lock();
+        if let Some(token) = st.backoff.take() {
+            token.cancel();
+            let attempt = std::mem::take(&mut st.attempt);
+            self.emit(retry_cancelled(attempt));
+        }
+        respond();
+    }
+
+    /// The retry policy in force now (settings `retry.*`, toggle `set_auto_retry`).
+    pub(super) fn retry_policy(&self) -> RetryPolicy {
+        let settings = self.inner.services.settings.lock().retry();
+        RetryPolicy::new(&settings, self.auto_retry())
+    }
+
+    /// One low-level run; returns the messages it created, or `None` when it panicked: the
+    /// panic becomes a synthetic error message (`agent_end` with that message, no
+    /// `message_start`/`message_end`, as upstream does for an exception that escapes the loop;
+    /// rpc-protocol.md §5.1). A reply cut at the output limit is hidden from the context by
+    /// the compaction check (1.6 notes §5).
+    async fn run_once(
         &self,
         prompts: Vec<Message>,
         cancel: &CancellationToken,
@@ -207,6 +363,28 @@ impl AgentSession {
         }
     }
 
+    /// Appends a `context_edit` that hides the leaf (a failed attempt about to be retried) from
+    /// the context, rebuilds the context and emits `entry_appended` (1.6 notes §5).
+    fn hide_last_assistant(&self) {
+        let appended = {
+            let mut store = self.inner.store.lock();
+            let Some(target) = store.leaf_id().map(str::to_string) else {
+                return;
+            };
+            match store.append_context_edit(&target, None) {
+                Ok(entry) => Some((entry.clone(), store.build_context())),
+                Err(e) => {
+                    tracing::warn!("could not record context edit: {e}");
+                    None
+                }
+            }
+        };
+        if let Some((entry, context)) = appended {
+            *self.transcript() = context;
+            self.emit(RpcEvent::EntryAppended { entry });
+        }
+    }
+
     /// Converts a loop event to its protocol form; persists on `message_end`; emits
     /// `queue_update` right before a delivered queued message (§5.4).
     fn handle_event(&self, ev: AgentEvent) {
@@ -221,18 +399,57 @@ impl AgentSession {
                 }
             }
             AgentEvent::MessageEnd { message } => {
+                self.persist_message(message);
                 if let Message::Assistant(a) = message {
                     if a.stop_reason != StopReason::Error {
                         self.inner.compaction.reset_overflow();
                     }
+                    self.note_image_rejection(a);
                 }
-                self.persist_message(message)
             }
             _ => {}
         }
-        if let Some(event) = RpcEvent::from_agent(ev, false) {
+        let mut chain_succeeded = false;
+        let mut will_retry = false;
+        match &ev {
+            AgentEvent::MessageEnd {
+                message: Message::Assistant(a),
+            } => chain_succeeded = a.stop_reason != StopReason::Error,
+            AgentEvent::AgentEnd { messages } => {
+                let policy = self.retry_policy();
+                let window = self.model().map_or(0, |m| m.context_window);
+                let aborted = self.inner.run.was_aborted();
+                let mut st = self.inner.retry.lock();
+                let decision = retry::decide(messages, st.attempt, &policy, window, aborted);
+                will_retry = decision.will_retry();
+                st.decision = Some(decision);
+            }
+            _ => {}
+        }
+        if let Some(event) = RpcEvent::from_agent(ev, will_retry) {
             self.emit(event);
         }
+        if chain_succeeded {
+            // The first good response of a chain ends it (agent-loop.md §6.2 step 7).
+            let mut st = self.inner.retry.lock();
+            if st.attempt > 0 {
+                let attempt = std::mem::take(&mut st.attempt);
+                self.emit(RpcEvent::AutoRetryEnd {
+                    success: true,
+                    attempt,
+                    final_error: None,
+                });
+            }
+        }
+    }
+}
+
+/// `auto_retry_end` for a chain cancelled during its back-off or run.
+fn retry_cancelled(attempt: u32) -> RpcEvent {
+    RpcEvent::AutoRetryEnd {
+        success: false,
+        attempt,
+        final_error: Some(RETRY_CANCELLED.to_string()),
     }
 }
 
@@ -253,6 +470,7 @@ impl RunHooks for Hooks {
         };
         let creds = (inner.services.api_key)(&model).unwrap_or_default();
         let loadout = inner.loadout.lock().clone();
+        let thinking_budgets = inner.services.settings.lock().provider_thinking_budgets();
         TurnConfig {
             provider: (inner.services.provider)(&model).unwrap_or_else(|| Arc::new(NoProvider)),
             api_key: creds.api_key,
@@ -262,11 +480,15 @@ impl RunHooks for Hooks {
             tools: loadout.tools,
             thinking_level,
             session_id: Some(inner.store.lock().session_id().to_string()),
+            tuning: pi_ai::RequestTuning {
+                thinking_budgets,
+                ..Default::default()
+            },
         }
     }
 
     fn convert_to_llm(&self, messages: &[Message]) -> Vec<Message> {
-        convert_to_llm(messages)
+        self.session.llm_messages(messages)
     }
 
     fn drain_steering(&self) -> Vec<Message> {

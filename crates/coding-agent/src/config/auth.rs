@@ -4,12 +4,14 @@
 //! {"anthropic": {"type": "api_key", "key": "sk-ant-..."},
 //!  "openai-codex": {"type": "oauth", "refresh": "...", "access": "...", "expires": 1760000000000}}
 //! ```
-//! `api_key` entries are resolved like every config value ([`super::resolve_config_value`]).
+//! `api_key` entries are resolved like every config value ([`super::resolve_config_value`],
+//! `!command` results cached), with the entry's `env` object consulted before the process
+//! environment.
 //! OAuth entries are recognised; their access token is used while it has not expired, but this
 //! implementation never refreshes them. Runtime keys (`--api-key`) live only in memory and win
 //! over the file.
 
-use super::value::resolve_config_value;
+use super::value::resolve_config_value_with;
 use super::{read_json_file, warn, JsonFile};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -20,8 +22,11 @@ use std::path::{Path, PathBuf};
 pub enum AuthCredential {
     /// `{"type":"api_key","key":…}`; `key` is an unresolved config value.
     ApiKey {
-        /// The configured value (literal, env var name or `!command`).
+        /// The configured value (literal, `$NAME` template or `!command`).
         key: String,
+        /// The entry's `env` object: variables that take priority over the process environment
+        /// when `key` is resolved (string values only).
+        env: Option<Map<String, Value>>,
     },
     /// `{"type":"oauth","access","refresh","expires",…}`; provider-specific extras kept raw.
     OAuth {
@@ -46,7 +51,10 @@ impl AuthCredential {
         let s = |k: &str| obj.get(k).and_then(Value::as_str).map(str::to_string);
         match obj.get("type").and_then(Value::as_str) {
             Some("api_key") => match s("key") {
-                Some(key) => AuthCredential::ApiKey { key },
+                Some(key) => AuthCredential::ApiKey {
+                    key,
+                    env: obj.get("env").and_then(Value::as_object).cloned(),
+                },
                 None => AuthCredential::Other(v.clone()),
             },
             Some("oauth") => AuthCredential::OAuth {
@@ -141,7 +149,9 @@ impl AuthStorage {
             return Some(k.clone());
         }
         match self.get(provider)? {
-            AuthCredential::ApiKey { key } => resolve_config_value(&key).filter(|k| !k.is_empty()),
+            AuthCredential::ApiKey { key, env } => {
+                resolve_config_value_with(&key, env.as_ref()).filter(|k| !k.is_empty())
+            }
             AuthCredential::OAuth {
                 access, expires, ..
             } => {

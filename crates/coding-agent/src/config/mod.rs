@@ -22,12 +22,15 @@ pub use models::{
 };
 pub use resolve::{
     clamp_thinking_level, cycle_thinking_level, find_initial_model, get_a_model_guidance,
-    no_api_key_message, no_models_available_message, parse_model_pattern, resolve_cli_model,
-    resolve_model_scope, thinking_level_for_model_change, CliModel, InitialModel,
-    InitialModelOptions, ParsedModel, ScopedModel, DEFAULT_THINKING_LEVEL,
+    model_thinking_level, no_api_key_message, no_models_available_message, parse_model_pattern,
+    resolve_cli_model, resolve_model_scope, thinking_level_for_model_change, CliModel,
+    InitialModel, InitialModelOptions, ParsedModel, ScopedModel, DEFAULT_THINKING_LEVEL,
 };
 pub use settings::{CompactionSettings, QueueMode, RetrySettings, Settings};
-pub use value::{resolve_config_value, resolve_headers};
+pub use value::{
+    expand_template, resolve_config_value, resolve_config_value_uncached,
+    resolve_config_value_with, resolve_headers,
+};
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};

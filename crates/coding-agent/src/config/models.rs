@@ -28,13 +28,13 @@
 //! [`ModelRegistry::error`] and warned about on stderr.
 //!
 //! Credentials for a provider, first hit wins (spec config.md §5.3): runtime key (`--api-key`),
-//! `auth.json` (`api_key`, then an unexpired OAuth token), environment variables
-//! ([`env_api_key`]), the provider's `models.json` `apiKey`. Keys and header values are resolved
-//! at request time ([`ModelRegistry::request_auth`]); `!command` results are cached for the
-//! process lifetime.
+//! `auth.json` (`api_key`, then an unexpired OAuth token), the provider's `models.json`
+//! `apiKey`, environment variables ([`env_api_key`]). Keys and header values are resolved at
+//! request time ([`ModelRegistry::request_auth`]); `!command` results of `auth.json` are cached
+//! for the process lifetime, those of `models.json` are not.
 
 use super::auth::AuthStorage;
-use super::value::{resolve_config_value, resolve_headers};
+use super::value::{resolve_config_value_uncached, resolve_headers};
 use super::{read_json_file, warn, JsonFile};
 use pi_ai::{Model, ModelCost};
 use serde::Deserialize;
@@ -145,6 +145,9 @@ pub struct ModelConfig {
     pub thinking_level_map: Option<Map<String, Value>>,
     /// `"text"` / `"image"` (default `["text"]`).
     pub input: Option<Vec<String>>,
+    /// `inputLimits` (upstream 1.6 `ModelInputLimits`; image resize limits), kept opaque; an
+    /// override merges it over the built-in value (`images` and `images.resize` key by key).
+    pub input_limits: Option<Value>,
     /// Prices.
     pub cost: Option<CostConfig>,
     /// Context window in tokens (default 128000; must be > 0).
@@ -406,6 +409,7 @@ fn custom_model_fields(provider: &str, p: &ProviderConfig, m: &ModelConfig) -> M
         reasoning: m.reasoning.unwrap_or(false),
         thinking_level_map: m.thinking_level_map.clone(),
         input: m.input.clone().unwrap_or_else(|| vec!["text".into()]),
+        input_limits: m.input_limits.clone(),
         cost: ModelCost {
             input: cost.input.unwrap_or(0.0),
             output: cost.output.unwrap_or(0.0),
@@ -459,6 +463,40 @@ fn apply_override(model: &mut Model, o: &ModelConfig) {
     if o.compat.is_some() {
         model.compat = merge_maps(model.compat.as_ref(), o.compat.as_ref());
     }
+    if let Some(limits) = &o.input_limits {
+        model.input_limits = Some(merge_input_limits(model.input_limits.as_ref(), limits));
+    }
+}
+
+/// Upstream's `mergeInputLimits`: top-level keys of `over` win, `images` merges key by key and
+/// `images.resize` likewise.
+fn merge_input_limits(base: Option<&Value>, over: &Value) -> Value {
+    let (Some(Value::Object(base)), Value::Object(over)) = (base, over) else {
+        return over.clone();
+    };
+    let mut out = base.clone();
+    for (k, v) in over {
+        let merged = match (k.as_str(), base.get(k), v) {
+            ("images", Some(Value::Object(bi)), Value::Object(oi)) => {
+                let mut images = bi.clone();
+                for (ik, iv) in oi {
+                    let merged = match (ik.as_str(), bi.get(ik), iv) {
+                        ("resize", Some(Value::Object(br)), Value::Object(or)) => {
+                            let mut r = br.clone();
+                            r.extend(or.clone());
+                            Value::Object(r)
+                        }
+                        _ => iv.clone(),
+                    };
+                    images.insert(ik.clone(), merged);
+                }
+                Value::Object(images)
+            }
+            _ => v.clone(),
+        };
+        out.insert(k.clone(), merged);
+    }
+    Value::Object(out)
 }
 
 /// Key and headers for one request (spec config.md §4 headers, §5.3 key precedence).
@@ -661,19 +699,22 @@ impl ModelRegistry {
                 .is_some_and(|p| p.api_key.is_some())
     }
 
-    /// The API key for `provider`, resolved now (spec config.md §5.3).
+    /// The API key for `provider`, resolved now (spec config.md §5.3, 1.6 order): the runtime
+    /// key, `auth.json` (`api_key`, then an unexpired OAuth token), the provider's
+    /// `models.json` `apiKey` (resolved uncached, so a `!command` runs per request), then the
+    /// environment variables of the provider.
     pub fn api_key(&self, provider: &str) -> Option<String> {
         self.auth
             .stored_api_key(provider)
-            .or_else(|| env_api_key(provider))
             .or_else(|| {
                 self.config
                     .provider(provider)?
                     .api_key
                     .as_deref()
-                    .and_then(resolve_config_value)
+                    .and_then(resolve_config_value_uncached)
                     .filter(|k| !k.is_empty())
             })
+            .or_else(|| env_api_key(provider))
     }
 
     /// Key and headers for a request to `model`. Fails with `No API key found for "<provider>"`

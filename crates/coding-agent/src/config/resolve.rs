@@ -573,6 +573,21 @@ pub struct InitialModelOptions {
     pub default_model: Option<String>,
     /// settings `defaultThinkingLevel`.
     pub default_thinking_level: Option<ThinkingLevel>,
+    /// settings `modelThinkingLevels`: `"provider/id"` → level (upstream 1.6
+    /// `docs/settings.md`); the chosen model's entry beats `defaultThinkingLevel`.
+    pub model_thinking_levels: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// The `modelThinkingLevels` entry of `model` (key `"<provider>/<id>"`, exact), if it names a
+/// thinking level.
+pub fn model_thinking_level(
+    levels: Option<&serde_json::Map<String, serde_json::Value>>,
+    model: &Model,
+) -> Option<ThinkingLevel> {
+    levels?
+        .get(&format!("{}/{}", model.provider, model.id))?
+        .as_str()
+        .and_then(ThinkingLevel::parse)
 }
 
 /// The startup model and the (already clamped) thinking level.
@@ -599,8 +614,8 @@ pub struct InitialModel {
 ///    when no other provider has credentials);
 /// 7. none.
 ///
-/// Thinking: `--thinking` > `:level` > scoped level > session level > `defaultThinkingLevel` >
-/// `medium`, clamped to the model.
+/// Thinking: `--thinking` > `:level` > scoped level > session level > the model's
+/// `modelThinkingLevels` entry > `defaultThinkingLevel` > `medium`, clamped to the model.
 pub fn find_initial_model(
     opts: &InitialModelOptions,
     registry: &ModelRegistry,
@@ -655,6 +670,10 @@ pub fn find_initial_model(
         .cli_thinking
         .or(pattern_level)
         .or(opts.session_thinking_level)
+        .or_else(|| {
+            let m = model.as_ref()?;
+            model_thinking_level(opts.model_thinking_levels.as_ref(), m)
+        })
         .or(opts.default_thinking_level)
         .unwrap_or(DEFAULT_THINKING_LEVEL);
     let placeholder = Model::unknown();

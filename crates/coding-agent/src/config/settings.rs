@@ -45,17 +45,26 @@ impl QueueMode {
     }
 }
 
-/// `retry.*` (spec config.md §3.2, messages-and-models.md §10).
+/// `retry.*` (spec agent-loop.md §6; names and defaults as upstream 1.6 docs/settings.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetrySettings {
-    /// `retry.enabled` (default true).
+    /// `retry.enabled` (default true): agent-level automatic retry.
     pub enabled: bool,
-    /// `retry.maxRetries` (default 3).
+    /// `retry.maxRetries` (default 3): agent-level retry attempts per error chain.
     pub max_retries: u64,
-    /// `retry.baseDelayMs` (default 2000); attempt n waits `base · 2^(n−1)`.
+    /// `retry.baseDelayMs` (default 2000); attempt n waits `base · 2^(n−1)` ms.
     pub base_delay_ms: u64,
-    /// `retry.maxDelayMs` (default 60000; 0 = no cap on provider-requested delays).
-    pub max_delay_ms: u64,
+    /// `retry.maxAgentDelayMs` (default 60000): the longest agent-level back-off in ms; also
+    /// the longest server-requested (`Retry-After`) delay the agent waits before giving up.
+    pub max_agent_delay_ms: u64,
+    /// `retry.provider.timeoutMs`: the longest wait for response headers in ms; `None` = the
+    /// `httpIdleTimeoutMs` value.
+    pub provider_timeout_ms: Option<u64>,
+    /// `retry.provider.maxRetries` (default 0): provider-level retries of one request.
+    pub provider_max_retries: u64,
+    /// `retry.provider.maxRetryDelayMs` (default 60000; 0 = no limit): the longest
+    /// server-requested delay a provider-level retry waits.
+    pub provider_max_retry_delay_ms: u64,
 }
 
 impl Default for RetrySettings {
@@ -64,7 +73,10 @@ impl Default for RetrySettings {
             enabled: true,
             max_retries: 3,
             base_delay_ms: 2000,
-            max_delay_ms: 60_000,
+            max_agent_delay_ms: 60_000,
+            provider_timeout_ms: None,
+            provider_max_retries: 0,
+            provider_max_retry_delay_ms: 60_000,
         }
     }
 }
@@ -106,11 +118,21 @@ impl Settings {
     /// Loads `<agent_dir>/settings.json` and `<cwd>/.pi/settings.json`. Problems are warned
     /// about on stderr and recorded in [`Settings::errors`].
     pub fn load(agent_dir: &Path, cwd: &Path) -> Self {
+        Settings::load_with_trust(agent_dir, cwd, true)
+    }
+
+    /// [`Settings::load`], reading the project file only when `project_trusted` (project trust,
+    /// upstream `docs/security.md`); an untrusted project scope is `{}`.
+    pub fn load_with_trust(agent_dir: &Path, cwd: &Path, project_trusted: bool) -> Self {
         let global_path = agent_dir.join("settings.json");
         let project_path = cwd.join(".pi").join("settings.json");
         let mut errors = Vec::new();
         let (global, global_ok) = load_scope(&global_path, &mut errors);
-        let (project, _) = load_scope(&project_path, &mut errors);
+        let project = if project_trusted {
+            load_scope(&project_path, &mut errors).0
+        } else {
+            Map::new()
+        };
         for e in &errors {
             warn(e);
         }
@@ -242,7 +264,16 @@ impl Settings {
             enabled: self.bool_at(&["retry", "enabled"], d.enabled),
             max_retries: self.u64_at(&["retry", "maxRetries"], d.max_retries),
             base_delay_ms: self.u64_at(&["retry", "baseDelayMs"], d.base_delay_ms),
-            max_delay_ms: self.u64_at(&["retry", "maxDelayMs"], d.max_delay_ms),
+            max_agent_delay_ms: self.u64_at(&["retry", "maxAgentDelayMs"], d.max_agent_delay_ms),
+            provider_timeout_ms: self
+                .get_path(&["retry", "provider", "timeoutMs"])
+                .and_then(as_u64),
+            provider_max_retries: self
+                .u64_at(&["retry", "provider", "maxRetries"], d.provider_max_retries),
+            provider_max_retry_delay_ms: self.u64_at(
+                &["retry", "provider", "maxRetryDelayMs"],
+                d.provider_max_retry_delay_ms,
+            ),
         }
     }
 
@@ -289,6 +320,19 @@ impl Settings {
         self.get("thinkingBudgets").and_then(Value::as_object)
     }
 
+    /// `thinkingBudgets` as the providers take them (pi-ai `ThinkingBudgets`, tokens per
+    /// level); entries that are not non-negative numbers are ignored; `None` when unset.
+    pub fn provider_thinking_budgets(&self) -> Option<pi_ai::ThinkingBudgets> {
+        let raw = self.thinking_budgets()?;
+        let get = |k: &str| raw.get(k).and_then(as_u64);
+        Some(pi_ai::ThinkingBudgets {
+            minimal: get("minimal"),
+            low: get("low"),
+            medium: get("medium"),
+            high: get("high"),
+        })
+    }
+
     /// `images.autoResize` (default true).
     pub fn images_auto_resize(&self) -> bool {
         self.bool_at(&["images", "autoResize"], true)
@@ -331,6 +375,67 @@ impl Settings {
             Some(v) => as_u64(v).unwrap_or(DEFAULT),
             None => DEFAULT,
         }
+    }
+
+    /// The resolved `defaultTools` selection, or `None` when no scope sets it. A project list of
+    /// only `+name`/`-name` entries edits the global list instead of replacing it (upstream
+    /// `docs/settings.md` "defaultTools"); see [`crate::tools::select::resolve_default_tools`].
+    pub fn default_tools(&self) -> Option<Vec<String>> {
+        let strings = |v: &Value| -> Option<Vec<String>> {
+            v.as_array().map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
+        };
+        let global = self.global.get("defaultTools");
+        let project = self.project.get("defaultTools");
+        let all_edits = |v: &Value| {
+            v.as_array().is_some_and(|a| {
+                a.iter()
+                    .all(|e| e.as_str().is_some_and(crate::cli::is_tool_modifier))
+            })
+        };
+        let merged: Vec<String> = match (global, project) {
+            (None, None) => return None,
+            (Some(g), None) => strings(g).unwrap_or_default(),
+            (Some(g), Some(p)) if g.is_array() && all_edits(p) => {
+                let mut list = strings(g).unwrap_or_default();
+                list.extend(strings(p).unwrap_or_default());
+                list
+            }
+            (_, Some(p)) => strings(p).unwrap_or_default(),
+        };
+        Some(crate::tools::select::resolve_default_tools(&merged))
+    }
+
+    /// `defaultProjectTrust` from the GLOBAL settings only (a project cannot trust itself):
+    /// `"ask"` (default), `"always"` or `"never"`; other values count as `"ask"`.
+    pub fn default_project_trust(&self) -> &str {
+        match self
+            .global
+            .get("defaultProjectTrust")
+            .and_then(Value::as_str)
+        {
+            Some(v @ ("always" | "never")) => v,
+            _ => "ask",
+        }
+    }
+
+    /// `httpProxy` from the GLOBAL settings (upstream applies only the global value), if a
+    /// non-empty string.
+    pub fn http_proxy(&self) -> Option<&str> {
+        self.global
+            .get("httpProxy")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+    }
+
+    /// `modelThinkingLevels`: `"provider/id"` (exact) → the thinking level to start with, or
+    /// switch to, on that model (upstream 1.6 `docs/settings.md`), as a raw object.
+    pub fn model_thinking_levels(&self) -> Option<&Map<String, Value>> {
+        self.get("modelThinkingLevels").and_then(Value::as_object)
     }
 
     /// `quietStartup` (default false).

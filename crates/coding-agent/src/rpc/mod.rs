@@ -4,8 +4,11 @@
 //! Framing: records are split on LF only, one trailing CR is stripped, U+2028/U+2029 are never
 //! separators. Every malformed record gets exactly one response and the process keeps serving.
 //! Fast commands are answered inline in arrival order; slow ones (`abort`, `bash`, a prompt's
-//! run) run as tasks so they never block the reader. stdout has exactly one writer, which
-//! writes each record as one whole line and flushes it.
+//! run) run as tasks so they never block the reader. Commands still take effect in arrival
+//! order where that matters: a `bash` takes its cancellation token when it is read (so a later
+//! `abort_bash` cancels it), and a `prompt` read after an `abort` waits for that abort to
+//! settle. stdout has exactly one writer, which writes each record as one whole line and
+//! flushes it.
 
 pub mod protocol;
 
@@ -31,7 +34,7 @@ pub fn strip_cr(line: &[u8]) -> &[u8] {
 /// Runs RPC mode until stdin closes and the run in flight has settled.
 pub async fn run(runtime: AgentSessionRuntime, out: Output) -> std::io::Result<()> {
     let mut reader = BufReader::new(tokio::io::stdin());
-    let mut tasks = JoinSet::new();
+    let mut tasks = Tasks::default();
     let mut buf = Vec::new();
     loop {
         buf.clear();
@@ -41,22 +44,49 @@ pub async fn run(runtime: AgentSessionRuntime, out: Output) -> std::io::Result<(
         }
         let at_eof = !buf.ends_with(b"\n");
         let line = buf.strip_suffix(b"\n").unwrap_or(&buf);
-        handle_line(&runtime, &out, strip_cr(line), &mut tasks);
+        handle_line(&runtime, &out, strip_cr(line), &mut tasks).await;
         // Reap finished tasks so a long-lived process does not keep one entry per command.
-        while tasks.try_join_next().is_some() {}
+        while tasks.set.try_join_next().is_some() {}
+        tasks.aborts.retain_mut(|done| {
+            matches!(
+                done.try_recv(),
+                Err(tokio::sync::oneshot::error::TryRecvError::Empty)
+            )
+        });
         if at_eof {
             break;
         }
     }
     // A task that panicked has already settled its run (the session's settle guard).
-    while tasks.join_next().await.is_some() {}
+    while tasks.set.join_next().await.is_some() {}
     runtime.wait_settled().await;
     out.flush();
     Ok(())
 }
 
-/// Decodes one record and dispatches it.
-fn handle_line(runtime: &AgentSessionRuntime, out: &Output, line: &[u8], tasks: &mut JoinSet<()>) {
+/// The commands still being worked on.
+#[derive(Default)]
+struct Tasks {
+    /// Every slow command and prompt run, awaited at EOF.
+    set: JoinSet<()>,
+    /// One receiver per `abort` not yet answered; it completes once that abort has settled
+    /// and been answered.
+    aborts: Vec<tokio::sync::oneshot::Receiver<()>>,
+}
+
+impl Tasks {
+    /// Waits until every `abort` read so far has settled and been answered.
+    async fn aborts_settled(&mut self) {
+        for done in self.aborts.drain(..) {
+            let _ = done.await;
+        }
+    }
+}
+
+/// Decodes one record and dispatches it. A `prompt` read after an `abort` is dispatched once
+/// that abort has settled, so it starts a new run instead of finding the aborted one still
+/// streaming; the reader waits meanwhile, keeping later commands in order.
+async fn handle_line(runtime: &AgentSessionRuntime, out: &Output, line: &[u8], tasks: &mut Tasks) {
     // Invalid UTF-8 sequences decode to U+FFFD, as Node's stdin decoder does.
     let text = String::from_utf8_lossy(line);
     let value: Value = match pi_ai::json::parse_str(&text) {
@@ -84,6 +114,9 @@ fn handle_line(runtime: &AgentSessionRuntime, out: &Output, line: &[u8], tasks: 
             out.response(RpcResponse::error(id, Some(&kind), error))
         }
         Incoming::Command { id, kind, command } => {
+            if matches!(command, RpcCommand::Prompt { .. }) {
+                tasks.aborts_settled().await;
+            }
             dispatch(runtime, out, Call { id, kind }, command, tasks)
         }
     }
@@ -127,12 +160,22 @@ fn images_of(images: Option<Value>) -> Result<Vec<ImageContent>, String> {
 }
 
 /// The text and images of `prompt`/`steer`/`follow_up`. A missing or non-string `message` is
-/// a failure, as in upstream (whose handler throws on it), never an empty prompt.
+/// a failure, never an empty prompt, with the text upstream 1.6 answers (its handler calls
+/// `text.startsWith` on whatever was sent): absent → `Cannot read properties of undefined
+/// (reading 'startsWith')`, `null` → the same with `null`, any other non-string →
+/// `text.startsWith is not a function`.
 fn message_parts(
-    message: Option<String>,
+    message: Option<Value>,
     images: Option<Value>,
 ) -> Result<(String, Vec<ImageContent>), String> {
-    let text = message.ok_or("The message must be a string (field \"message\")")?;
+    let text = match message {
+        Some(Value::String(text)) => text,
+        None => return Err("Cannot read properties of undefined (reading 'startsWith')".into()),
+        Some(Value::Null) => {
+            return Err("Cannot read properties of null (reading 'startsWith')".into())
+        }
+        Some(_) => return Err("text.startsWith is not a function".into()),
+    };
     Ok((text, images_of(images)?))
 }
 
@@ -149,7 +192,7 @@ fn dispatch(
     out: &Output,
     call: Call,
     command: RpcCommand,
-    tasks: &mut JoinSet<()>,
+    tasks: &mut Tasks,
 ) {
     let session = runtime.session();
     let reply = |r| call.reply(out, r);
@@ -169,7 +212,7 @@ fn dispatch(
             match session.prompt(text, images, streaming_behavior.as_deref()) {
                 Ok(PromptOutcome::Started(run)) => {
                     reply(some(disposition(Disposition::Started)));
-                    tasks.spawn(run);
+                    tasks.set.spawn(run);
                 }
                 Ok(PromptOutcome::Queued) => reply(some(disposition(Disposition::Queued))),
                 Err(e) => reply(Err(e)),
@@ -181,10 +224,15 @@ fn dispatch(
         RpcCommand::FollowUp { message, images } => {
             reply(enqueue(&session, QueueKind::FollowUp, message, images))
         }
-        RpcCommand::Abort {} => answer_later(tasks, out, call, async move {
-            session.abort().await;
-            Ok(None)
-        }),
+        RpcCommand::Abort {} => {
+            let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+            tasks.aborts.push(done_rx);
+            let work = async move {
+                session.abort().await;
+                Ok(None)
+            };
+            answer_later_then(&mut tasks.set, out, call, work, Some(done_tx));
+        }
         RpcCommand::ClearQueue {} => reply(some(ResponseData::Queue(session.clear_queue()))),
         RpcCommand::Bash {
             command,
@@ -195,8 +243,10 @@ fn dispatch(
             };
             let exclude = exclude_from_context.unwrap_or(false);
             let id = call.id.clone();
+            // Taken now: an `abort_bash` later in the same read must cancel this command.
+            let cancel = session.bash_cancel_token();
             answer_later(tasks, out, call, async move {
-                let r = session.run_user_bash(&command, exclude, id).await;
+                let r = session.run_user_bash(&command, exclude, id, cancel).await;
                 r.map(|b| Some(ResponseData::Bash(b)))
             })
         }
@@ -326,7 +376,8 @@ fn dispatch(
             let result = session.compact(custom_instructions).await?;
             Ok(Some(ResponseData::Compaction(Box::new(result))))
         }),
-        RpcCommand::AbortRetry {} | RpcCommand::ExportHtml { .. } | RpcCommand::Unknown => {
+        RpcCommand::AbortRetry {} => session.abort_retry(|| reply(Ok(None))),
+        RpcCommand::ExportHtml { .. } | RpcCommand::Unknown => {
             reply(Err(format!("Unknown command: {}", call.kind)))
         }
     }
@@ -334,8 +385,21 @@ fn dispatch(
 
 /// Runs a slow command as a task and answers it when it is done. A panic inside becomes a
 /// failure response, so every command is answered exactly once (rpc-protocol.md §3.2).
-fn answer_later<F>(tasks: &mut JoinSet<()>, out: &Output, call: Call, work: F)
+fn answer_later<F>(tasks: &mut Tasks, out: &Output, call: Call, work: F)
 where
+    F: std::future::Future<Output = Result<Option<ResponseData>, String>> + Send + 'static,
+{
+    answer_later_then(&mut tasks.set, out, call, work, None)
+}
+
+/// [`answer_later`], then signals `answered` once the response has been queued.
+fn answer_later_then<F>(
+    tasks: &mut JoinSet<()>,
+    out: &Output,
+    call: Call,
+    work: F,
+    answered: Option<tokio::sync::oneshot::Sender<()>>,
+) where
     F: std::future::Future<Output = Result<Option<ResponseData>, String>> + Send + 'static,
 {
     let out = out.clone();
@@ -345,6 +409,9 @@ where
             Err(panic) => Err(format!("Internal error: {}", panic_text(panic.as_ref()))),
         };
         call.reply(&out, result);
+        if let Some(tx) = answered {
+            let _ = tx.send(());
+        }
     });
 }
 
@@ -361,10 +428,11 @@ pub fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
 fn enqueue(
     session: &AgentSession,
     kind: QueueKind,
-    message: Option<String>,
+    message: Option<Value>,
     images: Option<Value>,
 ) -> Result<Option<ResponseData>, String> {
     let (text, images) = message_parts(message, images)?;
+    let (text, images) = session.prepare_images(text, images)?;
     let msg = crate::agent_session::user_message(text, images);
     session.enqueue(kind, msg);
     some(disposition(Disposition::Queued))

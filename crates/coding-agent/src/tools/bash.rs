@@ -19,6 +19,7 @@ use pi_agent::{AgentTool, ToolContext, ToolError, ToolOutput, UpdateFn};
 use pi_ai::{Content, ToolDefinition};
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -34,8 +35,42 @@ pub struct BashToolOptions {
     pub shell_path: Option<PathBuf>,
     /// `<agentDir>/bin`, prepended to `PATH` when not already present.
     pub bin_dir: Option<PathBuf>,
-    /// Extra variables set for model-run commands (e.g. `PI_SESSION_ID`, `PI_MODEL`).
+    /// Extra variables set for model-run commands.
     pub extra_env: Vec<(String, String)>,
+    /// The session's variables (`PI_SESSION_ID`, `PI_SESSION_FILE`, `PI_PROVIDER`, `PI_MODEL`,
+    /// `PI_REASONING_LEVEL`; upstream-1.6-notes.md item 21), read when each command starts so
+    /// that model and thinking-level changes show. Filled in once the session exists.
+    pub session_env: Option<SessionEnvSlot>,
+}
+
+/// Computes the session variables of the bash tool's commands, as `(name, value)` pairs.
+pub type SessionEnvFn = Arc<dyn Fn() -> Vec<(String, String)> + Send + Sync>;
+
+/// Where the session puts its [`SessionEnvFn`] once it exists (tools are built before the
+/// session that owns them).
+#[derive(Clone, Default)]
+pub struct SessionEnvSlot(pub Arc<std::sync::OnceLock<SessionEnvFn>>);
+
+impl std::fmt::Debug for SessionEnvSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.get().is_some() {
+            "SessionEnvSlot(bound)"
+        } else {
+            "SessionEnvSlot(empty)"
+        })
+    }
+}
+
+impl SessionEnvSlot {
+    /// Binds the slot to `f` (a second bind is ignored).
+    pub fn bind(&self, f: SessionEnvFn) {
+        let _ = self.0.set(f);
+    }
+
+    /// The variables now; empty while unbound.
+    pub fn vars(&self) -> Vec<(String, String)> {
+        self.0.get().map(|f| f()).unwrap_or_default()
+    }
 }
 
 /// The model-facing bash tool.
@@ -207,6 +242,12 @@ impl AgentTool for BashTool {
         };
         let mut env = shell_env(self.options.bin_dir.as_deref());
         env.extend(self.options.extra_env.iter().cloned());
+        if let Some(slot) = &self.options.session_env {
+            env.extend(slot.vars());
+        }
+        // Upstream 1.6 announces the run with an empty partial result before the command
+        // starts (`{"content":[]}`; golden tool_bash_echo).
+        (ctx.on_update)(ToolOutput::default());
         let cmd = ShellCommand {
             command: full_command,
             cwd: self.cwd.clone(),

@@ -3,8 +3,8 @@
 //! `details: {diff, firstChangedLine, patch}`).
 
 use super::edit_diff::{
-    apply_edits, detect_line_ending, generate_diff_string, generate_unified_patch, normalize_to_lf,
-    restore_line_endings, strip_bom, Edit,
+    apply_edits_with_replacements, generate_diff_string, generate_unified_patch, normalize_to_lf,
+    splice_into_original, strip_bom, Edit,
 };
 use super::schema;
 use super::util::{
@@ -163,11 +163,16 @@ impl AgentTool for EditTool {
         check_aborted(&ctx.cancel)?;
         let raw = String::from_utf8_lossy(&bytes);
         let (bom, content) = strip_bom(&raw);
-        let ending = detect_line_ending(content);
         let base = normalize_to_lf(content);
-        let new_content = apply_edits(&base, &edits, &path_arg)?;
+        let (new_content, replacements) = apply_edits_with_replacements(&base, &edits, &path_arg)?;
         check_aborted(&ctx.cancel)?;
-        let final_content = format!("{bom}{}", restore_line_endings(&new_content, ending));
+        // Spliced into the original text: untouched bytes, line endings included, stay as they
+        // were. Without any CR the original is the normalised text and the result is final.
+        let final_content = if content.contains('\r') {
+            format!("{bom}{}", splice_into_original(content, &replacements))
+        } else {
+            format!("{bom}{new_content}")
+        };
         tokio::fs::write(&abs, final_content.as_bytes())
             .await
             .map_err(|e| node_error(&e, "open", Some(&abs)))?;

@@ -121,21 +121,23 @@ fn apply_replacements(content: &str, matches: &[Match], offset: usize) -> String
     out
 }
 
-/// Applies replacements located in `base` (a normalised view of `original` with the same line
-/// count): lines touched by a replacement come from `base`, all others from `original`.
-fn apply_preserving_unchanged_lines(
-    original: &str,
-    base: &str,
-    matches: &[Match],
-) -> Result<String, String> {
-    let original_lines = split_lines_with_endings(original);
-    let mut spans = Vec::new();
-    let mut off = 0;
-    for line in split_lines_with_endings(base) {
-        spans.push((off, off + line.len()));
-        off += line.len();
-    }
-    if original_lines.len() != spans.len() {
+/// Widens replacements located in `base` (a normalised view of `original` with the same line
+/// count) to the lines they touch: each group of touched lines becomes one replacement of
+/// `original`'s lines by those lines of `base` with the replacements applied, so every other
+/// line keeps its original text.
+fn widen_to_lines(original: &str, base: &str, matches: &[Match]) -> Result<Vec<Match>, String> {
+    let line_spans = |text: &str| {
+        let mut spans = Vec::new();
+        let mut off = 0;
+        for line in split_lines_with_endings(text) {
+            spans.push((off, off + line.len()));
+            off += line.len();
+        }
+        spans
+    };
+    let original_spans = line_spans(original);
+    let spans = line_spans(base);
+    if original_spans.len() != spans.len() {
         return Err(
             "Cannot preserve unchanged lines because the base content has a different line count."
                 .into(),
@@ -167,23 +169,113 @@ fn apply_preserving_unchanged_lines(
             _ => groups.push((start_line, end_line, vec![m])),
         }
     }
-    let mut out = String::new();
-    let mut next_line = 0;
-    for (start, end, group) in groups {
-        out.push_str(&original_lines[next_line..start].concat());
-        let from = spans[start].0;
-        let to = spans[end - 1].1;
-        out.push_str(&apply_replacements(&base[from..to], &group, from));
-        next_line = end;
+    Ok(groups
+        .into_iter()
+        .map(|(start, end, group)| {
+            let from = spans[start].0;
+            let to = spans[end - 1].1;
+            let original_from = original_spans[start].0;
+            Match {
+                edit_index: group.first().map_or(0, |m| m.edit_index),
+                index: original_from,
+                len: original_spans[end - 1].1 - original_from,
+                new_text: apply_replacements(&base[from..to], &group, from),
+            }
+        })
+        .collect())
+}
+
+/// One replacement of an edit, in the LF-normalised content: `len` bytes at `index` become
+/// `new_text` (LF line breaks).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Replacement {
+    /// Byte offset in the LF-normalised content.
+    pub index: usize,
+    /// Bytes replaced.
+    pub len: usize,
+    /// The replacement text.
+    pub new_text: String,
+}
+
+/// The line break of the line holding byte `offset` of `original`: its own `\r\n` or `\n`
+/// (for an unterminated last line, the one before); in a file without any `\n`, `\r` if it
+/// has one (classic Mac endings), else `\n`. A lone CR in a file with LFs is taken as a
+/// character inside a line, not as a line break.
+fn line_ending_at(original: &str, offset: usize) -> &'static str {
+    let lf = original[offset..]
+        .find('\n')
+        .map(|i| i + offset)
+        .or_else(|| original[..offset].rfind('\n'));
+    match lf {
+        None if original.contains('\r') => "\r",
+        None => "\n",
+        Some(i) if i > 0 && original.as_bytes()[i - 1] == b'\r' => "\r\n",
+        Some(_) => "\n",
     }
-    out.push_str(&original_lines[next_line..].concat());
-    Ok(out)
+}
+
+/// Applies `replacements`, located in `normalize_to_lf(original)`, to `original` itself: every
+/// byte outside the replaced ranges is kept (line endings included), and the line breaks of
+/// each new text take the ending of the line where its range starts ([`line_ending_at`]).
+/// The result, normalised to LF, equals the replacements applied to the normalised content.
+pub fn splice_into_original(original: &str, replacements: &[Replacement]) -> String {
+    // Normalising shortens only CRLFs: a normalised offset maps back by adding the CRLFs whose
+    // LF lies before it (an offset at such an LF maps to its CR, so a range covering the LF
+    // covers the whole CRLF).
+    let crlfs: Vec<usize> = original.match_indices("\r\n").map(|(i, _)| i).collect();
+    let to_original = |offset: usize| {
+        let before = crlfs
+            .iter()
+            .enumerate()
+            .take_while(|&(n, &p)| p - n < offset)
+            .count();
+        offset + before
+    };
+    let mut out = String::with_capacity(original.len());
+    let push = |out: &mut String, part: &str| {
+        // A kept CR followed by an inserted LF (or the two sides of a deletion) would read as
+        // one CRLF: an extra LF keeps them the two line breaks the diff shows.
+        if out.ends_with('\r') && part.starts_with('\n') {
+            out.push('\n');
+        }
+        out.push_str(part);
+    };
+    let mut sorted: Vec<&Replacement> = replacements.iter().collect();
+    sorted.sort_by_key(|r| r.index);
+    let mut pos = 0;
+    for r in sorted {
+        let start = to_original(r.index).min(original.len());
+        let end = to_original(r.index + r.len).clamp(start, original.len());
+        push(&mut out, &original[pos.min(start)..start]);
+        let ending = line_ending_at(original, start);
+        if ending == "\n" {
+            push(&mut out, &r.new_text);
+        } else {
+            push(&mut out, &r.new_text.replace('\n', ending));
+        }
+        pos = end;
+    }
+    push(&mut out, &original[pos.min(original.len())..]);
+    out
 }
 
 /// Applies `edits` to LF-normalised `content` (all matched against the original, unique and
 /// non-overlapping). Returns the new content or the upstream error text; `path` is the path as
 /// the model gave it.
 pub fn apply_edits(content: &str, edits: &[Edit], path: &str) -> Result<String, String> {
+    apply_edits_with_replacements(content, edits, path).map(|(new, _)| new)
+}
+
+/// [`apply_edits`], also returning the replacements it made in `content` (for
+/// [`splice_into_original`]). With fuzzy matching (spec tools.md, upstream edit docs: exact
+/// match first, else NFKC / trailing whitespace / quotes / dashes / special spaces), each
+/// replacement covers the whole lines it touched, rewritten from the fuzzy form; all other lines
+/// are untouched.
+pub fn apply_edits_with_replacements(
+    content: &str,
+    edits: &[Edit],
+    path: &str,
+) -> Result<(String, Vec<Replacement>), String> {
     let total = edits.len();
     let edits: Vec<Edit> = edits
         .iter()
@@ -212,14 +304,11 @@ pub fn apply_edits(content: &str, edits: &[Edit], path: &str) -> Result<String, 
     let mut matches = Vec::new();
     for (i, e) in edits.iter().enumerate() {
         let Some((index, len, _)) = fuzzy_find(&base, &e.old_text) else {
-            let header = if total == 1 {
-                format!("Could not find the exact text in {path}.")
+            return Err(if total == 1 {
+                format!("Could not find the exact text in {path}. The old text must match exactly including all whitespace and newlines.")
             } else {
-                format!("Could not find edits[{i}] in {path}.")
-            };
-            return Err(format!(
-                "{header} The old text must match exactly including all whitespace and newlines."
-            ));
+                format!("Could not find edits[{i}] in {path}. The oldText must match exactly including all whitespace and newlines.")
+            });
         };
         let n = count_occurrences(&base, &e.old_text);
         if n > 1 {
@@ -245,11 +334,12 @@ pub fn apply_edits(content: &str, edits: &[Edit], path: &str) -> Result<String, 
             ));
         }
     }
-    let new_content = if used_fuzzy {
-        apply_preserving_unchanged_lines(content, &base, &matches)?
+    let replacements = if used_fuzzy {
+        widen_to_lines(content, &base, &matches)?
     } else {
-        apply_replacements(&base, &matches, 0)
+        matches
     };
+    let new_content = apply_replacements(content, &replacements, 0);
     if new_content == content {
         return Err(if total == 1 {
             format!("No changes made to {path}. The replacement produced identical content. This might indicate an issue with special characters or the text not existing as expected.")
@@ -257,7 +347,15 @@ pub fn apply_edits(content: &str, edits: &[Edit], path: &str) -> Result<String, 
             format!("No changes made to {path}. The replacements produced identical content.")
         });
     }
-    Ok(new_content)
+    let replacements = replacements
+        .into_iter()
+        .map(|m| Replacement {
+            index: m.index,
+            len: m.len,
+            new_text: m.new_text,
+        })
+        .collect();
+    Ok((new_content, replacements))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

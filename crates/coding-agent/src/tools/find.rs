@@ -73,14 +73,12 @@ fn run_find(
     if !search.exists() {
         return Err(format!("Path not found: {}", search.display()));
     }
+    // 1.6 (upstream-1.6-notes.md item 22): a pattern with a slash is matched against the path
+    // relative to the search directory (`src/*.ts` matches `src/b.ts`, not `pkg/src/a.ts`);
+    // a leading `./` is dropped. An absolute pattern is matched against the full path.
     let full_path = pattern.contains('/');
-    let effective =
-        if full_path && !pattern.starts_with('/') && !pattern.starts_with("**/") && pattern != "**"
-        {
-            format!("**/{pattern}")
-        } else {
-            pattern.to_string()
-        };
+    let absolute = pattern.starts_with('/');
+    let effective = pattern.strip_prefix("./").unwrap_or(pattern).to_string();
     let case_insensitive = !pattern.chars().any(char::is_uppercase);
     let glob = GlobBuilder::new(&effective)
         .literal_separator(full_path)
@@ -103,8 +101,11 @@ fn run_find(
             continue;
         }
         let path = entry.path();
-        let matched = if full_path {
+        let matched = if absolute {
             glob.is_match(path)
+        } else if full_path {
+            path.strip_prefix(search)
+                .is_ok_and(|rel| glob.is_match(rel))
         } else {
             path.file_name().is_some_and(|n| glob.is_match(n))
         };

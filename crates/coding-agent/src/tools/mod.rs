@@ -11,6 +11,7 @@ pub mod find;
 pub mod grep;
 pub mod ls;
 pub mod read;
+pub mod select;
 pub mod shell;
 pub mod truncate;
 pub mod util;
@@ -40,6 +41,8 @@ pub const ALL_TOOLS: [&str; 7] = ["read", "bash", "edit", "write", "grep", "find
 pub struct ToolOptions {
     /// Options of the bash tool (`shellPath`, `shellCommandPrefix`, `<agentDir>/bin`, env).
     pub bash: BashToolOptions,
+    /// How the read tool prepares images (bound by the session to its model and settings).
+    pub images: crate::images::ImagePolicySlot,
 }
 
 /// Creates the named built-in tools (unknown names are skipped) for `cwd`, in the order given.
@@ -63,7 +66,7 @@ pub fn create_tools_with(
 pub fn create_tool(cwd: &Path, name: &str, options: &ToolOptions) -> Option<Arc<dyn AgentTool>> {
     let cwd: PathBuf = cwd.to_path_buf();
     let tool: Arc<dyn AgentTool> = match name {
-        "read" => Arc::new(ReadTool::new(cwd)),
+        "read" => Arc::new(ReadTool::with_images(cwd, options.images.clone())),
         "bash" => Arc::new(BashTool::new(cwd, options.bash.clone())),
         "edit" => Arc::new(EditTool::new(cwd)),
         "write" => Arc::new(WriteTool::new(cwd)),

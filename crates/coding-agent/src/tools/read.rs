@@ -1,8 +1,12 @@
 //! The `read` tool (spec tools.md §1; result shape from the 1.6 recording `tool_read`).
 //!
 //! Text files are returned raw (no line numbers) as one text block, also mirrored in
-//! `structuredContent` as the same string. Images (PNG, JPEG, GIF, WebP, detected by content) are
-//! returned as a text note plus an image block.
+//! `structuredContent` as the same string. Images (PNG, JPEG, GIF, WebP, BMP, detected by
+//! content) are prepared for the current model ([`crate::images`]) and returned as the text
+//! `Read image file [<mime>]` (plus the conversion/dimension notes, one per line) and the image
+//! block; `structuredContent` is `{type:"image", data, mimeType, note}` and, for a model without
+//! image input, `details` is `{imageUnsupportedByModel: <model id>}` (upstream 1.6 read tool).
+//! An image that does not decode is an error result and is never sent.
 
 use super::schema;
 use super::truncate::{format_size, truncate_head, TruncatedBy, TruncationLimits};
@@ -11,22 +15,31 @@ use super::util::{
     access, arg_f64, check_aborted, js_number, node_error, require_str, resolve_read_path,
     run_blocking_cancellable, tool_definition,
 };
+use crate::images::{prepare_image, ImageError, ImagePolicySlot};
 use async_trait::async_trait;
-use base64::Engine;
 use pi_agent::{AgentTool, ToolContext, ToolError, ToolOutput};
-use pi_ai::{Content, ImageContent, ToolDefinition};
+use pi_ai::{Content, ToolDefinition};
 use serde_json::{json, Value};
 use std::path::PathBuf;
+
+pub use crate::images::detect_image_mime;
 
 /// The read tool.
 pub struct ReadTool {
     cwd: PathBuf,
+    images: ImagePolicySlot,
 }
 
 impl ReadTool {
-    /// A read tool resolving relative paths against `cwd`.
+    /// A read tool resolving relative paths against `cwd`, preparing images with the default
+    /// policy.
     pub fn new(cwd: PathBuf) -> Self {
-        ReadTool { cwd }
+        ReadTool::with_images(cwd, ImagePolicySlot::default())
+    }
+
+    /// A read tool preparing images with the policy the session binds into `images`.
+    pub fn with_images(cwd: PathBuf, images: ImagePolicySlot) -> Self {
+        ReadTool { cwd, images }
     }
 }
 
@@ -59,21 +72,6 @@ fn description() -> String {
          offset until you have everything you need.",
         DEFAULT_MAX_BYTES / 1024
     )
-}
-
-/// Detects a supported image type from the file's leading bytes.
-pub fn detect_image_mime(bytes: &[u8]) -> Option<&'static str> {
-    if bytes.starts_with(&[0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A]) {
-        Some("image/png")
-    } else if bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {
-        Some("image/jpeg")
-    } else if bytes.starts_with(b"GIF87a") || bytes.starts_with(b"GIF89a") {
-        Some("image/gif")
-    } else if bytes.len() >= 12 && &bytes[0..4] == b"RIFF" && &bytes[8..12] == b"WEBP" {
-        Some("image/webp")
-    } else {
-        None
-    }
 }
 
 /// Formats the text of a (possibly offset/limited) read as upstream does (spec tools.md §1.2).
@@ -159,6 +157,7 @@ impl AgentTool for ReadTool {
         let offset = arg_f64(&args, "offset");
         let limit = arg_f64(&args, "limit");
         let cwd = self.cwd.clone();
+        let policy = self.images.policy();
         run_blocking_cancellable(
             "read",
             &ctx.cancel,
@@ -167,17 +166,43 @@ impl AgentTool for ReadTool {
                 access(&path, libc::R_OK).map_err(|e| node_error(&e, "access", Some(&path)))?;
                 let bytes = std::fs::read(&path).map_err(|e| node_error(&e, "read", None))?;
                 if let Some(mime) = detect_image_mime(&bytes) {
-                    let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
+                    let prepared = match prepare_image(&bytes, mime, None, &policy) {
+                        Ok(p) => p,
+                        Err(ImageError::TooLarge) => {
+                            let note =
+                                format!("Read image file [{mime}]\n[{}]", ImageError::TooLarge);
+                            return Ok(ToolOutput {
+                                content: vec![Content::text(note.clone())],
+                                structured_content: Some(Value::String(note)),
+                                ..Default::default()
+                            });
+                        }
+                        Err(e) => {
+                            return Err(format!(
+                                "Could not read image file {}: {e}",
+                                path.display()
+                            ))
+                        }
+                    };
+                    let mut note = format!("Read image file [{}]", prepared.image.mime_type);
+                    for hint in &prepared.hints {
+                        note.push('\n');
+                        note.push_str(hint);
+                    }
+                    let structured = json!({
+                        "type": "image",
+                        "data": prepared.image.data,
+                        "mimeType": prepared.image.mime_type,
+                        "note": note,
+                    });
                     return Ok(ToolOutput {
-                        content: vec![
-                            Content::text(format!("Read image file [{mime}]")),
-                            Content::Image(ImageContent {
-                                data,
-                                mime_type: mime.to_string(),
-                                extra: Default::default(),
-                            }),
-                        ],
-                        ..Default::default()
+                        content: vec![Content::text(note), Content::Image(prepared.image)],
+                        details: policy
+                            .text_only_model
+                            .as_ref()
+                            .map(|id| json!({"imageUnsupportedByModel": id})),
+                        structured_content: Some(structured),
+                        is_error: None,
                     });
                 }
                 let text = String::from_utf8_lossy(&bytes);

@@ -2,7 +2,10 @@
 //! (spec tools.md §4.2–§4.4 and §9; rpc-protocol.md §4.8).
 //!
 //! A command runs as `<shell> -c <command>` in its own process group with stdin closed and
-//! stdout/stderr merged in arrival order. Abort and timeout kill the whole group with `SIGKILL`.
+//! stdout/stderr merged in arrival order. When the shell exits, is aborted or times out, every
+//! process left in its group is sent `SIGTERM`, then `SIGKILL` after [`KILL_GRACE`]; only a
+//! process that left the group (`setsid`) survives. All output the group wrote is read (the
+//! pipe is drained to its end, with back-pressure instead of unbounded buffering).
 //! On Linux the shell runs under a per-command supervisor that also kills the group when the
 //! agent process dies ([`crate::child_guard::supervise_group`]).
 
@@ -23,9 +26,30 @@ use tokio_util::sync::CancellationToken;
 /// Largest accepted timeout in seconds (JavaScript's maximum timer delay).
 pub const MAX_TIMEOUT_SECONDS: f64 = 2_147_483.647;
 
-/// How long output is still collected after the shell exited, for descendants that keep the
-/// pipes open (their later output is not waited for).
+/// Once the command's process group is gone, reading stops after the pipe has been idle this
+/// long: only a process that left the group (`setsid`) can still hold it open.
 const DRAIN_GRACE: Duration = Duration::from_millis(200);
+
+/// Once the group is gone, reading stops when more than this arrived since (the pipe and the
+/// read-ahead hold less: the rest comes from a process outside the group, `setsid`)…
+const DRAIN_MAX_BYTES: usize = READ_CHUNK * (READ_AHEAD_CHUNKS + 2);
+
+/// …or at the latest this long after the group was gone (a trickling `setsid` daemon is not
+/// followed forever).
+const DRAIN_MAX: Duration = Duration::from_secs(10);
+
+/// How long the processes of a finished, aborted or timed-out command get between `SIGTERM`
+/// and `SIGKILL` (README "Background processes").
+pub const KILL_GRACE: Duration = Duration::from_millis(500);
+
+/// How often the engine checks whether a signalled process group is empty.
+const GROUP_POLL: Duration = Duration::from_millis(10);
+
+/// Bytes per read from the output pipe.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// Chunks read ahead of the sink at most (bounds memory: `READ_CHUNK * READ_AHEAD_CHUNKS`).
+const READ_AHEAD_CHUNKS: usize = 4;
 
 /// Environment variables describing the session that are never inherited by commands.
 pub const SESSION_ENV_VARS: [&str; 5] = [
@@ -149,6 +173,19 @@ impl<F: FnMut(&[u8]) + Send> OutputSink for F {
     }
 }
 
+/// Sends `sig` to the process group `pgid`; `sig` 0 only checks. `true` when the group had a
+/// member to signal.
+fn signal_process_group(pgid: u32, sig: libc::c_int) -> bool {
+    let Ok(pgid) = libc::pid_t::try_from(pgid) else {
+        return false;
+    };
+    if pgid <= 0 {
+        return false;
+    }
+    // SAFETY: a plain kill(2) call with a negative pid (a process group); no memory is shared.
+    unsafe { libc::kill(-pgid, sig) == 0 }
+}
+
 /// Sends `SIGKILL` to a process group, falling back to the single process.
 pub fn kill_process_group(pid: u32) {
     let Ok(pid) = libc::pid_t::try_from(pid) else {
@@ -254,30 +291,60 @@ pub async fn run_shell(
     let mut guard = GroupGuard { pid: child.id() };
     let _registered = child.id().map(ProcessRegistration::new);
 
-    let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
+    // A bounded channel: when the consumer (the sink, and behind it stdout) is slower than the
+    // command, the reader stops reading and the pipe fills, so the command waits instead of
+    // its output piling up in memory.
+    let (tx, mut rx) = mpsc::channel::<Vec<u8>>(READ_AHEAD_CHUNKS);
     let reader = tokio::spawn(async move {
-        let mut buf = vec![0u8; 16 * 1024];
+        let mut buf = vec![0u8; READ_CHUNK];
         while let Ok(n) = output.read(&mut buf).await {
-            if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
+            if n == 0 || tx.send(buf[..n].to_vec()).await.is_err() {
                 break;
             }
         }
     });
 
+    let pgid = child.id();
     let timeout_at = cmd.timeout.map(|d| Instant::now() + d);
     let mut killed: Option<ShellExit> = None;
     let mut status: Option<Option<i32>> = None;
-    let mut drain_until: Option<Instant> = None;
+    let mut ending = GroupEnding::default();
+    let mut exited = false;
+    // When the group was found empty after the shell exited, and what arrived since.
+    let mut group_gone_at: Option<Instant> = None;
+    let mut bytes_since_gone = 0usize;
+    let mut last_data = Instant::now();
     let mut streams_open = true;
 
     loop {
-        if status.is_some() && (!streams_open || drain_until.is_some_and(|d| Instant::now() >= d)) {
-            break;
+        if exited && group_gone_at.is_none() && ending.done(pgid) {
+            group_gone_at = Some(Instant::now());
+        }
+        if let Some(gone) = group_gone_at {
+            // Everything the group wrote is in the pipe once the group is gone, so an idle
+            // pipe (or more output than the pipe holds) means a process outside the group
+            // (`setsid`) keeps it open.
+            let now = Instant::now();
+            if !streams_open
+                || now >= last_data + DRAIN_GRACE
+                || bytes_since_gone > DRAIN_MAX_BYTES
+                || now >= gone + DRAIN_MAX
+            {
+                break;
+            }
         }
         let wake = sink.wakeup();
+        let drain_at = group_gone_at.map(|g| (last_data + DRAIN_GRACE).min(g + DRAIN_MAX));
+        let poll_group = exited && group_gone_at.is_none();
         tokio::select! {
             chunk = rx.recv(), if streams_open => match chunk {
-                Some(bytes) => sink.on_data(&bytes),
+                Some(bytes) => {
+                    sink.on_data(&bytes);
+                    last_data = Instant::now();
+                    if group_gone_at.is_some() {
+                        bytes_since_gone += bytes.len();
+                    }
+                }
                 None => streams_open = false,
             },
             res = child.wait(), if status.is_none() => {
@@ -286,30 +353,26 @@ pub async fn run_shell(
                     Err(_) => None,
                 };
                 status = Some(code);
-                drain_until = Some(Instant::now() + DRAIN_GRACE);
-                if killed.is_none() {
-                    // Normal exit: background descendants are left alone.
-                    guard.pid = None;
-                }
+                exited = true;
+                last_data = Instant::now();
+                // Finished, aborted or timed out: whatever is left in the group is ended.
+                ending.start(pgid);
             }
             _ = cancel.cancelled(), if killed.is_none() && status.is_none() => {
                 killed = Some(ShellExit::Aborted);
-                if let Some(pid) = guard.pid {
-                    kill_process_group(pid);
-                }
+                ending.start(pgid);
             }
             _ = sleep_until_opt(timeout_at), if killed.is_none() && status.is_none() && timeout_at.is_some() => {
                 killed = Some(ShellExit::TimedOut);
-                if let Some(pid) = guard.pid {
-                    kill_process_group(pid);
-                }
+                ending.start(pgid);
             }
-            _ = sleep_until_opt(drain_until), if status.is_some() && drain_until.is_some() => {}
+            _ = sleep_until_opt(ending.kill_at), if ending.kill_at.is_some() => ending.escalate(pgid),
+            _ = tokio::time::sleep(GROUP_POLL), if poll_group => {}
+            _ = sleep_until_opt(drain_at), if streams_open && drain_at.is_some() => {}
             _ = sleep_until_opt(wake), if wake.is_some() => sink.on_wakeup(),
         }
     }
-    // The group was already killed on abort/timeout; the guard must not fire again for a pid
-    // that may have been reused.
+    // The group has been ended; the guard must not fire again for a pid that may be reused.
     guard.pid = None;
     reader.abort();
     if let Some(k) = killed {
@@ -319,6 +382,57 @@ pub async fn run_shell(
         return Ok(ShellExit::Aborted);
     }
     Ok(ShellExit::Exited(status.flatten()))
+}
+
+/// Ending a command's process group: `SIGTERM` first, `SIGKILL` once [`KILL_GRACE`] has passed
+/// with members left.
+#[derive(Debug, Default)]
+struct GroupEnding {
+    /// `SIGTERM` was sent.
+    started: bool,
+    /// When `SIGKILL` follows, while it is still pending.
+    kill_at: Option<Instant>,
+    /// `SIGKILL` was sent.
+    killed: bool,
+}
+
+impl GroupEnding {
+    fn start(&mut self, pgid: Option<u32>) {
+        if self.started {
+            return;
+        }
+        self.started = true;
+        if let Some(pid) = pgid {
+            if signal_process_group(pid, libc::SIGTERM) {
+                self.kill_at = Some(Instant::now() + KILL_GRACE);
+                return;
+            }
+        }
+        // Nothing was left to signal.
+        self.killed = true;
+    }
+
+    fn escalate(&mut self, pgid: Option<u32>) {
+        self.kill_at = None;
+        if !self.killed {
+            self.killed = true;
+            if let Some(pid) = pgid {
+                signal_process_group(pid, libc::SIGKILL);
+            }
+        }
+    }
+
+    /// The group has no members left (or has been sent `SIGKILL`).
+    fn done(&mut self, pgid: Option<u32>) -> bool {
+        if self.killed {
+            return true;
+        }
+        if self.started && !pgid.is_some_and(|pid| signal_process_group(pid, 0)) {
+            self.killed = true;
+            self.kill_at = None;
+        }
+        self.killed
+    }
 }
 
 async fn sleep_until_opt(at: Option<Instant>) {

@@ -21,6 +21,7 @@ fn discovered(id: &str) -> Model {
         reasoning: false,
         thinking_level_map: None,
         input: vec!["text".into()],
+        input_limits: None,
         cost: ModelCost::default(),
         context_window: 8192,
         max_tokens: 4096,

@@ -20,6 +20,7 @@ fn builtin(provider: &str, id: &str) -> Model {
         reasoning: true,
         thinking_level_map: None,
         input: vec!["text".into()],
+        input_limits: None,
         cost: ModelCost {
             input: 1.0,
             output: 2.0,
@@ -36,7 +37,8 @@ fn builtin(provider: &str, id: &str) -> Model {
 #[test]
 fn api_key_forms_literal_env_and_command() {
     let dir = tempfile::tempdir().unwrap();
-    std::env::set_var("PI_TEST_MODELS_KEY_ENV", "from-env");
+    // 1.6 rules (config.md §5.2): `$NAME` reads the environment, a bare name is literal.
+    let path_var = std::env::var("PATH").unwrap();
     write(
         dir.path(),
         "models.json",
@@ -45,8 +47,10 @@ fn api_key_forms_literal_env_and_command() {
           "providers": {
             "lit": {"baseUrl": "http://a", "api": "openai-completions", "apiKey": "literal-key",
                     "models": [{"id": "m1"}]},
-            "env": {"baseUrl": "http://b", "api": "openai-completions", "apiKey": "PI_TEST_MODELS_KEY_ENV",
+            "env": {"baseUrl": "http://b", "api": "openai-completions", "apiKey": "$PATH",
                     "models": [{"id": "m2"}]},
+            "bare": {"baseUrl": "http://b", "api": "openai-completions", "apiKey": "PATH",
+                    "models": [{"id": "m2b"}]},
             "cmd": {"baseUrl": "http://c", "api": "anthropic-messages", "apiKey": "!printf ' cmd-key \\n'",
                     "models": [{"id": "m3"}]},
             "failing": {"baseUrl": "http://d", "api": "anthropic-messages", "apiKey": "!exit 3",
@@ -58,23 +62,24 @@ fn api_key_forms_literal_env_and_command() {
     let reg = ModelRegistry::load(dir.path());
     assert_eq!(reg.error(), None);
     assert_eq!(reg.api_key("lit").as_deref(), Some("literal-key"));
-    assert_eq!(reg.api_key("env").as_deref(), Some("from-env"));
+    assert_eq!(reg.api_key("env").as_deref(), Some(path_var.as_str()));
+    assert_eq!(reg.api_key("bare").as_deref(), Some("PATH"));
     assert_eq!(reg.api_key("cmd").as_deref(), Some("cmd-key"));
     assert_eq!(reg.api_key("failing"), None);
     assert_eq!(reg.api_key("nokey"), None);
     // Availability only looks at whether a key source is configured.
-    let custom = ["lit", "env", "cmd", "failing", "nokey"];
+    let custom = ["lit", "env", "bare", "cmd", "failing", "nokey"];
     let ids: Vec<String> = reg
         .available()
         .into_iter()
         .filter(|m| custom.contains(&m.provider.as_str()))
         .map(|m| m.id)
         .collect();
-    assert_eq!(ids, ["m1", "m2", "m3", "m4"]);
+    assert_eq!(ids, ["m1", "m2", "m2b", "m3", "m4"]);
     // Custom models come after the built-in catalogue.
     let all = reg.all();
-    assert_eq!(all.len(), pi_ai::models::builtin_models().len() + 5);
-    assert_eq!(all[all.len() - 5].id, "m1");
+    assert_eq!(all.len(), pi_ai::models::builtin_models().len() + 6);
+    assert_eq!(all[all.len() - 6].id, "m1");
 }
 
 #[test]
@@ -244,14 +249,16 @@ fn auth_header_and_precedence() {
 #[test]
 fn auth_json_key_is_resolved_and_bad_auth_json_is_ignored() {
     let dir = tempfile::tempdir().unwrap();
-    std::env::set_var("PI_TEST_AUTH_KEY_ENV", "env-secret");
     write(
         dir.path(),
         "auth.json",
-        r#"{"a": {"type": "api_key", "key": "PI_TEST_AUTH_KEY_ENV"}, "b": {"type": "api_key", "key": "!echo run"}}"#,
+        r#"{"a": {"type": "api_key", "key": "${PI_TEST_AUTH_ONLY}-k", "env": {"PI_TEST_AUTH_ONLY": "env-secret"}},
+            "b": {"type": "api_key", "key": "!echo run"},
+            "c": {"type": "api_key", "key": "PATH"}}"#,
     );
     let auth = AuthStorage::load(dir.path());
-    assert_eq!(auth.stored_api_key("a").as_deref(), Some("env-secret"));
+    assert_eq!(auth.stored_api_key("a").as_deref(), Some("env-secret-k"));
+    assert_eq!(auth.stored_api_key("c").as_deref(), Some("PATH"));
     assert_eq!(auth.stored_api_key("b").as_deref(), Some("run"));
     write(dir.path(), "auth.json", "[1,");
     let broken = AuthStorage::load(dir.path());

@@ -25,8 +25,16 @@ fn defaults_without_files() {
     let r = s.retry();
     assert!(r.enabled);
     assert_eq!(
-        (r.max_retries, r.base_delay_ms, r.max_delay_ms),
+        (r.max_retries, r.base_delay_ms, r.max_agent_delay_ms),
         (3, 2000, 60_000)
+    );
+    assert_eq!(
+        (
+            r.provider_timeout_ms,
+            r.provider_max_retries,
+            r.provider_max_retry_delay_ms
+        ),
+        (None, 0, 60_000)
     );
     let c = s.compaction();
     assert!(c.enabled);

@@ -1,7 +1,10 @@
 //! Crash safety of session files: many short persisted sessions whose fake model streams large
 //! replies and makes tool calls with lots of output are SIGKILLed at random moments (seeded,
 //! so a failure reproduces). Every session file left behind must consist of complete JSON
-//! lines: a v3 header first, then entries whose `parentId`s name earlier entries.
+//! lines: a v3 header first, then entries whose `parentId`s name earlier entries. And no
+//! process of any tool outlives `pi`: every process whose working directory is the run's cwd
+//! (the tools' shells, their children and a background `sleep` each command leaves) is gone
+//! shortly after each kill.
 
 use crate::common::*;
 use pi_fakellm::{Block, FakeLlm, Script, Turn, Usage};
@@ -24,7 +27,7 @@ fn noisy_turn(rng: &mut StdRng, i: usize) -> Turn {
         .collect();
     let lines = rng.gen_range(500..4000);
     let command = format!(
-        "for i in $(seq 1 {lines}); do echo \"output line $i of a noisy command {i}\"; done"
+        "sleep 6017 & for i in $(seq 1 {lines}); do echo \"output line $i of a noisy command {i}\"; done"
     );
     let mut turn = Turn::text(text)
         .chunk_size(rng.gen_range(32..256))
@@ -80,6 +83,9 @@ fn sigkill_leaves_only_complete_session_lines() {
             agent.len()
         );
         agent.kill();
+        if let Err(left) = wait_no_process_in(&root.cwd) {
+            failures.push(format!("{point}: tool processes outlived pi: {left:?}"));
+        }
 
         for file in root.session_files() {
             if !seen.insert(file.clone()) {
@@ -115,6 +121,53 @@ fn sigkill_leaves_only_complete_session_lines() {
         entries_checked >= KILLS * 3,
         "only {entries_checked} entries checked"
     );
+}
+
+/// How long the tool processes of a killed `pi` may take to go (a bound, not a measurement).
+const GONE: Duration = Duration::from_secs(10);
+
+/// Live (non-zombie) processes whose working directory is `dir`: `(pid, cmdline)`.
+fn processes_in(dir: &std::path::Path) -> Vec<(i32, String)> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        if std::fs::read_link(e.path().join("cwd")).ok().as_deref() != Some(dir) {
+            continue;
+        }
+        let zombie = std::fs::read_to_string(e.path().join("stat"))
+            .ok()
+            .and_then(|s| {
+                s.rsplit_once(')')
+                    .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+            })
+            .unwrap_or(true);
+        if !zombie {
+            let raw = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+            out.push((pid, String::from_utf8_lossy(&raw).replace('\0', " ")));
+        }
+    }
+    out
+}
+
+/// Waits until no process runs in `dir`; `Err` lists those still there after [`GONE`].
+fn wait_no_process_in(dir: &std::path::Path) -> Result<(), Vec<(i32, String)>> {
+    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    let deadline = Instant::now() + GONE;
+    loop {
+        let left = processes_in(&dir);
+        if left.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(left);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// The checker itself must catch the damage a badly timed kill can do.

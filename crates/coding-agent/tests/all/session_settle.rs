@@ -130,6 +130,8 @@ fn harness(script: Script, panic_provider: bool) -> Harness {
                 tools,
                 system_message,
                 system_prompt,
+                session_env: None,
+                image_policy: None,
             },
             store: SessionManager::in_memory(&cwd),
         },

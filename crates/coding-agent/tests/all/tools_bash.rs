@@ -312,3 +312,71 @@ async fn stdout_and_stderr_keep_their_interleaved_order() {
     assert_eq!(result.output, expected);
     assert_eq!(chunks, expected);
 }
+
+/// Leaves a `nohup` child and one that ignores SIGTERM behind, and a `setsid` daemon (waited
+/// for until it has left the group: one still on its way out is ended like any other).
+const LEAVES_CHILDREN: &str = "nohup sleep 6011 >/dev/null 2>&1 & echo $! > bg.pid; \
+     (trap '' TERM; exec sleep 6012) >/dev/null 2>&1 & echo $! > stubborn.pid; \
+     setsid sleep 6013 >/dev/null 2>&1 & d=$!; echo $d > daemon.pid; \
+     until [ \"$(cut -d' ' -f5 /proc/$d/stat)\" = \"$d\" ]; do sleep 0.01; done; echo started";
+
+fn end_daemon(dir: &Path) {
+    let daemon = read_pids(dir, &["daemon.pid"])[0];
+    assert!(
+        alive(daemon),
+        "a setsid daemon leaves the group on purpose and lives on"
+    );
+    // SAFETY: kill(2) of the daemon this test started.
+    unsafe { libc::kill(daemon, libc::SIGKILL) };
+}
+
+/// Background policy (README): when a command finishes, every process left in its group is
+/// ended (SIGTERM, then SIGKILL after a grace period); `setsid` escapes it.
+#[tokio::test]
+async fn background_children_are_ended_when_the_bash_tool_finishes() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = tool(dir.path(), "bash");
+    let out = run(&*t, json!({"command": LEAVES_CHILDREN})).await.unwrap();
+    assert_eq!(text(&out), "started\n");
+    let pids = read_pids(dir.path(), &["bg.pid", "stubborn.pid"]);
+    assert_all_dead(&pids).await;
+    end_daemon(dir.path());
+}
+
+#[tokio::test]
+async fn background_children_are_ended_when_a_user_bash_finishes() {
+    let dir = tempfile::tempdir().unwrap();
+    let cancel = CancellationToken::new();
+    let mut on_chunk = |_: &str| {};
+    let res = execute_user_bash(
+        LEAVES_CHILDREN,
+        dir.path(),
+        &UserBashOptions::default(),
+        &cancel,
+        &mut on_chunk,
+    )
+    .await
+    .unwrap();
+    assert_eq!(res.output, "started\n");
+    let pids = read_pids(dir.path(), &["bg.pid", "stubborn.pid"]);
+    assert_all_dead(&pids).await;
+    end_daemon(dir.path());
+}
+
+/// A background child that keeps stdout open no longer holds the command's output hostage,
+/// and what it wrote before the shell exited is kept.
+#[tokio::test]
+async fn a_background_child_holding_the_pipe_is_ended_and_its_output_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = tool(dir.path(), "bash");
+    let started = std::time::Instant::now();
+    let out = run(
+        &*t,
+        json!({"command": "(echo from-child; sleep 6014) & echo $! > bg.pid; sleep 0.2; echo done"}),
+    )
+    .await
+    .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(text(&out), "from-child\ndone\n");
+    assert_all_dead(&read_pids(dir.path(), &["bg.pid"])).await;
+}

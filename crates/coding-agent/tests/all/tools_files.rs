@@ -78,15 +78,28 @@ async fn read_truncates_long_files() {
 #[tokio::test]
 async fn read_image() {
     let dir = tempfile::tempdir().unwrap();
-    let png = [0x89u8, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 0, 0];
-    fs::write(dir.path().join("pic.bin"), png).unwrap();
+    use base64::Engine;
+    let png = crate::rpc_images::png(3, 2);
+    fs::write(dir.path().join("pic.bin"), &png).unwrap();
     let t = tool(dir.path(), "read");
     let out = run(&*t, json!({"path":"pic.bin"})).await.unwrap();
     let v = serde_json::to_value(&out).unwrap();
     assert_eq!(v["content"][0]["text"], "Read image file [image/png]");
     assert_eq!(v["content"][1]["type"], "image");
     assert_eq!(v["content"][1]["mimeType"], "image/png");
-    assert_eq!(v["content"][1]["data"], "iVBORw0KGgoAAAAA");
+    let data = base64::engine::general_purpose::STANDARD.encode(&png);
+    assert_eq!(
+        v["content"][1]["data"], data,
+        "within the limits: unchanged"
+    );
+    assert_eq!(
+        v["structuredContent"],
+        json!({"type": "image", "data": data, "mimeType": "image/png", "note": "Read image file [image/png]"})
+    );
+    // A truncated PNG is an error, never an image block.
+    fs::write(dir.path().join("cut.png"), &png[..30]).unwrap();
+    let err = run(&*t, json!({"path":"cut.png"})).await.unwrap_err();
+    assert!(err.starts_with("Could not read image file "), "{err}");
 }
 
 #[tokio::test]
@@ -165,6 +178,14 @@ async fn find_and_ls() {
     assert_eq!(text(&out), "src/lib.rs\nsrc/nested/mod.rs");
     let out = run(&*t, json!({"pattern":"src/**/*.rs"})).await.unwrap();
     assert_eq!(text(&out), "src/lib.rs\nsrc/nested/mod.rs");
+    // 1.6: a pattern with a slash is relative to the search directory.
+    fs::create_dir_all(root.join("pkg/src")).unwrap();
+    fs::write(root.join("pkg/src/a.rs"), "").unwrap();
+    let out = run(&*t, json!({"pattern":"src/*.rs"})).await.unwrap();
+    assert_eq!(text(&out), "src/lib.rs");
+    let out = run(&*t, json!({"pattern":"./src/*.rs"})).await.unwrap();
+    assert_eq!(text(&out), "src/lib.rs");
+    fs::remove_dir_all(root.join("pkg")).unwrap();
     let out = run(&*t, json!({"pattern":"nest*"})).await.unwrap();
     assert_eq!(text(&out), "src/nested/");
     let out = run(&*t, json!({"pattern":"*.rs","limit":1})).await.unwrap();

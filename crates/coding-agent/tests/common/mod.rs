@@ -172,7 +172,12 @@ impl RunRoot {
 
     /// [`RunRoot::spawn_with`] with `extra` variables added to the clean environment.
     pub fn spawn_with_env(&self, session: bool, args: &[&str], extra: &[(&str, &str)]) -> RpcAgent {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_pi"));
+        // `PI_TEST_BIN` runs the tests against another build (e.g. to see a new test fail on
+        // the old code); it is only read, never set.
+        let bin = std::env::var_os("PI_TEST_BIN")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_pi")));
+        let mut cmd = Command::new(bin);
         cmd.args(["--mode", "rpc"]);
         if !session {
             cmd.arg("--no-session");

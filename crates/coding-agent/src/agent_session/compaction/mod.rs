@@ -9,8 +9,9 @@
 //!
 //! This file holds the session side: the manual `compact` command, the check after each
 //! low-level run and before a prompt (threshold and overflow recovery), the `compaction`
-//! entry and the `compaction_start`/`compaction_end` events. The run loop calls
-//! [`AgentSession::check_compaction`] and nothing else.
+//! entry and the `compaction_start`/`compaction_end` events. The run loop (`run.rs`) calls
+//! [`AgentSession::check_compaction`] after a run that is not retried (the retry decision of
+//! `retry.rs` comes first), and `omit_attempt` for a truncated reply the check left in place.
 //!
 //! Bounds: overflow recovery is tried once per user message (a second overflow ends the run
 //! with `Context overflow recovery failed after one compact-and-retry attempt…`); a compaction
@@ -182,27 +183,13 @@ impl AgentSession {
             .ok_or_else(|| CompactionError::NoApiKey(model.provider.clone()))?;
         let creds = (self.inner.services.api_key)(model)
             .map_err(|_| CompactionError::NoApiKey(model.provider.clone()))?;
-        let (retry, max_delay) = {
-            let s = self.inner.services.settings.lock();
-            (
-                s.retry(),
-                s.get_path(&["retry", "maxAgentDelayMs"])
-                    .and_then(Value::as_u64),
-            )
-        };
         Ok(Summarizer {
             model: model.clone(),
             provider,
             api_key: creds.api_key,
             headers: creds.headers,
             thinking_level: self.thinking_level(),
-            max_retries: if retry.enabled && self.auto_retry() {
-                u32::try_from(retry.max_retries).unwrap_or(u32::MAX)
-            } else {
-                0
-            },
-            base_delay_ms: retry.base_delay_ms,
-            max_delay_ms: max_delay,
+            retry: self.retry_policy(),
             cancel,
             sink: self.inner.sink.clone(),
             reason,
@@ -464,7 +451,7 @@ impl AgentSession {
     /// Hides the last assistant message of the branch and its tool results from the context
     /// with `context_edit` entries, each also sent as `entry_appended` (upstream
     /// `_omitRecoveryAttempt`).
-    fn omit_attempt(&self, assistant: &AssistantMessage) {
+    pub(super) fn omit_attempt(&self, assistant: &AssistantMessage) {
         let call_ids: Vec<&str> = assistant.tool_calls().map(|c| c.id.as_str()).collect();
         let appended = {
             let mut store = self.inner.store.lock();

@@ -2,11 +2,12 @@
 //! "Generate summary"): one plain request per summary with our system prompt, no tools, no
 //! prompt-cache writes, the current thinking level, and an output cap of the model's
 //! `maxTokens` (reduced when the request would not fit the context window). Transient failures
-//! are retried with the `retry` settings, reported as `summarization_retry_*` events.
+//! are retried with the `retry` settings and back-off of a run's automatic retry, reported as `summarization_retry_*` events.
 
 use super::prompt;
 use super::CompactionError;
 use crate::agent_session::convert::estimate_tokens;
+use crate::agent_session::retry::RetryPolicy;
 use crate::agent_session::EventSink;
 use crate::rpc::protocol::{CompactionReason, RpcEvent, SummarizationSource};
 use futures::StreamExt;
@@ -33,12 +34,10 @@ pub struct Summarizer {
     pub headers: Vec<(String, String)>,
     /// The session's thinking level (`off` = no reasoning parameters).
     pub thinking_level: ThinkingLevel,
-    /// Retries of transient errors (`retry.maxRetries`, 0 = none).
-    pub max_retries: u32,
-    /// Back-off of retry n: `base_delay_ms · 2^(n−1)`.
-    pub base_delay_ms: u64,
-    /// Upper bound of one back-off (`retry.maxAgentDelayMs`), if set.
-    pub max_delay_ms: Option<u64>,
+    /// The agent-level retry policy (settings `retry.*`, toggle `set_auto_retry`): transient
+    /// failures are retried as a run's are ([`RetryPolicy::backoff_ms`], a server's
+    /// `Retry-After` as the floor).
+    pub retry: RetryPolicy,
     /// Fires on `abort`.
     pub cancel: CancellationToken,
     /// Where the retry events go.
@@ -173,7 +172,14 @@ impl Summarizer {
                 .clone()
                 .filter(|e| !e.is_empty())
                 .unwrap_or_else(|| "Unknown error".into());
-            if attempt >= self.max_retries || !pi_ai::is_retryable(&response) {
+            let policy = &self.retry;
+            let requested = response.error.as_ref().and_then(|e| e.retry_after_ms());
+            let over_cap = requested.is_some_and(|ms| ms > policy.max_agent_delay_ms);
+            if !policy.enabled
+                || attempt >= policy.max_retries
+                || over_cap
+                || !pi_ai::is_retryable(&response)
+            {
                 if retried {
                     self.emit(RpcEvent::SummarizationRetryFinished {});
                 }
@@ -181,15 +187,10 @@ impl Summarizer {
             }
             attempt += 1;
             retried = true;
-            let mut delay = self
-                .base_delay_ms
-                .saturating_mul(1u64 << (attempt - 1).min(30));
-            if let Some(max) = self.max_delay_ms {
-                delay = delay.min(max);
-            }
+            let delay = policy.backoff_ms(attempt).max(requested.unwrap_or(0));
             self.emit(RpcEvent::SummarizationRetryScheduled {
                 attempt,
-                max_attempts: self.max_retries,
+                max_attempts: policy.max_retries,
                 delay_ms: delay,
                 error_message: error,
             });

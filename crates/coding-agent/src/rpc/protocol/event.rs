@@ -91,11 +91,11 @@ pub enum MessageUpdateEvent {
 }
 
 impl MessageUpdateEvent {
-    /// The wire form of a provider streaming event; `None` for `start`/`done`/`error`.
+    /// The wire form of a provider streaming event; `None` for `start`/`usage`/`done`/`error`.
     pub fn from_stream(ev: AssistantMessageEvent) -> Option<Self> {
         use AssistantMessageEvent as A;
         Some(match ev {
-            A::Start { .. } | A::Done { .. } | A::Error { .. } => return None,
+            A::Start { .. } | A::Usage { .. } | A::Done { .. } | A::Error { .. } => return None,
             A::TextStart { content_index } => Self::TextStart { content_index },
             A::TextDelta {
                 content_index,

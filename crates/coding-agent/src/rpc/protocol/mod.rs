@@ -80,9 +80,10 @@ pub fn js_string(value: &Value) -> String {
 pub enum RpcCommand {
     /// `prompt {message, images?, streamingBehavior?}` (§4.1).
     Prompt {
-        /// User text; absent = empty.
-        #[serde(default, deserialize_with = "lenient_string")]
-        message: Option<String>,
+        /// User text as sent: `None` when absent, `Some(Value::Null)` for `null`; anything but
+        /// a string is refused by the handler with upstream's text.
+        #[serde(default, deserialize_with = "present")]
+        message: Option<Value>,
         /// `ImageContent[]`, decoded by the handler (a bad image is a failure response).
         #[serde(default)]
         images: Option<Value>,
@@ -96,18 +97,20 @@ pub enum RpcCommand {
     },
     /// `steer {message, images?}` (§4.1).
     Steer {
-        /// User text; absent = empty.
-        #[serde(default, deserialize_with = "lenient_string")]
-        message: Option<String>,
+        /// User text as sent: `None` when absent, `Some(Value::Null)` for `null`; anything but
+        /// a string is refused by the handler with upstream's text.
+        #[serde(default, deserialize_with = "present")]
+        message: Option<Value>,
         /// `ImageContent[]`.
         #[serde(default)]
         images: Option<Value>,
     },
     /// `follow_up {message, images?}` (§4.1).
     FollowUp {
-        /// User text; absent = empty.
-        #[serde(default, deserialize_with = "lenient_string")]
-        message: Option<String>,
+        /// User text as sent: `None` when absent, `Some(Value::Null)` for `null`; anything but
+        /// a string is refused by the handler with upstream's text.
+        #[serde(default, deserialize_with = "present")]
+        message: Option<Value>,
         /// `ImageContent[]`.
         #[serde(default)]
         images: Option<Value>,
@@ -389,7 +392,7 @@ mod tests {
         assert_eq!(
             command,
             RpcCommand::Prompt {
-                message: None,
+                message: Some(json!(5)),
                 images: None,
                 streaming_behavior: None
             }
