@@ -70,6 +70,14 @@ pub trait RunHooks: Send + Sync {
     fn drain_steering(&self) -> Vec<Message>;
     /// Follow-up messages to deliver now (respecting the follow-up mode).
     fn drain_follow_up(&self) -> Vec<Message>;
+    /// Runs before every turn of a run but the first, after the previous turn's tool results
+    /// are in the transcript and before the next `turn_start` (upstream `prepareNextTurn`; the
+    /// coding agent compacts here when the context passed its threshold, agent-loop.md §8.2).
+    /// The transcript may be replaced meanwhile. `false` ends the run there unless messages are
+    /// waiting to be delivered. The default does nothing.
+    fn before_next_turn(&self) -> futures::future::BoxFuture<'_, bool> {
+        Box::pin(async { true })
+    }
 }
 
 /// Error text for tool calls of a reply cut at the output limit (agent-loop.md §2.2, newer).
@@ -105,6 +113,9 @@ pub async fn run_agent_loop(
         let mut has_more_tool_calls = true;
         while has_more_tool_calls || !pending.is_empty() {
             if !first {
+                if !hooks.before_next_turn().await && pending.is_empty() {
+                    break 'outer;
+                }
                 emit(AgentEvent::TurnStart);
             }
             first = false;

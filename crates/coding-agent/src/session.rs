@@ -16,7 +16,8 @@ pub mod resolve;
 mod store;
 
 pub use context::{
-    build_session_context, current_system_message, ModelRef, SessionContext, SessionTreeNode,
+    build_session_context, current_system_message, entry_context_messages, project_path, ModelRef,
+    ProjectedEntry, SessionContext, SessionTreeNode,
 };
 pub use entry::{
     generate_entry_id, iso_now, BranchSummaryEntry, CompactionEntry, CustomMessageEntry, EntryKind,

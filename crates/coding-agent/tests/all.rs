@@ -7,6 +7,9 @@ mod common;
 #[path = "all/cli_dropin.rs"]
 mod cli_dropin;
 
+#[path = "all/compaction.rs"]
+mod compaction;
+
 #[path = "all/config_local.rs"]
 mod config_local;
 

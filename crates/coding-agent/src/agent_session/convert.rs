@@ -60,7 +60,7 @@ pub fn convert_to_llm(messages: &[Message]) -> Vec<Message> {
                         .map(|c| c.to_blocks()),
                     "compactionSummary" => map.get("summary").and_then(Value::as_str).map(|s| {
                         vec![Content::text(format!(
-                            "The conversation history before this point was compacted into the following summary:\n\n<summary>\n{s}\n</summary>"
+                            "Earlier turns of this conversation were condensed into the summary below; it stands in for them.\n\n<summary>\n{s}\n</summary>"
                         ))]
                     }),
                     "branchSummary" => map.get("summary").and_then(Value::as_str).map(|s| {

@@ -6,6 +6,7 @@
 //! * [`retry`]: automatic retry — the decision after a run ends and the chain state;
 //! * `bash`: the RPC `bash` command;
 //! * `queries`: read-only views (`get_state`, stats, entries, tree, fork messages);
+//! * [`compaction`]: manual `compact`, threshold compaction and overflow recovery;
 //! * [`convert`]: context → model messages and token estimates;
 //! * [`factory`] builds sessions, [`runtime`] owns the current one and swaps it.
 //!
@@ -16,6 +17,7 @@
 
 mod bash;
 mod commands;
+pub mod compaction;
 pub mod convert;
 pub mod factory;
 mod image_guard;
@@ -165,6 +167,7 @@ struct Inner {
     /// A session write failed and could not be repaired (`session_write_error` was sent).
     write_failed: AtomicBool,
     bash: UserBash,
+    compaction: compaction::CompactionState,
     /// Fingerprints of images the provider rejected ([`image_guard`]).
     rejected_images: Mutex<std::collections::HashSet<u64>>,
     sink: EventSink,
@@ -217,6 +220,7 @@ impl AgentSession {
                 system_recorded: AtomicBool::new(system_recorded),
                 write_failed: AtomicBool::new(false),
                 bash: UserBash::default(),
+                compaction: Default::default(),
                 rejected_images: Mutex::default(),
                 sink,
             }),
@@ -265,7 +269,13 @@ impl AgentSession {
         self.phase().is_streaming()
     }
 
-    /// Context transcript (a copy).
+    /// Whether a compaction is running: inside a run or a manual `compact`
+    /// (`get_state.isCompacting`).
+    pub fn is_compacting(&self) -> bool {
+        self.phase().is_compacting() || self.inner.compaction.manual_running()
+    }
+
+    /// Context transcript (`get_messages`).
     pub fn messages(&self) -> Vec<Message> {
         self.transcript().clone()
     }
@@ -515,8 +525,10 @@ impl AgentSession {
         removed
     }
 
-    /// Aborts the run in flight and waits until it has settled (`abort`).
+    /// Aborts the run in flight (and a manual compaction) and waits until it has settled
+    /// (`abort`).
     pub async fn abort(&self) {
+        self.inner.compaction.abort_manual();
         self.inner.run.abort();
         self.wait_settled().await;
     }

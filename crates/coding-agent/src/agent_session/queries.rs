@@ -8,8 +8,29 @@ use crate::rpc::protocol::{
     js_string, ContextUsage, EntriesData, ForkMessage, SessionState, SessionStats, TokenTotals,
     TreeData,
 };
+use crate::session::EntryKind;
 use crate::tools::util::json_number;
 use pi_ai::{Message, Model, StopReason};
+
+/// The branch has a compaction and no later reply (neither aborted nor an error) with usage:
+/// context usage is unknown (agent-loop.md §10.3).
+fn compaction_without_usage(store: &crate::session::SessionManager) -> bool {
+    for e in store.branch().into_iter().rev() {
+        // Large files keep messages on disk (`EntryKind::Stored`): read each back as needed.
+        let e = store.materialize(e);
+        match &e.kind {
+            EntryKind::Compaction(_) => return true,
+            EntryKind::Message(Message::Assistant(a))
+                if !matches!(a.stop_reason, StopReason::Aborted | StopReason::Error)
+                    && super::compaction::prepare::usage_tokens(&a.usage) > 0 =>
+            {
+                return false
+            }
+            _ => {}
+        }
+    }
+    false
+}
 use serde_json::Value;
 
 impl AgentSession {
@@ -45,7 +66,7 @@ impl AgentSession {
             model,
             thinking_level: thinking_level.as_str().to_string(),
             is_streaming: phase.is_streaming(),
-            is_compacting: phase.is_compacting(),
+            is_compacting: phase.is_compacting() || self.inner.compaction.manual_running(),
             steering_mode,
             follow_up_mode,
             session_file,
@@ -72,20 +93,29 @@ impl AgentSession {
 
     /// `get_session_stats` data: totals over the whole session file (1.6 notes §9).
     pub fn session_stats(&self) -> SessionStats {
-        let (all, session_id, session_file): (Vec<Message>, String, Option<String>) = {
+        let (all, summary_usage, session_id, session_file, after_compaction) = {
             let store = self.inner.store.lock();
             let mut all = Vec::new();
+            // Summarization calls are billed too (compaction and branch summary entries).
+            let mut summary_usage: Vec<pi_ai::Usage> = Vec::new();
             store.visit_entries(|e| {
                 if let Some(m) = e.message() {
                     all.push(m.clone());
                 }
+                match &e.kind {
+                    EntryKind::Compaction(c) => summary_usage.extend(c.usage.clone()),
+                    EntryKind::BranchSummary(b) => summary_usage.extend(b.usage.clone()),
+                    _ => {}
+                }
             });
             (
                 all,
+                summary_usage,
                 store.session_id().to_string(),
                 store
                     .session_file()
                     .map(|f| f.to_string_lossy().into_owned()),
+                compaction_without_usage(&store),
             )
         };
         let (mut user, mut assistant, mut calls, mut results) = (0u64, 0u64, 0u64, 0u64);
@@ -106,8 +136,15 @@ impl AgentSession {
                 _ => {}
             }
         }
+        for u in &summary_usage {
+            input += u.input;
+            output += u.output;
+            cr += u.cache_read;
+            cw += u.cache_write;
+            cost += u.cost.total;
+        }
         let window = self.model().map(|m| m.context_window).unwrap_or(0);
-        let tokens = context_tokens(&self.transcript());
+        let tokens = (!after_compaction).then(|| context_tokens(&self.transcript()));
         SessionStats {
             session_id,
             session_file,
@@ -127,7 +164,9 @@ impl AgentSession {
             context_usage: (window > 0).then(|| ContextUsage {
                 tokens,
                 context_window: window,
-                percent: json_number(tokens as f64 / window as f64 * 100.0),
+                percent: tokens
+                    .map(|t| json_number(t as f64 / window as f64 * 100.0))
+                    .unwrap_or(Value::Null),
             }),
         }
     }

@@ -81,9 +81,9 @@ pub enum AfterRun {
         /// The last error, or why it is not retried.
         final_error: String,
     },
-    /// The last message is a context overflow (agent-loop.md §7): not retried here.
-    /// Overflow recovery (compact, then retry once) plugs in where the run loop handles this;
-    /// until then the run settles like [`AfterRun::Settle`].
+    /// The last message is a context overflow (agent-loop.md §7): not retried here; the run
+    /// loop hands it to compaction's overflow recovery (compact, then retry once;
+    /// `agent_end.willRetry` stays false, rpc-protocol.md §5).
     ContextOverflow {
         /// A retry chain in progress ends here first: `(attempts made, the error text)` for
         /// its `auto_retry_end {success: false}`.

@@ -65,6 +65,9 @@ impl AgentSession {
     ) -> Result<PromptOutcome, String> {
         let (text, images) = self.prepare_images(text, images)?;
         let user = super::user_message(text, images);
+        if self.inner.compaction.manual_running() {
+            return Err(super::compaction::PROMPT_DURING_COMPACTION.into());
+        }
         if self.is_streaming() {
             return self.queue_while_streaming(user, streaming_behavior);
         }
@@ -113,19 +116,34 @@ impl AgentSession {
         Ok(PromptOutcome::Queued)
     }
 
-    /// The session-level run: the low-level run of `prompts`, then, as long as the decision
-    /// taken at its `agent_end` ([`retry::decide`]) says so, back-off and a new low-level run
-    /// resending the context (agent-loop.md §6.2). Every exit path leaves the retry chain
-    /// closed (`auto_retry_end` emitted when one was in progress).
+    /// The session-level run (agent-loop.md §6.2, §8.2): a compaction check before the
+    /// prompt, then the low-level run of `prompts`, and after every low-level run, in this
+    /// order:
+    ///
+    /// 1. the retry decision taken at its `agent_end` ([`retry::decide`]): a transient error
+    ///    is retried after a back-off (nothing else is checked then); a give-up ends the
+    ///    chain;
+    /// 2. overflow (a context-overflow error, a silent overflow, a truncated `length` reply):
+    ///    compaction's recovery hides the failed attempt, compacts and runs once more
+    ///    ([`AgentSession::check_compaction`]);
+    /// 3. threshold compaction, running again only when messages are queued.
+    ///
+    /// Every exit path leaves the retry chain closed (`auto_retry_end` emitted when one was in
+    /// progress).
     async fn run_prompts(&self, prompts: Vec<Message>, cancel: CancellationToken) {
         {
             let mut st = self.inner.retry.lock();
             st.attempt = 0;
             st.decision = None;
         }
+        if let Some(last) = self.last_context_assistant() {
+            self.check_compaction(&last, false, &cancel).await;
+        }
         let mut prompts = prompts;
         loop {
-            self.run_once(std::mem::take(&mut prompts), &cancel).await;
+            let Some(created) = self.run_once(std::mem::take(&mut prompts), &cancel).await else {
+                break;
+            };
             let after = self
                 .inner
                 .retry
@@ -140,33 +158,65 @@ impl AgentSession {
                     delay_ms,
                     error_message,
                 } => {
-                    let go_on = self
+                    if self
                         .back_off(attempt, max_attempts, delay_ms, error_message, &cancel)
-                        .await;
-                    if !go_on {
-                        break;
+                        .await
+                    {
+                        continue;
                     }
+                    break;
                 }
                 AfterRun::GiveUp {
                     attempt,
                     final_error,
-                } => {
-                    self.end_retry_chain(attempt, final_error);
-                    break;
-                }
+                } => self.end_retry_chain(attempt, final_error),
                 AfterRun::ContextOverflow { ended_chain } => {
                     if let Some((attempt, final_error)) = ended_chain {
                         self.end_retry_chain(attempt, final_error);
                     }
-                    // Overflow recovery (compact, then retry once) plugs in here.
-                    break;
                 }
-                AfterRun::Settle => break,
+                AfterRun::Settle => {}
+            }
+            // Overflow recovery and threshold compaction (upstream `_checkCompaction` after a
+            // run that is not retried).
+            let Some(Message::Assistant(last)) = created
+                .iter()
+                .rev()
+                .find(|m| matches!(m, Message::Assistant(_)))
+            else {
+                break;
+            };
+            let proceed =
+                !cancel.is_cancelled() && self.check_compaction(last, true, &cancel).await;
+            // A reply cut at the output limit that the check left in the context (not
+            // recoverable, or auto-compaction off) is hidden all the same (1.6 notes §5).
+            if let Some(Message::Assistant(cut)) = created.last() {
+                if cut.stop_reason == StopReason::Length && self.in_context(cut) {
+                    self.omit_attempt(cut);
+                }
+            }
+            if !proceed || cancel.is_cancelled() {
+                break;
             }
         }
         if cancel.is_cancelled() {
             self.cancel_retry_chain();
         }
+    }
+
+    /// Whether `assistant` is still part of the context.
+    fn in_context(&self, assistant: &AssistantMessage) -> bool {
+        self.transcript().iter().any(|m| {
+            matches!(m, Message::Assistant(a) if a.timestamp == assistant.timestamp && a.stop_reason == assistant.stop_reason)
+        })
+    }
+
+    /// The last assistant message of the context, aborted ones included.
+    fn last_context_assistant(&self) -> Option<AssistantMessage> {
+        self.transcript().iter().rev().find_map(|m| match m {
+            Message::Assistant(a) => Some(a.clone()),
+            _ => None,
+        })
     }
 
     /// Carries out [`AfterRun::Retry`]: `auto_retry_start`, the `context_edit` hiding the
@@ -250,30 +300,30 @@ impl AgentSession {
     }
 
     /// The retry policy in force now (settings `retry.*`, toggle `set_auto_retry`).
-    fn retry_policy(&self) -> RetryPolicy {
+    pub(super) fn retry_policy(&self) -> RetryPolicy {
         let settings = self.inner.services.settings.lock().retry();
         RetryPolicy::new(&settings, self.auto_retry())
     }
 
-    /// One low-level run; a panic inside it becomes a synthetic error message (`agent_end`
-    /// with that message, no `message_start`/`message_end`, as upstream does for an exception
-    /// that escapes the loop; rpc-protocol.md §5.1).
-    async fn run_once(&self, prompts: Vec<Message>, cancel: &CancellationToken) {
+    /// One low-level run; returns the messages it created, or `None` when it panicked: the
+    /// panic becomes a synthetic error message (`agent_end` with that message, no
+    /// `message_start`/`message_end`, as upstream does for an exception that escapes the loop;
+    /// rpc-protocol.md §5.1). A reply cut at the output limit is hidden from the context by
+    /// the compaction check (1.6 notes §5).
+    async fn run_once(
+        &self,
+        prompts: Vec<Message>,
+        cancel: &CancellationToken,
+    ) -> Option<Vec<Message>> {
         let this = self.clone();
         let emit: EmitFn = Arc::new(move |ev: AgentEvent| this.handle_event(ev));
         let hooks = Hooks {
             session: self.clone(),
+            cancel: cancel.clone(),
         };
         let run = run_agent_loop(self.inner.messages.clone(), prompts, &hooks, cancel, &emit);
         match AssertUnwindSafe(run).catch_unwind().await {
-            Ok(created) => {
-                // A reply cut at the output limit is hidden from the context (1.6 notes §5).
-                if let Some(Message::Assistant(last)) = created.last() {
-                    if last.stop_reason == StopReason::Length {
-                        self.hide_last_assistant();
-                    }
-                }
-            }
+            Ok(created) => Some(created),
             Err(panic) => {
                 let text = crate::rpc::panic_text(panic.as_ref());
                 tracing::error!("the agent loop panicked: {text}");
@@ -293,6 +343,7 @@ impl AgentSession {
                     messages: vec![message],
                     will_retry: false,
                 });
+                None
             }
         }
     }
@@ -342,8 +393,8 @@ impl AgentSession {
             .load(std::sync::atomic::Ordering::SeqCst)
     }
 
-    /// Appends a `context_edit` that hides the leaf from the context, rebuilds the context and
-    /// emits `entry_appended` (1.6 notes §5).
+    /// Appends a `context_edit` that hides the leaf (a failed attempt about to be retried) from
+    /// the context, rebuilds the context and emits `entry_appended` (1.6 notes §5).
     fn hide_last_assistant(&self) {
         let appended = {
             let mut store = self.inner.store.lock();
@@ -371,6 +422,7 @@ impl AgentSession {
             AgentEvent::MessageStart {
                 message: message @ Message::User(_),
             } => {
+                self.inner.compaction.reset_overflow();
                 let delivered = self.inner.queues.lock().delivered(&message_text(message));
                 if let Some(shown) = delivered {
                     self.emit(RpcEvent::queue_update(shown));
@@ -379,6 +431,9 @@ impl AgentSession {
             AgentEvent::MessageEnd { message } => {
                 self.persist_message(message);
                 if let Message::Assistant(a) = message {
+                    if a.stop_reason != StopReason::Error {
+                        self.inner.compaction.reset_overflow();
+                    }
                     self.note_image_rejection(a);
                 }
             }
@@ -430,6 +485,7 @@ fn retry_cancelled(attempt: u32) -> RpcEvent {
 
 struct Hooks {
     session: AgentSession,
+    cancel: CancellationToken,
 }
 
 impl RunHooks for Hooks {
@@ -471,6 +527,10 @@ impl RunHooks for Hooks {
 
     fn drain_follow_up(&self) -> Vec<Message> {
         self.session.inner.queues.lock().drain(QueueKind::FollowUp)
+    }
+
+    fn before_next_turn(&self) -> futures::future::BoxFuture<'_, bool> {
+        Box::pin(self.session.compact_before_next_turn(&self.cancel))
     }
 }
 

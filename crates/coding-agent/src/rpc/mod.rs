@@ -396,8 +396,15 @@ fn dispatch(
                 .export_html(output_path.as_deref())
                 .map(|path| Some(ResponseData::Path(protocol::PathData { path }))),
         ),
+        RpcCommand::Compact {
+            custom_instructions,
+        } => answer_later(tasks, out, call, async move {
+            let result = session.compact(custom_instructions).await?;
+            Ok(Some(ResponseData::Compaction(Box::new(result))))
+        }),
         RpcCommand::AbortRetry {} => session.abort_retry(|| reply(Ok(None))),
-        RpcCommand::Compact { .. } | RpcCommand::Unknown => {
+        RpcCommand::Unknown => {
+
             reply(Err(format!("Unknown command: {}", call.kind)))
         }
     }

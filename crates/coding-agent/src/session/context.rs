@@ -288,6 +288,78 @@ fn context_entries<'a>(path: &[&'a SessionEntry]) -> Vec<&'a SessionEntry> {
 
 /// Reads a [`EntryKind::Stored`] entry back from its file (`None` if it cannot).
 pub(crate) type StoredLoader<'a> = &'a dyn Fn(&StoredEntry) -> Option<SessionEntry>;
+/// One entry of the context projection: the entry and the messages it contributes after
+/// compaction and `context_edit`s are applied (upstream 1.6 `buildSessionProjection`). An
+/// entry hidden by a `context_edit` (or a metadata entry) is present with no messages, so
+/// compaction can still see where it lies.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProjectedEntry {
+    /// The session entry.
+    pub entry: SessionEntry,
+    /// What it contributes to the model context, in order (possibly nothing).
+    pub messages: Vec<Message>,
+}
+
+/// The messages `entry` contributes to the context by itself, before any `context_edit`
+/// (upstream `sessionEntryToContextMessages`; a compaction gives its `systemMessage` snapshot
+/// and its `compactionSummary`).
+pub fn entry_context_messages(entry: &SessionEntry) -> Vec<Message> {
+    entry_messages(entry, &|_| None)
+}
+
+/// The context projection of a root-first path (spec `sessions.md` §9): the selected entries
+/// (see `context_entries`) in order, each with the messages it contributes.
+pub fn project_path(path: &[&SessionEntry]) -> Vec<ProjectedEntry> {
+    project_path_with(path, &|_| None)
+}
+
+/// [`project_path`] for a path that may hold [`EntryKind::Stored`] entries (large files): each
+/// selected stored entry is read back through `load`, and its projection holds the loaded
+/// entry, so callers (compaction) see message roles and contents.
+pub(crate) fn project_path_with(
+    path: &[&SessionEntry],
+    load: StoredLoader<'_>,
+) -> Vec<ProjectedEntry> {
+    let selected = context_entries(path);
+    let mut edits: HashMap<&str, &Option<Value>> = HashMap::new();
+    for entry in &selected {
+        if let EntryKind::ContextEdit {
+            target_id,
+            replacement,
+        } = &entry.kind
+        {
+            edits.insert(target_id.as_str(), replacement);
+        }
+    }
+    let mut out = Vec::with_capacity(selected.len());
+    for (i, entry) in selected.iter().enumerate() {
+        // An older compaction inside the kept range contributes nothing; only the newest
+        // (index 0) provides the summary.
+        let loaded = match &entry.kind {
+            EntryKind::Stored(stored) => load(stored),
+            _ => None,
+        };
+        let entry: &SessionEntry = loaded.as_ref().unwrap_or(entry);
+        let produced = if i > 0 && matches!(entry.kind, EntryKind::Compaction(_)) {
+            Vec::new()
+        } else {
+            entry_messages(entry, load)
+        };
+        let messages = match edits.get(entry.id.as_str()) {
+            None => produced,
+            Some(None) => Vec::new(),
+            Some(Some(replacement)) => produced
+                .into_iter()
+                .map(|m| replace_content(m, replacement))
+                .collect(),
+        };
+        out.push(ProjectedEntry {
+            entry: entry.clone(),
+            messages,
+        });
+    }
+    out
+}
 
 pub(crate) fn context_from_path(path: &[&SessionEntry]) -> SessionContext {
     context_from_path_with(path, &|_| None)

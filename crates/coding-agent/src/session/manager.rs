@@ -787,6 +787,22 @@ impl SessionManager {
             self.load_stored_message(s, id)
         })
     }
+    /// The context projection of the active branch: every selected entry with the messages it
+    /// contributes (see [`super::project_path`]); empty before the first entry.
+    pub fn build_projection(&self) -> Vec<super::ProjectedEntry> {
+        if self.leaf_id.is_none() {
+            return Vec::new();
+        }
+        super::context::project_path_with(&self.branch(), &|s| self.load_stored(s))
+    }
+    /// The active branch, root first, with every payload read back (large files keep message
+    /// entries on disk as [`EntryKind::Stored`]); for compaction, which reads roles and contents.
+    pub fn loaded_branch(&self) -> Vec<SessionEntry> {
+        self.branch()
+            .into_iter()
+            .map(|e| self.materialize(e).into_owned())
+            .collect()
+    }
     /// The agent messages of the active branch (spec §9): compaction applied, `context_edit`
     /// with null replacement hides its target, custom/branch/compaction summaries as messages.
     pub fn build_context(&self) -> Vec<Message> {

@@ -305,8 +305,9 @@ pub struct TokenTotals {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ContextUsage {
-    /// Estimated context tokens.
-    pub tokens: u64,
+    /// Estimated context tokens; `null` after a compaction until a reply reports usage
+    /// (agent-loop.md §10.3).
+    pub tokens: Option<u64>,
     /// The model's context window (tokens).
     pub context_window: u64,
     /// `tokens / contextWindow * 100`, a JS number.
