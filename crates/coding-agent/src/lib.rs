@@ -6,6 +6,7 @@ pub mod cli;
 pub mod config;
 pub mod file_args;
 pub mod json_error;
+pub mod mcp;
 pub mod models_cmd;
 pub mod output;
 pub mod package_cmd;

@@ -282,7 +282,14 @@ async fn run(cli: Cli) -> i32 {
         }),
         provider: provider_resolver(&agent_dir, &http_options(&settings)),
         settings: Arc::new(parking_lot::Mutex::new(settings.clone())),
+        // MCP servers connect in the background from here on (crate::mcp).
+        mcp: if cli.no_mcp {
+            None
+        } else {
+            pi_coding_agent::mcp::start(&agent_dir, &cwd, trust_decision.trusted)
+        },
     };
+    let mcp = services.mcp.clone();
     let factory = SessionFactory {
         services,
         agent_dir: agent_dir.clone(),
@@ -315,6 +322,21 @@ async fn run(cli: Cli) -> i32 {
         thinking_level: initial.thinking_level,
     };
 
+    let code = run_mode(mode, factory, request, &cwd, &cli, stdin_tty).await;
+    if let Some(m) = mcp {
+        m.shutdown().await;
+    }
+    code
+}
+
+async fn run_mode(
+    mode: Mode,
+    factory: SessionFactory,
+    request: SessionRequest,
+    cwd: &std::path::Path,
+    cli: &Cli,
+    stdin_tty: bool,
+) -> i32 {
     match mode {
         Mode::Rpc => {
             let out = Output::stdout();
@@ -336,7 +358,7 @@ async fn run(cli: Cli) -> i32 {
             } else {
                 file_args::read_piped_stdin()
             };
-            let files = match file_args::process_file_args(&cwd, &cli.file_args) {
+            let files = match file_args::process_file_args(cwd, &cli.file_args) {
                 Ok(f) => f,
                 Err(e) => return fail(&e.to_string()),
             };

@@ -25,6 +25,9 @@ mod config_system_prompt;
 #[path = "all/local_model.rs"]
 mod local_model;
 
+#[path = "all/mcp.rs"]
+mod mcp;
+
 #[path = "all/models_pull.rs"]
 mod models_pull;
 
