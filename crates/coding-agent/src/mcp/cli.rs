@@ -257,7 +257,7 @@ fn add(rest: &[String], cwd: &Path, agent_dir: &Path) -> i32 {
         eprintln!("{usage}");
         return 1;
     };
-    if positional.len() > 1 || url.is_some() == !command.is_empty() {
+    if positional.len() > 1 || url.is_some() != command.is_empty() {
         eprintln!("{usage}");
         return 1;
     }
