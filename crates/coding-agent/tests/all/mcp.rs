@@ -556,3 +556,50 @@ fn config_merge_rules() {
     assert!(cfg.servers.iter().find(|s| s.name == "a").unwrap().enabled);
     assert_eq!(cfg.errors.len(), 1, "{:?}", cfg.errors);
 }
+
+/// What the model receives for a `direct` server matches upstream 1.6's recording against the
+/// same server and script (`mcp_upstream_direct.json`): the tool list in order, every MCP tool's
+/// name, description and parameters, the resource tools' parameter shapes, and the
+/// `tool_execution_end` of the call.
+#[test]
+fn direct_tools_and_result_match_the_upstream_recording() {
+    let fixture: Value = serde_json::from_str(include_str!("mcp_upstream_direct.json")).unwrap();
+    let (fake, root) = setup(
+        Script::new([
+            Turn::text("").with_tool_call("mcp__fake__echo", json!({"text": "hi"})),
+            Turn::text("done"),
+        ]),
+        DEFAULT_MODEL,
+    );
+    write_mcp(&root, json!({"fake": stdio_server(&[], "direct")}));
+    let mut agent = root.spawn();
+    let events = prompt(&mut agent, "go");
+    let body: Value = serde_json::from_str(&fake.llm_requests()[0].body_text()).unwrap();
+    let ours: Vec<Value> = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let f = &t["function"];
+            let name = f["name"].as_str().unwrap();
+            if name.starts_with("mcp__") {
+                f.clone()
+            } else if name.contains("mcp_resource") {
+                let p = &f["parameters"];
+                let mut props: Vec<&String> = p["properties"].as_object().unwrap().keys().collect();
+                props.sort();
+                json!({"name": name, "parameters": {
+                    "type": p["type"], "properties": props,
+                    "required": p.get("required").cloned().unwrap_or(json!([])),
+                    "additionalProperties": p["additionalProperties"],
+                }})
+            } else {
+                json!({"name": name})
+            }
+        })
+        .collect();
+    assert_eq!(Value::Array(ours), fixture["tools"]);
+    let mut end = tool_end(&events, 0);
+    end.as_object_mut().unwrap().remove("durationMs");
+    assert_eq!(end, fixture["tool_execution_end"]);
+}
