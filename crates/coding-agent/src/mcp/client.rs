@@ -38,7 +38,10 @@ pub enum McpError {
     /// A request got no answer within the server's `timeout`.
     #[error("request timed out after {0} s")]
     Timeout(u64),
-    /// The server dropped the connection or answered an invalid message.
+    /// The connection is gone (the server exited or closed it); text as upstream's.
+    #[error("MCP connection closed")]
+    Closed,
+    /// The server answered with an error, or an invalid message.
     #[error("{0}")]
     Request(String),
 }
@@ -298,7 +301,11 @@ async fn finish(
 }
 
 fn request_error(e: rmcp::service::ServiceError) -> McpError {
-    McpError::Request(e.to_string())
+    use rmcp::service::ServiceError;
+    match e {
+        ServiceError::TransportClosed | ServiceError::TransportSend(_) => McpError::Closed,
+        other => McpError::Request(other.to_string()),
+    }
 }
 
 impl Connection {

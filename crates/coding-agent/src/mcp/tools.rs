@@ -3,8 +3,9 @@
 //! `list_mcp_resources`, `list_mcp_resource_templates`, `read_mcp_resource` (docs/mcp.md
 //! "Control tool exposure", "Use resources").
 //!
-//! A call that cannot reach its server (failed to start, died, timed out, answered garbage) is
-//! an error result the model sees: `MCP server "<name>": <reason>`.
+//! A call that cannot reach its server (failed to start, timed out, answered garbage) is an
+//! error result the model sees: `MCP server "<name>": <reason>`; a server that died mid-call
+//! gives `MCP connection closed`, as upstream, and the next call reconnects.
 
 use super::client::McpError;
 use super::convert::{convert_call_result, limit_content, resource_to_content};
@@ -54,8 +55,13 @@ fn normalize_schema(schema: Option<&Value>) -> Value {
     Value::Object(m)
 }
 
+/// `MCP connection closed` as upstream for a dropped connection, else
+/// `MCP server "<name>": <reason>`.
 fn server_error(server: &str, e: &McpError) -> ToolError {
-    ToolError::Failed(format!("MCP server \"{server}\": {e}"))
+    match e {
+        McpError::Closed => ToolError::Failed(e.to_string()),
+        _ => ToolError::Failed(format!("MCP server \"{server}\": {e}")),
+    }
 }
 
 /// Runs `f` against `slot`, reconnecting first when needed; a request that fails because the
@@ -79,7 +85,7 @@ where
         _ = ctx.cancel.cancelled() => return Err(ToolError::Aborted),
     };
     result.map_err(|e| {
-        if matches!(e, McpError::Request(_)) {
+        if matches!(e, McpError::Closed) {
             slot.mark_dropped();
         }
         server_error(name, &e)

@@ -258,8 +258,8 @@ fn server_dying_mid_call_is_an_error_result_and_the_next_call_reconnects() {
     let events = prompt(&mut agent, "go");
     let crash = tool_end(&events, 0);
     assert_eq!(crash["isError"], true, "{crash}");
-    let t = text_of(&crash["result"]);
-    assert!(t.starts_with("MCP server \"fake\": "), "{t}");
+    // Upstream's text for a connection lost mid-call.
+    assert_eq!(text_of(&crash["result"]), "MCP connection closed");
     let again = tool_end_of(&events, 2, 0);
     assert_eq!(again["isError"], false, "{again}");
     assert_eq!(text_of(&again["result"]), "echo: again");
@@ -602,4 +602,24 @@ fn direct_tools_and_result_match_the_upstream_recording() {
     let mut end = tool_end(&events, 0);
     end.as_object_mut().unwrap().remove("durationMs");
     assert_eq!(end, fixture["tool_execution_end"]);
+}
+
+#[test]
+fn server_log_notifications_go_to_mcp_log() {
+    let (_fake, root) = setup(
+        Script::new([
+            Turn::text("").with_tool_call("mcp__fake__log", json!({"text": "line1\nline2"})),
+            Turn::text("done"),
+        ]),
+        DEFAULT_MODEL,
+    );
+    write_mcp(&root, json!({"fake": stdio_server(&[], "direct")}));
+    let mut agent = root.spawn();
+    let events = prompt(&mut agent, "go");
+    assert_eq!(text_of(&tool_end(&events, 0)["result"]), "logged");
+    let log = std::fs::read_to_string(root.agent_dir.join("mcp.log")).unwrap();
+    // `<ISO time> [<server>] <level> <logger>: <message>`, continuation lines indented.
+    let line = log.lines().next().unwrap();
+    assert!(line.ends_with("Z [fake] warning fake: line1"), "{log}");
+    assert_eq!(log.lines().nth(1), Some("    line2"), "{log}");
 }
