@@ -64,6 +64,9 @@ pub struct ServerSlot {
     conn: tokio::sync::Mutex<Option<Connection>>,
     settled: tokio::sync::watch::Sender<bool>,
     report_errors: bool,
+    /// Fired by [`McpManager::shutdown`]: a connect in progress gives up at once (its child,
+    /// still registered with crate::procs, is killed when `pi` exits).
+    shutdown: tokio_util::sync::CancellationToken,
 }
 
 impl ServerSlot {
@@ -131,7 +134,10 @@ impl ServerSlot {
             }
         });
         let handler = Handler::new(&self.cfg.name, self.log.clone(), on_changed);
-        let result = client::connect(&self.cfg, &self.cwd, handler).await;
+        let result = tokio::select! {
+            r = client::connect(&self.cfg, &self.cwd, handler) => r,
+            _ = self.shutdown.cancelled() => Err(McpError::Connect("shut down while connecting".into())),
+        };
         let out = match result {
             Ok(conn) => {
                 let peer = conn.peer();
@@ -234,6 +240,7 @@ impl ServerSlot {
 /// All servers of the process.
 pub struct McpManager {
     slots: Vec<Arc<ServerSlot>>,
+    shutdown: tokio_util::sync::CancellationToken,
     /// Configuration errors (already reported on stderr when the manager was started).
     pub config_errors: Vec<String>,
 }
@@ -242,6 +249,7 @@ impl McpManager {
     /// Builds the slots without connecting. `report_errors`: print failures on stderr (once per
     /// failure) — off for `pi mcp list`, which prints its own report.
     pub fn new(config: McpConfig, cwd: &Path, log: McpLog, report_errors: bool) -> Arc<Self> {
+        let shutdown = tokio_util::sync::CancellationToken::new();
         let slots = config
             .servers
             .into_iter()
@@ -265,11 +273,13 @@ impl McpManager {
                     }),
                     conn: tokio::sync::Mutex::new(None),
                     report_errors,
+                    shutdown: shutdown.clone(),
                 })
             })
             .collect();
         Arc::new(McpManager {
             slots,
+            shutdown,
             config_errors: config.errors,
         })
     }
@@ -360,6 +370,7 @@ impl McpManager {
 
     /// Stops every server (stdio: close stdin, SIGTERM, SIGKILL the group), in parallel.
     pub async fn shutdown(&self) {
+        self.shutdown.cancel();
         futures::future::join_all(self.slots.iter().map(|s| s.close())).await;
     }
 }

@@ -623,3 +623,79 @@ fn server_log_notifications_go_to_mcp_log() {
     assert!(line.ends_with("Z [fake] warning fake: line1"), "{log}");
     assert_eq!(log.lines().nth(1), Some("    line2"), "{log}");
 }
+
+#[test]
+fn pi_exits_promptly_while_a_server_hangs_in_initialize() {
+    let (_fake, root) = setup(Script::new([]), DEFAULT_MODEL);
+    let pidfile = root.tmp.join("hang.pid");
+    // Default timeout (60 s): exiting must not wait for it.
+    write_mcp(
+        &root,
+        json!({"hangs": stdio_server(&["--hang", "--pidfile", pidfile.to_str().unwrap()], "direct")}),
+    );
+    let mut agent = root.spawn();
+    let pid = read_pid(&pidfile);
+    let state = agent.request(json!({"id": "s", "type": "get_state"}));
+    assert_eq!(state["success"], true);
+    agent.close_stdin();
+    let started = Instant::now();
+    assert!(agent.wait_exit(LIVENESS).is_some(), "pi did not exit");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(wait_gone(pid), "hanging server {pid} outlived pi");
+}
+
+#[test]
+fn a_call_past_the_server_timeout_is_an_error() {
+    let (_fake, root) = setup(
+        Script::new([
+            Turn::text("").with_tool_call("mcp__slow__sleep", json!({"ms": 5000})),
+            Turn::text("done"),
+        ]),
+        DEFAULT_MODEL,
+    );
+    write_mcp(
+        &root,
+        json!({"slow": {"command": fake_mcp(), "exposure": "direct", "timeout": 1}}),
+    );
+    let mut agent = root.spawn();
+    let events = prompt(&mut agent, "go");
+    let end = tool_end(&events, 0);
+    assert_eq!(end["isError"], true, "{end}");
+    assert_eq!(
+        text_of(&end["result"]),
+        "MCP server \"slow\": request timed out after 1 s"
+    );
+}
+
+#[test]
+fn abort_stops_a_running_mcp_call() {
+    let (_fake, root) = setup(
+        Script::new([
+            Turn::text("").with_tool_call("mcp__slow__sleep", json!({"ms": 20000})),
+            Turn::text("unused"),
+        ]),
+        DEFAULT_MODEL,
+    );
+    write_mcp(
+        &root,
+        json!({"slow": {"command": fake_mcp(), "exposure": "direct"}}),
+    );
+    let mut agent = root.spawn();
+    agent.send(json!({"id": "p", "type": "prompt", "message": "go"}));
+    agent.wait_event("tool_execution_start");
+    let started = Instant::now();
+    agent.send(json!({"id": "a", "type": "abort"}));
+    let (i, _) = agent.wait_from(0, LIVENESS, |v| kind(v) == "tool_execution_end");
+    let end = agent.events()[i].clone();
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(end["isError"], true, "{end}");
+    agent.wait_from(i, LIVENESS, |v| kind(v) == "agent_settled");
+}
