@@ -217,13 +217,8 @@ pub async fn connect(
             let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
             let mut custom = std::collections::HashMap::new();
             for (k, v) in headers {
+                // `Authorization` too is sent as written (any scheme, not only `Bearer`).
                 let Some(v) = resolve_value(v) else { continue };
-                if k.eq_ignore_ascii_case("authorization") {
-                    // rmcp adds `Bearer ` itself.
-                    let token = v.strip_prefix("Bearer ").unwrap_or(&v).to_string();
-                    config = config.auth_header(token);
-                    continue;
-                }
                 let name = reqwest013::header::HeaderName::from_bytes(k.as_bytes())
                     .map_err(|e| McpError::Start(format!("header {k}: {e}")))?;
                 let value = reqwest013::header::HeaderValue::from_str(&v)
