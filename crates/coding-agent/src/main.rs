@@ -247,7 +247,9 @@ async fn run(cli: Cli) -> i32 {
     .resolve();
     for name in cli.tools.iter().flatten() {
         let name = name.trim_start_matches(['+', '-']);
-        if !name.contains('*') && !tools::ALL_TOOLS.contains(&name) {
+        // MCP tools are matched when their servers connect (mcp::ToolFilter).
+        let mcp = name.starts_with("mcp__") || name.contains("mcp_resource");
+        if !name.contains('*') && !tools::ALL_TOOLS.contains(&name) && !mcp {
             config::warn(&format!("Unknown tool \"{name}\" ignored"));
         }
     }
@@ -286,7 +288,15 @@ async fn run(cli: Cli) -> i32 {
         mcp: if cli.no_mcp {
             None
         } else {
-            pi_coding_agent::mcp::start(&agent_dir, &cwd, trust_decision.trusted)
+            pi_coding_agent::mcp::start(
+                &agent_dir,
+                &cwd,
+                trust_decision.trusted,
+                pi_coding_agent::mcp::ToolFilter::from_cli(
+                    cli.tools.as_deref(),
+                    cli.exclude_tools.as_deref(),
+                ),
+            )
         },
     };
     let mcp = services.mcp.clone();

@@ -237,8 +237,52 @@ impl ServerSlot {
     }
 }
 
+/// `--tools` / `--exclude-tools` as they apply to MCP tools (docs/mcp.md "Control tool
+/// exposure"): `--tools` removes MCP tools only when one of its entries starts with `mcp__`
+/// (then only matching MCP tools, and resource tools named in it, stay); `--exclude-tools`
+/// removes matching names (exact or `*` patterns).
+#[derive(Debug, Clone, Default)]
+pub struct ToolFilter {
+    /// The `--tools` entries when one starts with `mcp__`.
+    pub include: Option<Vec<String>>,
+    /// `--exclude-tools` entries.
+    pub exclude: Vec<String>,
+}
+
+impl ToolFilter {
+    /// From the raw `--tools` and `--exclude-tools` lists.
+    pub fn from_cli(tools: Option<&[String]>, exclude: Option<&[String]>) -> Self {
+        let include = tools
+            .filter(|t| {
+                t.iter()
+                    .any(|e| e.trim_start_matches('+').starts_with("mcp__"))
+            })
+            .map(|t| {
+                t.iter()
+                    .map(|e| e.trim_start_matches('+').to_string())
+                    .collect()
+            });
+        ToolFilter {
+            include,
+            exclude: exclude.map(<[String]>::to_vec).unwrap_or_default(),
+        }
+    }
+
+    /// Whether the model-facing tool `name` is kept.
+    pub fn keeps(&self, name: &str) -> bool {
+        if crate::tools::select::matches_any(&self.exclude, name) {
+            return false;
+        }
+        self.include
+            .as_ref()
+            .is_none_or(|inc| crate::tools::select::matches_any(inc, name))
+    }
+}
+
 /// All servers of the process.
 pub struct McpManager {
+    /// Applied to [`McpManager::direct_tools`].
+    pub filter: ToolFilter,
     slots: Vec<Arc<ServerSlot>>,
     shutdown: tokio_util::sync::CancellationToken,
     /// Configuration errors (already reported on stderr when the manager was started).
@@ -278,6 +322,7 @@ impl McpManager {
             })
             .collect();
         Arc::new(McpManager {
+            filter: ToolFilter::default(),
             slots,
             shutdown,
             config_errors: config.errors,
@@ -353,6 +398,7 @@ impl McpManager {
                 out.push(Arc::new(ResourceTool::new(Arc::downgrade(self), kind)));
             }
         }
+        out.retain(|t| self.filter.keeps(&t.definition().name));
         out
     }
 

@@ -19,7 +19,7 @@ pub mod log;
 pub mod manager;
 pub mod tools;
 
-pub use manager::{McpManager, ServerState, DIRECT_WAIT};
+pub use manager::{McpManager, ServerState, ToolFilter, DIRECT_WAIT};
 
 use std::path::Path;
 use std::sync::Arc;
@@ -27,12 +27,21 @@ use std::sync::Arc;
 /// Loads the configuration and starts connecting every enabled server in the background
 /// (call inside the tokio runtime). `None` when no server is configured and no config error
 /// was found. Failures are reported on stderr, once.
-pub fn start(agent_dir: &Path, cwd: &Path, project_trusted: bool) -> Option<Arc<McpManager>> {
+/// `filter`: `--tools` / `--exclude-tools` as they apply to MCP tools.
+pub fn start(
+    agent_dir: &Path,
+    cwd: &Path,
+    project_trusted: bool,
+    filter: ToolFilter,
+) -> Option<Arc<McpManager>> {
     let cfg = config::load(agent_dir, cwd, project_trusted);
     if cfg.servers.is_empty() && cfg.errors.is_empty() {
         return None;
     }
-    let manager = McpManager::new(cfg, cwd, log::McpLog::new(agent_dir.join("mcp.log")), true);
+    let mut manager = McpManager::new(cfg, cwd, log::McpLog::new(agent_dir.join("mcp.log")), true);
+    if let Some(m) = Arc::get_mut(&mut manager) {
+        m.filter = filter;
+    }
     manager.start();
     Some(manager)
 }

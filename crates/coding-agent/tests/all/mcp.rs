@@ -699,3 +699,43 @@ fn abort_stops_a_running_mcp_call() {
     assert_eq!(end["isError"], true, "{end}");
     agent.wait_from(i, LIVENESS, |v| kind(v) == "agent_settled");
 }
+
+#[test]
+fn tools_flags_filter_mcp_tools_only_when_they_name_them() {
+    let (fake, root) = setup(
+        Script::new([Turn::text("one"), Turn::text("two"), Turn::text("three")]),
+        DEFAULT_MODEL,
+    );
+    write_mcp(&root, json!({"fake": stdio_server(&[], "direct")}));
+    let runs: [&[&str]; 3] = [
+        &["--tools", "read,mcp__fake__echo"],
+        &["--tools", "read,bash"],
+        &[
+            "--exclude-tools",
+            "mcp__fake__*,list_mcp_resource_templates",
+        ],
+    ];
+    for (i, args) in runs.iter().enumerate() {
+        let mut agent = root.spawn_with(false, args);
+        prompt(&mut agent, "hi");
+        let tools = offered_tools(&fake, i);
+        let mcp: Vec<&String> = tools
+            .iter()
+            .filter(|t| t.starts_with("mcp__") || t.contains("mcp_resource"))
+            .collect();
+        match i {
+            0 => assert_eq!(tools, vec!["read", "mcp__fake__echo"], "{}", agent.stderr()),
+            1 => assert_eq!(mcp.len(), 13, "{tools:?}"),
+            _ => assert_eq!(
+                mcp,
+                vec!["list_mcp_resources", "read_mcp_resource"],
+                "{tools:?}"
+            ),
+        }
+        assert!(
+            !agent.stderr().contains("Unknown tool"),
+            "{}",
+            agent.stderr()
+        );
+    }
+}
