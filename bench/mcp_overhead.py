@@ -6,8 +6,8 @@ tool call over the server's own time.
    and without an `mcp.json` naming one stdio `fake-mcp --tools 40` server (10 + 40 = 50 tools,
    `exposure: direct`), write `get_state` at once, and time spawn → its response line.
 2. Call cost: one prompt whose scripted model (`fakellm`) calls `mcp__fake__echo` once per
-   turn, CALLS turns; each call's
-   `tool_execution_end.durationMs` is pi's wall time for it. The server's own time is measured
+   turn, CALLS turns; each call's time is from reading its `tool_execution_start` line to
+   reading its `tool_execution_end` line (so it includes pi's event output). The server's own time is measured
    the same way without pi: a JSON-RPC client in this script sends `tools/call echo` CALLS
    times to a `fake-mcp` over stdio, one at a time, and times each round trip. Reported: the
    medians and their difference.
@@ -78,6 +78,7 @@ def read_until(proc, pred, timeout=30.0):
                 v = json.loads(line)
             except ValueError:
                 continue
+            v["_t"] = time.perf_counter()
             lines.append(v)
             if pred(v):
                 return lines
@@ -144,7 +145,9 @@ def pi_calls(pi, fake_mcp, fakellm, calls):
     p.stdin.write(b'{"id":"p","type":"prompt","message":"go"}\n')
     p.stdin.flush()
     lines = read_until(p, lambda v: v.get("type") == "agent_settled", 60)
-    durations = [v["durationMs"] for v in lines if v.get("type") == "tool_execution_end"
+    starts = {v["toolCallId"]: v["_t"] for v in lines if v.get("type") == "tool_execution_start"}
+    durations = [(v["_t"] - starts[v["toolCallId"]]) * 1000 for v in lines
+                 if v.get("type") == "tool_execution_end"
                  and v.get("toolName") == "mcp__fake__echo" and not v.get("isError")]
     p.stdin.close()
     p.wait(10)
@@ -175,7 +178,7 @@ def main():
     ours = pi_calls(a.pi, a.fake_mcp, a.fakellm, a.calls)
     mr, mo = statistics.median(ref), statistics.median(ours)
     print(f"echo round trip, script client:   median {mr:.2f} ms over {len(ref)} calls")
-    print(f"echo via pi (durationMs):         median {mo:.2f} ms over {len(ours)} calls")
+    print(f"echo via pi (start→end events): median {mo:.2f} ms over {len(ours)} calls")
     print(f"pi overhead per call:             {mo - mr:.2f} ms")
 
 
