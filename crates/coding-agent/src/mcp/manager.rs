@@ -64,6 +64,8 @@ pub struct ServerSlot {
     conn: tokio::sync::Mutex<Option<Connection>>,
     settled: tokio::sync::watch::Sender<bool>,
     report_errors: bool,
+    /// Whether the "tools not reachable" warning was given.
+    warned_unreachable: std::sync::atomic::AtomicBool,
     /// Fired by [`McpManager::shutdown`]: a connect in progress gives up at once (its child,
     /// still registered with crate::procs, is killed when `pi` exits).
     shutdown: tokio_util::sync::CancellationToken,
@@ -157,6 +159,29 @@ impl ServerSlot {
 
     fn install(self: &Arc<Self>, info: ServerInfo, peer: Option<Peer>) {
         let direct = self.build_direct(&info.tools);
+        let unreachable = info
+            .tools
+            .iter()
+            .filter_map(|t| t.get("name").and_then(Value::as_str))
+            .filter(|n| {
+                matches!(
+                    self.cfg.tool_exposure(n),
+                    Exposure::Codemode | Exposure::Deferred
+                )
+            })
+            .count();
+        if unreachable > 0
+            && self.report_errors
+            && !self
+                .warned_unreachable
+                .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            // Upstream reaches these through codemode / tool_search, which this build lacks.
+            crate::config::warn(&format!(
+                "MCP server \"{}\": {unreachable} tool(s) have exposure codemode or deferred, which this build cannot offer to the model yet; set \"exposure\": \"direct\" (or toolExposure) in mcp.json",
+                self.cfg.name
+            ));
+        }
         let mut st = self.state.lock();
         st.state = ServerState::Connected;
         st.info = info;
@@ -318,6 +343,7 @@ impl McpManager {
                     conn: tokio::sync::Mutex::new(None),
                     report_errors,
                     shutdown: shutdown.clone(),
+                    warned_unreachable: Default::default(),
                 })
             })
             .collect();

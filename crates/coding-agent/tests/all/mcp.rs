@@ -392,6 +392,17 @@ fn no_mcp_flag_and_non_direct_exposures_declare_nothing() {
         !tools.contains(&"read_mcp_resource".to_string()),
         "{tools:?}"
     );
+    agent.close_stdin();
+    agent.wait_exit(LIVENESS);
+    let err = agent.stderr();
+    assert!(
+        err.contains("MCP server \"code\": 10 tool(s) have exposure codemode or deferred"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("MCP server \"mixed\": "),
+        "hidden is not unreachable: {err}"
+    );
     drop(agent);
     let mut agent = root.spawn_with(false, &["--no-mcp"]);
     prompt(&mut agent, "hi");
