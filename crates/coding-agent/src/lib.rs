@@ -8,6 +8,7 @@ pub mod export;
 pub mod file_args;
 pub mod images;
 pub mod json_error;
+pub mod mcp;
 pub mod models_cmd;
 pub mod output;
 pub mod package_cmd;

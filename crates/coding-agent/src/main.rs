@@ -291,7 +291,9 @@ async fn run(cli: Cli) -> i32 {
     .resolve();
     for name in cli.tools.iter().flatten() {
         let name = name.trim_start_matches(['+', '-']);
-        if !name.contains('*') && !tools::ALL_TOOLS.contains(&name) {
+        // MCP tools are matched when their servers connect (mcp::ToolFilter).
+        let mcp = name.starts_with("mcp__") || name.contains("mcp_resource");
+        if !name.contains('*') && !tools::ALL_TOOLS.contains(&name) && !mcp {
             config::warn(&format!("Unknown tool \"{name}\" ignored"));
         }
     }
@@ -336,7 +338,22 @@ async fn run(cli: Cli) -> i32 {
         }),
         provider: provider_resolver(&agent_dir, &http_options(&settings)),
         settings: Arc::new(parking_lot::Mutex::new(settings.clone())),
+        // MCP servers connect in the background from here on (crate::mcp).
+        mcp: if cli.no_mcp {
+            None
+        } else {
+            pi_coding_agent::mcp::start(
+                &agent_dir,
+                &cwd,
+                trust_decision.trusted,
+                pi_coding_agent::mcp::ToolFilter::from_cli(
+                    cli.tools.as_deref(),
+                    cli.exclude_tools.as_deref(),
+                ),
+            )
+        },
     };
+    let mcp = services.mcp.clone();
     let factory = SessionFactory {
         services,
         agent_dir: agent_dir.clone(),
@@ -374,6 +391,21 @@ async fn run(cli: Cli) -> i32 {
         thinking_level: initial.thinking_level,
     };
 
+    let code = run_mode(mode, factory, request, &launch_cwd, &cli, stdin_tty).await;
+    if let Some(m) = mcp {
+        m.shutdown().await;
+    }
+    code
+}
+
+async fn run_mode(
+    mode: Mode,
+    factory: SessionFactory,
+    request: SessionRequest,
+    launch_cwd: &std::path::Path,
+    cli: &Cli,
+    stdin_tty: bool,
+) -> i32 {
     match mode {
         Mode::Rpc => {
             let out = Output::stdout();
@@ -395,7 +427,7 @@ async fn run(cli: Cli) -> i32 {
             } else {
                 file_args::read_piped_stdin()
             };
-            let files = match file_args::process_file_args(&launch_cwd, &cli.file_args) {
+            let files = match file_args::process_file_args(launch_cwd, &cli.file_args) {
                 Ok(f) => f,
                 Err(e) => return fail(&e.to_string()),
             };

@@ -38,13 +38,17 @@ fn usage(command: &str) -> &'static str {
 pub fn run(sub: Subcommand, args: &[String], cwd: &Path, agent_dir: &Path) -> i32 {
     let name = args.first().map(String::as_str).unwrap_or_default();
     let rest = args.get(1..).unwrap_or_default();
+    if sub == Subcommand::Mcp {
+        // Its own help and options (`--` ends them: `pi mcp add x -- cmd --help`).
+        return crate::mcp::cli::run(rest, cwd, agent_dir);
+    }
     if rest.iter().any(|a| a == "--help" || a == "-h") {
         println!("Usage:\n  {}", usage(name));
         return 0;
     }
     match sub {
         Subcommand::Auth => unsupported("`pi auth`"),
-        Subcommand::Mcp => unsupported("`pi mcp`"),
+        Subcommand::Mcp => crate::mcp::cli::run(rest, cwd, agent_dir),
         Subcommand::Config => unsupported("`pi config` (it needs the interactive TUI)"),
         Subcommand::Update => unsupported("`pi update`"),
         Subcommand::List => list(rest, cwd, agent_dir),

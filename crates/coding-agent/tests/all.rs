@@ -31,6 +31,9 @@ mod export_html;
 #[path = "all/local_model.rs"]
 mod local_model;
 
+#[path = "all/mcp.rs"]
+mod mcp;
+
 #[path = "all/models_pull.rs"]
 mod models_pull;
 

@@ -84,6 +84,9 @@ pub struct SessionServices {
     pub provider: ProviderResolver,
     /// Global + project settings; toggles and queue modes are persisted to the global file.
     pub settings: Arc<Mutex<Settings>>,
+    /// The MCP servers of the process (`None`: none configured, or `--no-mcp`); their `direct`
+    /// tools are added to every LLM call's tools (crate::mcp).
+    pub mcp: Option<Arc<crate::mcp::McpManager>>,
 }
 
 /// The tools and system prompt a session offers the model. Replaceable at run time (the next

@@ -96,6 +96,13 @@ impl AgentSession {
             let guard = SettleGuard {
                 session: Some(this.clone()),
             };
+            // Servers that may declare direct tools get up to 10 s to connect (docs/mcp.md).
+            if let Some(m) = this.inner.services.mcp.clone() {
+                tokio::select! {
+                    _ = m.wait_for_direct(crate::mcp::DIRECT_WAIT) => {}
+                    _ = cancel.cancelled() => {}
+                }
+            }
             this.run_prompts(prompts, cancel).await;
             guard.settle();
         })))
@@ -507,7 +514,7 @@ impl RunHooks for Hooks {
             headers: creds.headers,
             model,
             system_prompt: loadout.system_prompt,
-            tools: loadout.tools,
+            tools: with_mcp_tools(loadout.tools, inner.services.mcp.as_ref()),
             thinking_level,
             session_id: Some(inner.store.lock().session_id().to_string()),
             tuning: pi_ai::RequestTuning {
@@ -532,6 +539,24 @@ impl RunHooks for Hooks {
     fn before_next_turn(&self) -> futures::future::BoxFuture<'_, bool> {
         Box::pin(self.session.compact_before_next_turn(&self.cancel))
     }
+}
+
+/// The loadout's tools followed by the MCP `direct` tools connected now (a name already taken
+/// by a built-in tool is skipped).
+fn with_mcp_tools(
+    mut tools: Vec<Arc<dyn pi_agent::AgentTool>>,
+    mcp: Option<&Arc<crate::mcp::McpManager>>,
+) -> Vec<Arc<dyn pi_agent::AgentTool>> {
+    if let Some(m) = mcp {
+        let taken: std::collections::HashSet<String> =
+            tools.iter().map(|t| t.definition().name).collect();
+        tools.extend(
+            m.direct_tools()
+                .into_iter()
+                .filter(|t| !taken.contains(&t.definition().name)),
+        );
+    }
+    tools
 }
 
 /// Stand-in adapter when a model's `api` has no implementation: every call fails cleanly.

@@ -446,8 +446,16 @@ fn subcommands_are_commands_never_prompts() {
         "{}",
         r.stderr
     );
+    // `pi mcp list` is built (issue 13): nothing configured is not an error.
+    let r = run_pi(&root, &["mcp", "list"], None, &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.starts_with("No MCP servers configured."),
+        "{}",
+        r.stdout
+    );
     for args in [
-        &["mcp", "list"][..],
+        &["mcp", "login", "x"][..],
         &["auth", "login"],
         &["update"],
         &["config"],

@@ -97,6 +97,7 @@ fn harness(script: Script, panic_provider: bool) -> Harness {
     };
     let listed = model.clone();
     let services = SessionServices {
+        mcp: None,
         available_models: Arc::new(move || vec![listed.clone()]),
         scoped_models: vec![],
         api_key: Arc::new(|_| {

@@ -1,0 +1,448 @@
+//! The servers of one `pi` process (docs/mcp.md "Diagnose connection problems"): every enabled
+//! server connects in the background when the manager starts; a failure is reported once on
+//! stderr and the agent keeps serving; the first prompt waits up to [`DIRECT_WAIT`] only for
+//! servers that may have `direct` tools; a dropped connection reconnects on the next call;
+//! `tools/list_changed` refreshes the server's tools.
+
+use super::client::{self, Connection, Handler, McpError, Peer, ServerInfo};
+use super::config::{Exposure, McpConfig, ServerConfig};
+use super::log::McpLog;
+use super::tools::{mcp_tool_name, McpTool, ResourceTool, ResourceToolKind};
+use pi_agent::AgentTool;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+/// How long a prompt waits for servers with `direct` tools (upstream: 10 s).
+pub const DIRECT_WAIT: Duration = Duration::from_secs(10);
+
+/// Connection state of one server, as `pi mcp list` prints it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServerState {
+    /// `enabled: false`.
+    Disabled,
+    /// Connect in progress.
+    Connecting,
+    /// Connected; tools listed.
+    Connected,
+    /// Was connected; the transport closed. Reconnects on the next call.
+    Disconnected,
+    /// The last connect failed (message).
+    Failed(String),
+}
+
+impl ServerState {
+    /// `connected`, `failed`, … (upstream's state words).
+    pub fn word(&self) -> &'static str {
+        match self {
+            ServerState::Disabled => "disabled",
+            ServerState::Connecting => "connecting",
+            ServerState::Connected => "connected",
+            ServerState::Disconnected => "disconnected",
+            ServerState::Failed(_) => "failed",
+        }
+    }
+}
+
+struct SlotState {
+    state: ServerState,
+    info: ServerInfo,
+    peer: Option<Peer>,
+    /// Declared tools of this server (direct exposure), rebuilt on connect / list change.
+    direct: Vec<Arc<dyn AgentTool>>,
+    reported: bool,
+}
+
+/// One configured server.
+pub struct ServerSlot {
+    /// Its configuration.
+    pub cfg: ServerConfig,
+    cwd: PathBuf,
+    log: McpLog,
+    state: parking_lot::Mutex<SlotState>,
+    conn: tokio::sync::Mutex<Option<Connection>>,
+    settled: tokio::sync::watch::Sender<bool>,
+    report_errors: bool,
+    /// Whether the "tools not reachable" warning was given.
+    warned_unreachable: std::sync::atomic::AtomicBool,
+    /// Fired by [`McpManager::shutdown`]: a connect in progress gives up at once (its child,
+    /// still registered with crate::procs, is killed when `pi` exits).
+    shutdown: tokio_util::sync::CancellationToken,
+}
+
+impl ServerSlot {
+    /// Current state.
+    pub fn state(&self) -> ServerState {
+        self.state.lock().state.clone()
+    }
+
+    /// Tools as the server listed them.
+    pub fn tools(&self) -> Vec<Value> {
+        self.state.lock().info.tools.clone()
+    }
+
+    /// Whether the server announced resources.
+    pub fn has_resources(&self) -> bool {
+        self.state.lock().info.has_resources
+    }
+
+    /// Whether the server may declare direct tools (decided from its config alone).
+    pub fn may_have_direct(&self) -> bool {
+        self.cfg.enabled
+            && (self.cfg.exposure == Exposure::Direct
+                || self
+                    .cfg
+                    .tool_exposure
+                    .iter()
+                    .any(|(_, e)| *e == Exposure::Direct))
+    }
+
+    fn set_failed(&self, e: &McpError) {
+        let msg = e.to_string();
+        let report = {
+            let mut st = self.state.lock();
+            st.state = ServerState::Failed(msg.clone());
+            st.peer = None;
+            st.direct.clear();
+            !std::mem::replace(&mut st.reported, true)
+        };
+        if report && self.report_errors {
+            crate::config::warn(&format!(
+                "MCP server \"{}\" failed to connect: {msg}",
+                self.cfg.name
+            ));
+        }
+    }
+
+    /// Connects (or reconnects) unless connected; returns a request handle.
+    pub async fn ensure_connected(self: &Arc<Self>) -> Result<Peer, McpError> {
+        let mut guard = self.conn.lock().await;
+        if let Some(c) = guard.as_ref() {
+            if !c.is_closed() {
+                if let Some(p) = self.state.lock().peer.clone() {
+                    return Ok(p);
+                }
+            }
+        }
+        if let Some(old) = guard.take() {
+            old.close().await;
+        }
+        self.state.lock().state = ServerState::Connecting;
+        let weak: Weak<ServerSlot> = Arc::downgrade(self);
+        let on_changed: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
+            if let Some(slot) = weak.upgrade() {
+                tokio::spawn(async move { slot.refresh_tools().await });
+            }
+        });
+        let handler = Handler::new(&self.cfg.name, self.log.clone(), on_changed);
+        let result = tokio::select! {
+            r = client::connect(&self.cfg, &self.cwd, handler) => r,
+            _ = self.shutdown.cancelled() => Err(McpError::Connect("shut down while connecting".into())),
+        };
+        let out = match result {
+            Ok(conn) => {
+                let peer = conn.peer();
+                let info = conn.info.clone();
+                *guard = Some(conn);
+                self.install(info, Some(peer.clone()));
+                Ok(peer)
+            }
+            Err(e) => {
+                self.set_failed(&e);
+                Err(e)
+            }
+        };
+        self.settled.send_replace(true);
+        out
+    }
+
+    fn install(self: &Arc<Self>, info: ServerInfo, peer: Option<Peer>) {
+        let direct = self.build_direct(&info.tools);
+        let unreachable = info
+            .tools
+            .iter()
+            .filter_map(|t| t.get("name").and_then(Value::as_str))
+            .filter(|n| {
+                matches!(
+                    self.cfg.tool_exposure(n),
+                    Exposure::Codemode | Exposure::Deferred
+                )
+            })
+            .count();
+        if unreachable > 0
+            && self.report_errors
+            && !self
+                .warned_unreachable
+                .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            // Upstream reaches these through codemode / tool_search, which this build lacks.
+            crate::config::warn(&format!(
+                "MCP server \"{}\": {unreachable} tool(s) have exposure codemode or deferred, which this build cannot offer to the model yet; set \"exposure\": \"direct\" (or toolExposure) in mcp.json",
+                self.cfg.name
+            ));
+        }
+        let mut st = self.state.lock();
+        st.state = ServerState::Connected;
+        st.info = info;
+        if peer.is_some() {
+            st.peer = peer;
+        }
+        st.direct = direct;
+        st.reported = false;
+    }
+
+    /// Re-lists tools after `notifications/tools/list_changed`: new tools are added, withdrawn
+    /// ones become unreachable.
+    async fn refresh_tools(self: &Arc<Self>) {
+        let guard = self.conn.lock().await;
+        let Some(conn) = guard.as_ref() else { return };
+        if let Ok(tools) = conn.list_tools().await {
+            let direct = self.build_direct(&tools);
+            let mut st = self.state.lock();
+            st.info.tools = tools;
+            st.direct = direct;
+        }
+    }
+
+    /// The model-facing names of this server's tools: `mcp__<server>__<tool>` sanitised; tools
+    /// whose names collide after sanitising all get the hash suffix.
+    fn names(&self, tools: &[Value]) -> Vec<(String, Value)> {
+        let raw: Vec<&str> = tools
+            .iter()
+            .map(|t| t.get("name").and_then(Value::as_str).unwrap_or(""))
+            .collect();
+        let plain: Vec<String> = raw
+            .iter()
+            .map(|t| mcp_tool_name(&self.cfg.name, t, false))
+            .collect();
+        tools
+            .iter()
+            .zip(raw.iter())
+            .zip(plain.iter())
+            .map(|((t, r), p)| {
+                let taken = plain.iter().filter(|q| *q == p).count() > 1;
+                let name = if taken {
+                    mcp_tool_name(&self.cfg.name, r, true)
+                } else {
+                    p.clone()
+                };
+                (name, t.clone())
+            })
+            .collect()
+    }
+
+    fn build_direct(self: &Arc<Self>, tools: &[Value]) -> Vec<Arc<dyn AgentTool>> {
+        self.names(tools)
+            .into_iter()
+            .filter(|(_, t)| {
+                let name = t.get("name").and_then(Value::as_str).unwrap_or("");
+                self.cfg.tool_exposure(name) == Exposure::Direct
+            })
+            .map(|(model_name, t)| {
+                Arc::new(McpTool::new(self.clone(), model_name, t)) as Arc<dyn AgentTool>
+            })
+            .collect()
+    }
+
+    /// Marks the connection dropped (the next call reconnects).
+    pub fn mark_dropped(&self) {
+        let mut st = self.state.lock();
+        if st.state == ServerState::Connected {
+            st.state = ServerState::Disconnected;
+        }
+        st.peer = None;
+    }
+
+    async fn close(&self) {
+        let conn = self.conn.lock().await.take();
+        if let Some(c) = conn {
+            c.close().await;
+        }
+    }
+}
+
+/// `--tools` / `--exclude-tools` as they apply to MCP tools (docs/mcp.md "Control tool
+/// exposure"): `--tools` removes MCP tools only when one of its entries starts with `mcp__`
+/// (then only matching MCP tools, and resource tools named in it, stay); `--exclude-tools`
+/// removes matching names (exact or `*` patterns).
+#[derive(Debug, Clone, Default)]
+pub struct ToolFilter {
+    /// The `--tools` entries when one starts with `mcp__`.
+    pub include: Option<Vec<String>>,
+    /// `--exclude-tools` entries.
+    pub exclude: Vec<String>,
+}
+
+impl ToolFilter {
+    /// From the raw `--tools` and `--exclude-tools` lists.
+    pub fn from_cli(tools: Option<&[String]>, exclude: Option<&[String]>) -> Self {
+        let include = tools
+            .filter(|t| {
+                t.iter()
+                    .any(|e| e.trim_start_matches('+').starts_with("mcp__"))
+            })
+            .map(|t| {
+                t.iter()
+                    .map(|e| e.trim_start_matches('+').to_string())
+                    .collect()
+            });
+        ToolFilter {
+            include,
+            exclude: exclude.map(<[String]>::to_vec).unwrap_or_default(),
+        }
+    }
+
+    /// Whether the model-facing tool `name` is kept.
+    pub fn keeps(&self, name: &str) -> bool {
+        if crate::tools::select::matches_any(&self.exclude, name) {
+            return false;
+        }
+        self.include
+            .as_ref()
+            .is_none_or(|inc| crate::tools::select::matches_any(inc, name))
+    }
+}
+
+/// All servers of the process.
+pub struct McpManager {
+    /// Applied to [`McpManager::direct_tools`].
+    pub filter: ToolFilter,
+    slots: Vec<Arc<ServerSlot>>,
+    shutdown: tokio_util::sync::CancellationToken,
+    /// Configuration errors (already reported on stderr when the manager was started).
+    pub config_errors: Vec<String>,
+}
+
+impl McpManager {
+    /// Builds the slots without connecting. `report_errors`: print failures on stderr (once per
+    /// failure) — off for `pi mcp list`, which prints its own report.
+    pub fn new(config: McpConfig, cwd: &Path, log: McpLog, report_errors: bool) -> Arc<Self> {
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let slots = config
+            .servers
+            .into_iter()
+            .map(|cfg| {
+                let state = if cfg.enabled {
+                    ServerState::Connecting
+                } else {
+                    ServerState::Disabled
+                };
+                Arc::new(ServerSlot {
+                    settled: tokio::sync::watch::channel(!cfg.enabled).0,
+                    cfg,
+                    cwd: cwd.to_path_buf(),
+                    log: log.clone(),
+                    state: parking_lot::Mutex::new(SlotState {
+                        state,
+                        info: ServerInfo::default(),
+                        peer: None,
+                        direct: Vec::new(),
+                        reported: false,
+                    }),
+                    conn: tokio::sync::Mutex::new(None),
+                    report_errors,
+                    shutdown: shutdown.clone(),
+                    warned_unreachable: Default::default(),
+                })
+            })
+            .collect();
+        Arc::new(McpManager {
+            filter: ToolFilter::default(),
+            slots,
+            shutdown,
+            config_errors: config.errors,
+        })
+    }
+
+    /// Reports config errors on stderr and connects every enabled server in the background
+    /// (must be called inside the tokio runtime).
+    pub fn start(self: &Arc<Self>) {
+        for e in &self.config_errors {
+            crate::config::warn(&format!("MCP: {e}"));
+        }
+        for slot in &self.slots {
+            if slot.cfg.enabled {
+                let slot = slot.clone();
+                tokio::spawn(async move {
+                    let _ = slot.ensure_connected().await;
+                });
+            }
+        }
+    }
+
+    /// The configured servers.
+    pub fn servers(&self) -> &[Arc<ServerSlot>] {
+        &self.slots
+    }
+
+    /// Waits until every server that may have direct tools has finished its first connect
+    /// attempt, at most `limit`.
+    pub async fn wait_for_direct(&self, limit: Duration) {
+        let waits = self.slots.iter().filter(|s| s.may_have_direct()).map(|s| {
+            let mut rx = s.settled.subscribe();
+            async move {
+                let _ = rx.wait_for(|v| *v).await;
+            }
+        });
+        let all = futures::future::join_all(waits);
+        let _ = tokio::time::timeout(limit, all).await;
+    }
+
+    /// Waits for every enabled server's first connect attempt, at most `limit`.
+    pub async fn wait_for_all(&self, limit: Duration) {
+        let waits = self.slots.iter().map(|s| {
+            let mut rx = s.settled.subscribe();
+            async move {
+                let _ = rx.wait_for(|v| *v).await;
+            }
+        });
+        let _ = tokio::time::timeout(limit, futures::future::join_all(waits)).await;
+    }
+
+    /// The tools declared to the model now: every connected server's direct tools, then the
+    /// resource tools when a direct server offers resources.
+    pub fn direct_tools(self: &Arc<Self>) -> Vec<Arc<dyn AgentTool>> {
+        let mut out: Vec<Arc<dyn AgentTool>> = Vec::new();
+        let mut resources_direct = false;
+        for s in &self.slots {
+            let st = s.state.lock();
+            if st.state != ServerState::Connected && st.state != ServerState::Disconnected {
+                continue;
+            }
+            out.extend(st.direct.iter().cloned());
+            if st.info.has_resources && s.cfg.exposure == Exposure::Direct {
+                resources_direct = true;
+            }
+        }
+        if resources_direct {
+            for kind in [
+                ResourceToolKind::List,
+                ResourceToolKind::Templates,
+                ResourceToolKind::Read,
+            ] {
+                out.push(Arc::new(ResourceTool::new(Arc::downgrade(self), kind)));
+            }
+        }
+        out.retain(|t| self.filter.keeps(&t.definition().name));
+        out
+    }
+
+    /// Enabled, non-hidden servers that announced resources.
+    pub fn resource_servers(&self) -> Vec<Arc<ServerSlot>> {
+        let mut v: Vec<Arc<ServerSlot>> = self
+            .slots
+            .iter()
+            .filter(|s| s.cfg.enabled && s.cfg.exposure != Exposure::Hidden && s.has_resources())
+            .cloned()
+            .collect();
+        v.sort_by(|a, b| a.cfg.name.cmp(&b.cfg.name));
+        v
+    }
+
+    /// Stops every server (stdio: close stdin, SIGTERM, SIGKILL the group), in parallel.
+    pub async fn shutdown(&self) {
+        self.shutdown.cancel();
+        futures::future::join_all(self.slots.iter().map(|s| s.close())).await;
+    }
+}

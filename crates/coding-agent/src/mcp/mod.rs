@@ -1,0 +1,47 @@
+//! The built-in MCP client (issue 13; upstream 1.6 `docs/mcp.md`), on the official Rust SDK
+//! `rmcp`: stdio and streamable-HTTP servers from `<agent dir>/mcp.json` and, for a trusted
+//! project, `.pi/mcp.json` ([`config`]); connections in the background ([`manager`]); the
+//! tools the model sees ([`tools`], results through [`convert`]); `pi mcp list|add|remove`
+//! ([`cli`]).
+//!
+//! What this build covers of upstream's exposures: `direct` (declared like a built-in tool,
+//! named `mcp__<server>__<tool>`), `hidden`, per-tool `toolExposure`, and the resource tools
+//! (declared when a `direct` server offers resources). Not yet: `codemode` (upstream's default
+//! exposure: the `codemode` scripting tool) and `deferred` (`tool_search`); tools with those
+//! exposures are listed by `pi mcp list` but not reachable by the model. OAuth (`pi mcp
+//! login`) and the `/mcp` command are not built either.
+
+pub mod cli;
+pub mod client;
+pub mod config;
+pub mod convert;
+pub mod log;
+pub mod manager;
+pub mod tools;
+
+pub use manager::{McpManager, ServerState, ToolFilter, DIRECT_WAIT};
+
+use std::path::Path;
+use std::sync::Arc;
+
+/// Loads the configuration and starts connecting every enabled server in the background
+/// (call inside the tokio runtime). `None` when no server is configured and no config error
+/// was found. Failures are reported on stderr, once.
+/// `filter`: `--tools` / `--exclude-tools` as they apply to MCP tools.
+pub fn start(
+    agent_dir: &Path,
+    cwd: &Path,
+    project_trusted: bool,
+    filter: ToolFilter,
+) -> Option<Arc<McpManager>> {
+    let cfg = config::load(agent_dir, cwd, project_trusted);
+    if cfg.servers.is_empty() && cfg.errors.is_empty() {
+        return None;
+    }
+    let mut manager = McpManager::new(cfg, cwd, log::McpLog::new(agent_dir.join("mcp.log")), true);
+    if let Some(m) = Arc::get_mut(&mut manager) {
+        m.filter = filter;
+    }
+    manager.start();
+    Some(manager)
+}
