@@ -4,6 +4,7 @@ pub mod agent_session;
 pub mod child_guard;
 pub mod cli;
 pub mod config;
+pub mod extensions;
 pub mod file_args;
 pub mod json_error;
 pub mod models_cmd;

@@ -22,6 +22,9 @@ mod config_settings;
 #[path = "all/config_system_prompt.rs"]
 mod config_system_prompt;
 
+#[path = "all/extensions.rs"]
+mod extensions;
+
 #[path = "all/local_model.rs"]
 mod local_model;
 

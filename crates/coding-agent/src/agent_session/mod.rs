@@ -80,6 +80,8 @@ pub struct SessionServices {
     pub provider: ProviderResolver,
     /// Global + project settings; toggles and queue modes are persisted to the global file.
     pub settings: Arc<Mutex<Settings>>,
+    /// The loaded extensions (`None` = none configured, no Node started).
+    pub extensions: Option<Arc<crate::extensions::Extensions>>,
 }
 
 /// The tools and system prompt a session offers the model. Replaceable at run time (the next
@@ -216,7 +218,12 @@ impl AgentSession {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// The working directory.
+    /// The loaded extensions, if any were configured.
+    pub fn extensions(&self) -> Option<&Arc<crate::extensions::Extensions>> {
+        self.inner.services.extensions.as_ref()
+    }
+
+    /// The working directory of the tools and the RPC `bash` command.
     pub fn cwd(&self) -> &Path {
         &self.inner.cwd
     }

@@ -197,8 +197,17 @@ fn dispatch(
     let session = runtime.session();
     let reply = |r| call.reply(out, r);
     match command {
-        RpcCommand::ExtensionUiResponse { .. } => {
-            // Never answered (§2.4); extension dialogs arrive with issue 12.
+        RpcCommand::ExtensionUiResponse {
+            value,
+            confirmed,
+            cancelled,
+            ..
+        } => {
+            // Never answered (§2.4); resolves the pending dialog in the extension host. The
+            // id is the envelope's (a string); anything else matches no dialog.
+            if let (Some(ext), Some(Value::String(id))) = (session.extensions(), &call.id) {
+                ext.ui_response(id.clone(), value, confirmed, cancelled);
+            }
         }
         RpcCommand::Prompt {
             message,
@@ -209,6 +218,16 @@ fn dispatch(
                 Ok(parts) => parts,
                 Err(e) => return reply(Err(e)),
             };
+            // An extension command runs at once, even while streaming, and is answered
+            // `handled` once its handler has returned (upstream RPC mode).
+            if let Some(ext) = session.extensions().cloned() {
+                if let Some((name, args)) = ext.command_of(&text) {
+                    return answer_later(tasks, out, call, async move {
+                        let _ = ext.run_command(&name, &args).await;
+                        Ok(Some(disposition(Disposition::Handled)))
+                    });
+                }
+            }
             match session.prompt(text, images, streaming_behavior.as_deref()) {
                 Ok(PromptOutcome::Started(run)) => {
                     reply(some(disposition(Disposition::Started)));
@@ -315,7 +334,7 @@ fn dispatch(
             reply(Ok(None))
         }
         RpcCommand::GetCommands {} => reply(some(ResponseData::Commands(CommandsData {
-            commands: vec![],
+            commands: extension_commands(&session),
         }))),
         RpcCommand::GetSessionStats {} => {
             reply(some(ResponseData::Stats(Box::new(session.session_stats()))))
@@ -435,6 +454,20 @@ fn enqueue(
 /// which leaves the key out of `get_state` and `settings.json`).
 fn mode_value(mode: Option<Value>) -> Value {
     mode.unwrap_or(Value::Null)
+}
+
+/// The `get_commands` entries of extensions (§4.10): the loaded extensions' commands in load
+/// order, then upstream 1.6's built-in `llama` and `mcp` extension commands, which upstream
+/// lists in every session (golden extension_ui_dialogs).
+fn extension_commands(session: &AgentSession) -> Vec<protocol::SlashCommand> {
+    let mut out = session
+        .extensions()
+        .map(|e| e.commands())
+        .unwrap_or_default();
+    if session.extensions().is_some() {
+        out.extend(crate::extensions::builtin_commands());
+    }
+    out
 }
 
 fn not_cancelled() -> ResponseData {
