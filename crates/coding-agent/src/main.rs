@@ -274,6 +274,7 @@ async fn run(cli: Cli) -> i32 {
     if !missing.is_empty() {
         return fail(&format!("extension not found: {}", missing.join(", ")));
     }
+    let api_slot: extensions::api::RuntimeSlot = Arc::default();
     let extensions = if ext_sources.is_empty() {
         None
     } else {
@@ -287,7 +288,10 @@ async fn run(cli: Cli) -> i32 {
             mode_name,
             &cwd,
             base_sink.clone(),
-            Arc::new(|_method, _params| {}),
+            {
+                let slot = api_slot.clone();
+                Arc::new(move |method: String, params| extensions::api::handle(&slot, &method, &params))
+            },
         )
         .await
         {
@@ -360,6 +364,7 @@ async fn run(cli: Cli) -> i32 {
     match mode {
         Mode::Rpc => {
             let runtime = AgentSessionRuntime::new(factory, request, sink);
+            let _ = api_slot.set(runtime.clone());
             let code = match rpc::run(runtime, out.clone()).await {
                 Ok(()) => 0,
                 Err(e) => {

@@ -452,6 +452,20 @@ impl AgentSession {
         Ok(())
     }
 
+    /// Extension `pi.appendEntry(customType, data)`: appends a `custom` entry (not part of the
+    /// LLM context) and emits `entry_appended` (rpc-protocol.md §5.10).
+    pub fn append_custom_entry(&self, custom_type: &str, data: Option<Value>) -> Result<(), String> {
+        let entry = {
+            let mut store = self.inner.store.lock();
+            store
+                .append_custom_entry(custom_type, data)
+                .map_err(|e| e.to_string())?
+                .clone()
+        };
+        self.emit(RpcEvent::EntryAppended { entry });
+        Ok(())
+    }
+
     /// Queues a steering or follow-up message and emits `queue_update` (rpc-protocol.md §5.4).
     pub fn enqueue(&self, kind: QueueKind, message: Message) {
         let shown = self.inner.queues.lock().push(kind, message);

@@ -10,6 +10,7 @@ import { pathToFileURL } from "node:url";
 import { randomUUID } from "node:crypto";
 import { spawn } from "node:child_process";
 import { register } from "node:module";
+import { MessageChannel } from "node:worker_threads";
 
 const protoWrite = process.stdout.write.bind(process.stdout);
 const toStderr = (...a) => process.stderr.write(a.map((x) => (typeof x === "string" ? x : JSON.stringify(x))).join(" ") + "\n");
@@ -32,21 +33,60 @@ const VIRTUAL = [
 	"typebox/compile",
 	"typebox/value",
 	"@sinclair/typebox",
+	"@earendil-works/pi-tui",
+	"@mariozechner/pi-tui",
 ];
+// Names the virtual modules export. TUI pieces (components, themes, key helpers) are inert
+// stand-ins: headless, as in upstream's RPC mode, they are accepted and do nothing.
+const REAL = ["Type", "StringEnum", "defineTool", "Compile", "TypeCompiler", "Value", "getAgentDir", "isToolCallEventType"];
+const INERT = ["getSettingsListTheme", "getMarkdownTheme", "getSelectListTheme", "DynamicBorder", "BorderedLoader", "CustomEditor",
+	"keyHint", "rawKeyHint", "highlightCode", "Container", "Text", "SettingsList", "SelectList", "Box", "Spacer", "Markdown", "Input",
+	"Editor", "Loader", "Image", "Key", "matchesKey", "truncateToWidth", "visibleWidth", "wrapTextWithAnsi", "CancellableLoader", "TruncatedText"];
+// Loader hooks (they run on Node's loader thread): the virtual modules above; `.ts`/`.mts`/`.cts`
+// files are transpiled by pi (oxc, in Rust) and asked for over a MessagePort; inside TypeScript,
+// `./x.js` falls back to `./x.ts` and extensionless `./x` to `./x.ts` / `./x/index.ts`, as tsc
+// resolution does. Everything else resolves as Node does (the extension's own node_modules).
 const hooks = `
+import { fileURLToPath } from "node:url";
 const V = ${JSON.stringify(VIRTUAL)};
+let port; let n = 0; const waiting = new Map();
+export function initialize(data) {
+	port = data.port;
+	port.on("message", (m) => { const w = waiting.get(m.id); waiting.delete(m.id); if (w) w(m); });
+}
+const isTs = (u) => /\\.(ts|mts|cts)$/.test(u.split("?")[0]);
 export async function resolve(spec, ctx, next) {
 	if (V.includes(spec)) return { url: "pi-virtual:" + spec, shortCircuit: true };
-	return next(spec, ctx);
+	try {
+		return await next(spec, ctx);
+	} catch (e) {
+		if (!ctx.parentURL || !isTs(ctx.parentURL) || !(spec.startsWith(".") || spec.startsWith("/"))) throw e;
+		const alts = spec.endsWith(".js") ? [spec.slice(0, -3) + ".ts"] : /\\.[a-z]+$/.test(spec) ? [] : [spec + ".ts", spec + "/index.ts"];
+		for (const alt of alts) {
+			try { return await next(alt, ctx); } catch {}
+		}
+		throw e;
+	}
 }
 export async function load(url, ctx, next) {
 	if (url.startsWith("pi-virtual:")) {
 		return { format: "module", shortCircuit: true,
-			source: "const m = globalThis.__piVirtual; export default m; export const { Type, StringEnum, defineTool, Compile, TypeCompiler, Value, getAgentDir, isToolCallEventType } = m;" };
+			source: "const m = globalThis.__piVirtual; export default m; export const { ${[...REAL, ...INERT].join(", ")} } = m;" };
+	}
+	if (url.startsWith("file:") && isTs(url)) {
+		const r = await new Promise((res) => { const id = ++n; waiting.set(id, res); port.postMessage({ id, path: fileURLToPath(url) }); });
+		if (r.error !== undefined) throw new SyntaxError(r.error);
+		return { format: "module", source: r.code, shortCircuit: true };
 	}
 	return next(url, ctx);
 }`;
-register("data:text/javascript," + encodeURIComponent(hooks));
+const { port1, port2 } = new MessageChannel();
+register("data:text/javascript," + encodeURIComponent(hooks), { data: { port: port2 }, transferList: [port2] });
+port1.on("message", async ({ id, path }) => {
+	const r = await callPi("transpile", { path });
+	port1.postMessage({ id, ...(r || { error: "no answer" }) });
+});
+port1.unref();
 
 const opt = (schema, extra) => ({ ...schema, ...(extra || {}) });
 const Type = {
@@ -74,7 +114,17 @@ const Type = {
 };
 const OPTIONAL = Symbol("optional");
 const StringEnum = (values, o) => opt({ type: "string", enum: [...values] }, o);
+// An inert stand-in: callable, constructible, every property another stand-in; as a string "".
+function inert() {
+	const f = function () {};
+	return new Proxy(f, {
+		get: (_t, k) => (k === Symbol.toPrimitive ? () => "" : k === "then" ? undefined : inert()),
+		apply: () => inert(),
+		construct: () => inert(),
+	});
+}
 globalThis.__piVirtual = {
+	...Object.fromEntries(INERT.map((n) => [n, inert()])),
 	Type,
 	StringEnum,
 	defineTool: (t) => t,

@@ -6,7 +6,7 @@ use crate::rpc::protocol::RpcEvent;
 use parking_lot::Mutex;
 use serde_json::Value;
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -69,6 +69,14 @@ fn check_node(node: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Queues `msg` as one line for the host's stdin.
+fn send_line(tx: &mpsc::UnboundedSender<String>, msg: &ToHost) {
+    if let Ok(mut line) = serde_json::to_string(msg) {
+        line.push('\n');
+        let _ = tx.send(line);
+    }
+}
+
 impl ExtensionHost {
     /// Starts `node` (env `PI_NODE` or `node` on `PATH`) with the embedded host program and
     /// `cwd` as its working directory. `sink` receives `extension_ui_request` and
@@ -81,6 +89,7 @@ impl ExtensionHost {
         let node = std::env::var("PI_NODE").unwrap_or_else(|_| "node".into());
         check_node(&node).map_err(HostError::NodeUnavailable)?;
         let mut child = tokio::process::Command::new(&node)
+            .arg("--enable-source-maps")
             .arg("--input-type=module")
             .arg("-e")
             .arg(HOST_JS)
@@ -107,6 +116,7 @@ impl ExtensionHost {
         let dead = Arc::new(AtomicBool::new(false));
         let exit_note = Arc::new(Mutex::new(String::new()));
         let (p, d, note) = (pending.clone(), dead.clone(), exit_note.clone());
+        let reply_tx = tx.clone();
         tokio::spawn(async move {
             let mut lines = BufReader::new(stdout).lines();
             while let Ok(Some(line)) = lines.next_line().await {
@@ -141,6 +151,19 @@ impl ExtensionHost {
                             event,
                             error,
                         })
+                    }
+                    FromHost::Call {
+                        id: Some(id),
+                        method,
+                        params,
+                    } if method == "transpile" => {
+                        // The loader thread waits for this; transpiling is quick and local.
+                        let path = params.get("path").and_then(Value::as_str).unwrap_or("");
+                        let result = match super::typescript::transpile_file(Path::new(path)) {
+                            Ok(code) => serde_json::json!({ "code": code }),
+                            Err(error) => serde_json::json!({ "error": error }),
+                        };
+                        send_line(&reply_tx, &ToHost::CallResult { id, result });
                     }
                     FromHost::Call { method, params, .. } => on_call(method, params),
                     FromHost::ToolUpdate { .. } => {}
@@ -189,10 +212,7 @@ impl ExtensionHost {
 
     /// Sends a message without waiting for anything.
     pub fn send(&self, msg: &ToHost) {
-        if let Ok(mut line) = serde_json::to_string(msg) {
-            line.push('\n');
-            let _ = self.tx.send(line);
-        }
+        send_line(&self.tx, msg)
     }
 
     /// Sends request `msg` (whose id is `id`) and waits for its reply, at most `timeout`

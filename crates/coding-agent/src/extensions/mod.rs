@@ -13,7 +13,9 @@
 //!   handler that throws, times out or whose host died blocks the call and `extension_error`
 //!   is emitted.
 
+pub mod api;
 pub mod host;
+pub mod typescript;
 pub mod wire;
 
 use crate::agent_session::EventSink;

@@ -59,6 +59,14 @@ pub enum ToHost {
         /// The text after the name (trimmed), `""` when none.
         args: String,
     },
+    /// The answer to a [`FromHost::Call`] that carried an id (e.g. `transpile` →
+    /// `{code}` or `{error}`).
+    CallResult {
+        /// The call's id.
+        id: u64,
+        /// The answer.
+        result: Value,
+    },
     /// A client's `extension_ui_response` (rpc-protocol.md §6.2), forwarded as is.
     UiResponse {
         /// The dialog's request id.

@@ -314,7 +314,9 @@ fn json_mode_dialogs_resolve_at_once() {
       });
     }"#;
     let (_fake, root) = ext_root(gate_script("touch ran.txt"), "j.js", ext);
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pi"))
+    let bin = std::env::var_os("PI_TEST_BIN")
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_pi").into());
+    let out = std::process::Command::new(bin)
         .args(["--mode", "json", "--no-session", "-e", "j.js", "go"])
         .current_dir(&root.cwd)
         .env_clear()
@@ -325,4 +327,67 @@ fn json_mode_dialogs_resolve_at_once() {
     assert!(text.contains("no UI in json (hasUI false)"), "{text}");
     assert!(!text.contains("extension_ui_request"));
     assert!(!root.cwd.join("ran.txt").exists());
+}
+
+#[test]
+fn typescript_extensions_load_with_types_enums_and_ts_imports() {
+    let (_fake, root) = setup(Script::new([]), DEFAULT_MODEL);
+    root.write_cwd_file(
+        "ts/helper.ts",
+        "export enum Greeting { Hi = \"hi\", Yo = \"yo\" }\nexport function greet(who: string): string { return `${Greeting.Hi} ${who}`; }\n",
+    );
+    root.write_cwd_file(
+        "ts/index.ts",
+        r#"import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
+import { Type } from "@earendil-works/pi-ai";
+import { greet } from "./helper.js";
+interface Opts { loud?: boolean }
+class Greeter { constructor(private readonly opts: Opts) {} say(x: string): string { return this.opts.loud ? greet(x).toUpperCase() : greet(x); } }
+const schema = Type.Object({ name: Type.String() });
+export default function (pi: ExtensionAPI) {
+  const g = new Greeter({ loud: true });
+  pi.registerCommand("greet", { description: g.say("ts") + " " + Object.keys(schema.properties).join(), handler: async (args: string, ctx: any) => { ctx.ui.notify(g.say(args)); } });
+}
+"#,
+    );
+    root.write_cwd_file("bad.ts", "export default function (pi) {\n  const x: = 1;\n}\n");
+    let mut agent = root.spawn_with(false, &["-e", "ts", "-e", "bad.ts"]);
+    let cmds = agent.request(json!({"id": "c", "type": "get_commands"}));
+    assert_eq!(cmds["data"]["commands"][0]["name"], "greet", "{}", agent.dump());
+    assert_eq!(cmds["data"]["commands"][0]["description"], "HI TS name");
+    let err = agent.wait_event("extension_error");
+    assert_eq!(err["event"], "load");
+    let text = err["error"].as_str().unwrap();
+    assert!(text.contains("bad.ts:2:"), "source position in {text}");
+    assert!(agent.stderr().contains("bad.ts"));
+    agent.send(json!({"id": "p", "type": "prompt", "message": "/greet you"}));
+    let resp = agent.wait_response("p");
+    assert_eq!(resp["data"]["disposition"], "handled");
+    let (_, n) = ui_request(&agent, 0, "notify");
+    assert_eq!(n["message"], "HI YOU");
+}
+
+#[test]
+fn api_calls_and_session_events_reach_the_extension() {
+    let ext = r#"export default function (pi) {
+      pi.registerCommand("go", { handler: async () => {
+        pi.setSessionName("named by ext");
+        pi.appendEntry("ext-state", { n: 1 });
+        pi.sendUserMessage("hello from ext");
+      } });
+      pi.on("agent_end", (event, ctx) => { ctx.ui.notify("agent_end with " + event.messages.length + " messages"); });
+    }"#;
+    let (fake, root) = ext_root(Script::new([Turn::text("hi back")]), "api.js", ext);
+    let mut agent = root.spawn_with(false, &["-e", "api.js"]);
+    agent.send(json!({"id": "p", "type": "prompt", "message": "/go"}));
+    agent.wait_event("agent_settled");
+    let (_, n) = ui_request(&agent, 0, "notify");
+    assert!(n["message"].as_str().unwrap().starts_with("agent_end with "), "{n}");
+    let info = agent.wait_event("session_info_changed");
+    assert_eq!(info["name"], "named by ext");
+    let entry = agent.wait_event("entry_appended");
+    assert_eq!(entry["entry"]["type"], "custom");
+    assert_eq!(entry["entry"]["customType"], "ext-state");
+    assert_eq!(entry["entry"]["data"], json!({"n": 1}));
+    assert!(fake.requests()[0].body_text().contains("hello from ext"));
 }
