@@ -422,7 +422,7 @@ async function runTool(msg) {
 	if (!t) throw new Error(`Tool ${msg.name} not found`);
 	const ac = new AbortController();
 	const r = await t.def.execute(msg.toolCallId, msg.params, ac.signal, (partial) => send({ t: "tool_update", id: msg.id, partial }), context());
-	return r;
+	return r ? { content: r.content, details: r.details, isError: r.isError } : { content: [] };
 }
 
 async function handle(msg) {

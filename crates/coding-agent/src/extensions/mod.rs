@@ -15,6 +15,7 @@
 
 pub mod api;
 pub mod host;
+pub mod tool;
 pub mod typescript;
 pub mod wire;
 
@@ -226,6 +227,39 @@ impl Extensions {
             sink,
             hook_timeout: DEFAULT_HOOK_TIMEOUT,
         }))
+    }
+
+    /// The registered tools, in load order, as agent tools.
+    pub fn tools(self: &Arc<Self>) -> Vec<Arc<dyn pi_agent::AgentTool>> {
+        self.loaded
+            .extensions
+            .iter()
+            .flat_map(|e| e.tools.iter())
+            .map(|info| {
+                Arc::new(tool::ExtensionTool {
+                    info: info.clone(),
+                    extensions: self.clone(),
+                }) as Arc<dyn pi_agent::AgentTool>
+            })
+            .collect()
+    }
+
+    /// The system-prompt view of the registered tools (snippet and guidelines as given).
+    pub fn prompt_tools(&self) -> Vec<crate::system_prompt::PromptTool> {
+        self.loaded
+            .extensions
+            .iter()
+            .flat_map(|e| e.tools.iter())
+            .map(|t| crate::system_prompt::PromptTool {
+                definition: pi_ai::ToolDefinition {
+                    name: t.name.clone(),
+                    description: t.description.clone().unwrap_or_default(),
+                    parameters: t.parameters.clone().unwrap_or(Value::Null),
+                },
+                snippet: t.prompt_snippet.clone(),
+                guidelines: t.prompt_guidelines.clone().unwrap_or_default(),
+            })
+            .collect()
     }
 
     /// The host process (tests and benches).

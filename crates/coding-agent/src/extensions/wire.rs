@@ -67,6 +67,18 @@ pub enum ToHost {
         /// The answer.
         result: Value,
     },
+    /// Execute a registered tool. Reply: `{content, details?, isError?}`.
+    #[serde(rename_all = "camelCase")]
+    Tool {
+        /// Request id.
+        id: u64,
+        /// The tool's name.
+        name: String,
+        /// The tool call's id.
+        tool_call_id: String,
+        /// Validated arguments.
+        params: Value,
+    },
     /// A client's `extension_ui_response` (rpc-protocol.md §6.2), forwarded as is.
     UiResponse {
         /// The dialog's request id.
@@ -157,6 +169,29 @@ pub struct LoadedExtension {
     /// Its slash commands.
     #[serde(default)]
     pub commands: Vec<CommandInfo>,
+    /// Its tools.
+    #[serde(default)]
+    pub tools: Vec<ToolInfo>,
+}
+
+/// One registered tool as the host reports it (`pi.registerTool` definition minus code).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolInfo {
+    /// The name the model calls.
+    pub name: String,
+    /// Description for the model.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// JSON Schema of the arguments (TypeBox output).
+    #[serde(default)]
+    pub parameters: Option<Value>,
+    /// One-line summary for the system prompt's tool list.
+    #[serde(default)]
+    pub prompt_snippet: Option<String>,
+    /// Rule bullets for the system prompt.
+    #[serde(default)]
+    pub prompt_guidelines: Option<Vec<String>>,
 }
 
 /// An extension that failed to load.

@@ -391,3 +391,53 @@ fn api_calls_and_session_events_reach_the_extension() {
     assert_eq!(entry["entry"]["data"], json!({"n": 1}));
     assert!(fake.requests()[0].body_text().contains("hello from ext"));
 }
+
+#[test]
+fn registered_tool_is_offered_called_and_listed_in_the_prompt() {
+    let ext = r#"import { Type } from "typebox";
+    export default function (pi) {
+      pi.registerTool({
+        name: "shout", label: "Shout", description: "Shouts a word",
+        promptSnippet: "Shout a word back",
+        parameters: Type.Object({ word: Type.String({ description: "what" }) }),
+        async execute(id, params) { return { content: [{ type: "text", text: params.word.toUpperCase() + " " + id }], details: { n: 1 } }; },
+      });
+    }"#;
+    let (fake, root) = ext_root(
+        Script::new([Turn::tool_call("shout", json!({"word": "hey"})), Turn::text("ok")]),
+        "t.js",
+        ext,
+    );
+    let mut agent = root.spawn_with(false, &["-e", "t.js"]);
+    agent.send(json!({"id": "p", "type": "prompt", "message": "shout"}));
+    agent.wait_event("agent_settled");
+    let end = tool_end(&agent);
+    assert_eq!(end["isError"], false, "{}", agent.dump());
+    assert_eq!(end["result"]["content"][0]["text"], "HEY call_fake_1_0");
+    assert_eq!(end["result"]["details"], json!({"n": 1}));
+    let first = fake.requests()[0].body_text();
+    assert!(first.contains("\"shout\"") && first.contains("Shouts a word"), "{first}");
+    assert!(first.contains("Shout a word back"));
+}
+
+/// Upstream 1.6's own example extensions, unchanged, when its npm package is installed: set
+/// `PI_UPSTREAM_EXAMPLES` to its `examples/extensions` folder (skipped otherwise).
+#[test]
+fn upstream_permission_gate_example_blocks_when_answered_no() {
+    let Some(dir) = std::env::var_os("PI_UPSTREAM_EXAMPLES") else {
+        eprintln!("skipped: PI_UPSTREAM_EXAMPLES not set");
+        return;
+    };
+    let gate = std::path::Path::new(&dir).join("permission-gate.ts");
+    let (_fake, root) = setup(gate_script("rm -rf victim"), DEFAULT_MODEL);
+    std::fs::create_dir_all(root.cwd.join("victim")).unwrap();
+    let mut agent = root.spawn_with(false, &["-e", gate.to_str().unwrap()]);
+    agent.send(json!({"id": "p", "type": "prompt", "message": "clean"}));
+    let (_, select) = ui_request(&agent, 0, "select");
+    assert_eq!(select["options"], json!(["Yes", "No"]));
+    assert!(select["title"].as_str().unwrap().contains("rm -rf victim"));
+    agent.send(json!({"type": "extension_ui_response", "id": select["id"], "value": "No"}));
+    agent.wait_event("agent_settled");
+    assert_eq!(tool_end(&agent)["result"]["content"][0]["text"], "Blocked by user");
+    assert!(root.cwd.join("victim").is_dir(), "the command never ran");
+}
