@@ -390,6 +390,29 @@ async function emitToolResult(event) {
 	return modified ? { content: event.content, details: event.details, isError: event.isError } : null;
 }
 
+// `input`: handlers in load order; `transform` replaces the text for the next handler,
+// `handled` stops (no run starts), anything else continues.
+async function emitInput(event) {
+	const ctx = context();
+	let text = event.text;
+	let transformed = false;
+	for (const ext of extensions) {
+		for (const h of ext.handlers.get("input") || []) {
+			try {
+				const r = await h({ ...event, text }, ctx);
+				if (r && r.action === "handled") return { action: "handled" };
+				if (r && r.action === "transform" && typeof r.text === "string") {
+					text = r.text;
+					transformed = true;
+				}
+			} catch (e) {
+				reportError(ext.path, "input", e);
+			}
+		}
+	}
+	return transformed ? { action: "transform", text } : { action: "continue" };
+}
+
 async function emitGeneric(event) {
 	const ctx = context();
 	let result;
@@ -436,7 +459,7 @@ async function handle(msg) {
 		case "tool_result":
 			return emitToolResult(msg.event);
 		case "event":
-			return emitGeneric(msg.event);
+			return msg.event.type === "input" ? emitInput(msg.event) : emitGeneric(msg.event);
 		case "command":
 			return runCommand(msg.name, msg.args);
 		case "tool":

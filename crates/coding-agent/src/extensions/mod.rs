@@ -343,6 +343,35 @@ impl Extensions {
         }
     }
 
+    /// Runs the `input` handlers on a prompt's text (`source`: `rpc` for client prompts,
+    /// `extension` for `sendUserMessage`). `None` = handled (no run starts); else the text to
+    /// prompt with, transformed or not. A host that cannot answer leaves the text unchanged
+    /// (after an `extension_error`).
+    pub async fn input(&self, text: String, source: &str) -> Option<String> {
+        let id = self.host.next_id();
+        let msg = ToHost::Event {
+            id: Some(id),
+            event: json!({"type": "input", "text": text, "images": [], "source": source}),
+        };
+        match self.host.request(id, &msg, Some(self.hook_timeout)).await {
+            Ok(v) => match v.get("action").and_then(Value::as_str) {
+                Some("handled") => None,
+                Some("transform") => Some(
+                    v.get("text")
+                        .and_then(Value::as_str)
+                        .map_or(text, str::to_string),
+                ),
+                _ => Some(text),
+            },
+            Err(e) => {
+                for p in self.handlers_of("input") {
+                    self.error(&p, "input", &e.to_string());
+                }
+                Some(text)
+            }
+        }
+    }
+
     /// Forwards a client's `extension_ui_response`.
     pub fn ui_response(
         &self,

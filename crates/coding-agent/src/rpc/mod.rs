@@ -228,6 +228,27 @@ fn dispatch(
                     });
                 }
             }
+            // `input` handlers may transform or handle the text first (then the response waits
+            // for them; upstream's order: extension commands, input, templates/skills).
+            if let Some(ext) = session.extensions().filter(|e| e.handles("input")).cloned() {
+                let out = out.clone();
+                tasks.set.spawn(async move {
+                    let Some(text) = ext.input(text, "rpc").await else {
+                        return call.reply(&out, some(disposition(Disposition::Handled)));
+                    };
+                    match session.prompt(text, images, streaming_behavior.as_deref()) {
+                        Ok(PromptOutcome::Started(run)) => {
+                            call.reply(&out, some(disposition(Disposition::Started)));
+                            run.await
+                        }
+                        Ok(PromptOutcome::Queued) => {
+                            call.reply(&out, some(disposition(Disposition::Queued)))
+                        }
+                        Err(e) => call.reply(&out, Err(e)),
+                    }
+                });
+                return;
+            }
             match session.prompt(text, images, streaming_behavior.as_deref()) {
                 Ok(PromptOutcome::Started(run)) => {
                     reply(some(disposition(Disposition::Started)));

@@ -441,3 +441,25 @@ fn upstream_permission_gate_example_blocks_when_answered_no() {
     assert_eq!(tool_end(&agent)["result"]["content"][0]["text"], "Blocked by user");
     assert!(root.cwd.join("victim").is_dir(), "the command never ran");
 }
+
+#[test]
+fn input_handlers_transform_or_handle_prompts() {
+    let ext = r#"export default function (pi) {
+      pi.on("input", async (event, ctx) => {
+        if (event.text === "ping") { ctx.ui.notify("pong " + event.source); return { action: "handled" }; }
+        if (event.text.startsWith("?q ")) return { action: "transform", text: "Briefly: " + event.text.slice(3) };
+        return { action: "continue" };
+      });
+    }"#;
+    let (fake, root) = ext_root(Script::new([Turn::text("a")]), "in.js", ext);
+    let mut agent = root.spawn_with(false, &["-e", "in.js"]);
+    let r = agent.request(json!({"id": "p1", "type": "prompt", "message": "ping"}));
+    assert_eq!(r["data"]["disposition"], "handled", "{}", agent.dump());
+    let (_, n) = ui_request(&agent, 0, "notify");
+    assert_eq!(n["message"], "pong rpc");
+    let r = agent.request(json!({"id": "p2", "type": "prompt", "message": "?q why"}));
+    assert_eq!(r["data"]["disposition"], "started");
+    agent.wait_event("agent_settled");
+    assert_eq!(fake.requests().len(), 1);
+    assert!(fake.requests()[0].body_text().contains("Briefly: why"));
+}
