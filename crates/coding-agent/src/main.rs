@@ -283,16 +283,10 @@ async fn run(cli: Cli) -> i32 {
             Mode::Json => "json",
             Mode::Print => "print",
         };
-        match extensions::Extensions::start(
-            ext_sources,
-            mode_name,
-            &cwd,
-            base_sink.clone(),
-            {
-                let slot = api_slot.clone();
-                Arc::new(move |method: String, params| extensions::api::handle(&slot, &method, &params))
-            },
-        )
+        match extensions::Extensions::start(ext_sources, mode_name, &cwd, base_sink.clone(), {
+            let slot = api_slot.clone();
+            Arc::new(move |method: String, params| extensions::api::handle(&slot, &method, &params))
+        })
         .await
         {
             Ok(e) => Some(e),

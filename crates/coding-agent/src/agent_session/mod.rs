@@ -454,7 +454,11 @@ impl AgentSession {
 
     /// Extension `pi.appendEntry(customType, data)`: appends a `custom` entry (not part of the
     /// LLM context) and emits `entry_appended` (rpc-protocol.md §5.10).
-    pub fn append_custom_entry(&self, custom_type: &str, data: Option<Value>) -> Result<(), String> {
+    pub fn append_custom_entry(
+        &self,
+        custom_type: &str,
+        data: Option<Value>,
+    ) -> Result<(), String> {
         let entry = {
             let mut store = self.inner.store.lock();
             store

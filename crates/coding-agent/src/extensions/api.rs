@@ -54,7 +54,10 @@ pub fn handle(slot: &RuntimeSlot, method: &str, params: &Value) {
             }
         }
         "appendEntry" => {
-            let custom_type = params.get("customType").and_then(Value::as_str).unwrap_or("");
+            let custom_type = params
+                .get("customType")
+                .and_then(Value::as_str)
+                .unwrap_or("");
             let data = params.get("data").cloned().filter(|d| !d.is_null());
             if let Err(e) = session.append_custom_entry(custom_type, data) {
                 tracing::warn!("extension appendEntry: {e}");

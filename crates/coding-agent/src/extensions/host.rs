@@ -102,7 +102,9 @@ impl ExtensionHost {
             .map_err(|e| HostError::NodeUnavailable(format!("could not start `{node}`: {e}")))?;
         let pid = child.id();
         let (Some(mut stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
-            return Err(HostError::NodeUnavailable("no pipe to the extension host".into()));
+            return Err(HostError::NodeUnavailable(
+                "no pipe to the extension host".into(),
+            ));
         };
         let (tx, mut rx) = mpsc::unbounded_channel::<String>();
         tokio::spawn(async move {
@@ -260,7 +262,9 @@ impl ExtensionHost {
             mode: mode.to_string(),
             cwd: cwd.to_string_lossy().into_owned(),
         };
-        let v = self.request(id, &msg, Some(Duration::from_secs(60))).await?;
+        let v = self
+            .request(id, &msg, Some(Duration::from_secs(60)))
+            .await?;
         serde_json::from_value(v).map_err(|e| HostError::Handler(format!("bad load reply: {e}")))
     }
 }

@@ -431,7 +431,14 @@ impl ToolCallHooks for Extensions {
                 "input": args,
             }),
         };
-        match self.host.request(id, &msg, Some(self.hook_timeout)).await {
+        let started = std::time::Instant::now();
+        let reply = self.host.request(id, &msg, Some(self.hook_timeout)).await;
+        // Read by bench/extension_hooks.py (PI_LOG=pi_coding_agent::extensions=debug).
+        tracing::debug!(
+            "tool_call hook round trip us={}",
+            started.elapsed().as_micros()
+        );
+        match reply {
             Ok(v) => match serde_json::from_value::<ToolCallResult>(v) {
                 Ok(r) if r.block => BeforeToolCall::Block(r.reason.unwrap_or_default()),
                 Ok(r) => BeforeToolCall::Proceed(r.input.unwrap_or(args)),
@@ -481,13 +488,19 @@ impl ToolCallHooks for Extensions {
             Ok(Value::Null) => (output, is_error),
             Ok(v) => {
                 let mut out = output;
-                if let Some(c) = v.get("content").and_then(|c| serde_json::from_value(c.clone()).ok()) {
+                if let Some(c) = v
+                    .get("content")
+                    .and_then(|c| serde_json::from_value(c.clone()).ok())
+                {
                     out.content = c;
                 }
                 if let Some(d) = v.get("details") {
                     out.details = (!d.is_null()).then(|| d.clone());
                 }
-                let is_error = v.get("isError").and_then(Value::as_bool).unwrap_or(is_error);
+                let is_error = v
+                    .get("isError")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(is_error);
                 (out, is_error)
             }
             Err(e) => {
@@ -505,7 +518,11 @@ impl ToolCallHooks for Extensions {
 /// `temporary`; golden extension_ui_dialogs). Descriptions are our own words.
 pub fn builtin_commands() -> Vec<SlashCommand> {
     [
-        ("llama", "builtin:llama.cpp", "Manage local llama.cpp models"),
+        (
+            "llama",
+            "builtin:llama.cpp",
+            "Manage local llama.cpp models",
+        ),
         ("mcp", "builtin:mcp", "Manage MCP servers"),
     ]
     .into_iter()

@@ -87,7 +87,12 @@ fn command_dialogs_follow_the_ui_sub_protocol() {
     assert!(editor.get("timeout").is_none());
     agent.send(json!({"type": "extension_ui_response", "id": editor["id"], "value": "typed"}));
     let resp = agent.wait_response("p");
-    assert_eq!(resp["data"], json!({"disposition": "handled"}), "{}", agent.dump());
+    assert_eq!(
+        resp["data"],
+        json!({"disposition": "handled"}),
+        "{}",
+        agent.dump()
+    );
     // A late answer and an unknown id produce nothing.
     let n = agent.len();
     agent.send(json!({"type": "extension_ui_response", "id": input["id"], "value": "late"}));
@@ -104,8 +109,16 @@ fn command_dialogs_follow_the_ui_sub_protocol() {
     assert_eq!(
         methods,
         [
-            "notify", "confirm", "select", "input", "editor", "setWidget", "setTitle",
-            "set_editor_text", "notify", "setStatus"
+            "notify",
+            "confirm",
+            "select",
+            "input",
+            "editor",
+            "setWidget",
+            "setTitle",
+            "set_editor_text",
+            "notify",
+            "setStatus"
         ]
     );
     assert_eq!(ui[0]["message"], "start hi there rpc true");
@@ -118,10 +131,15 @@ fn command_dialogs_follow_the_ui_sub_protocol() {
         ui[8]["message"],
         "ok=true pick=undefined name=null text=typed custom=undefined"
     );
-    assert_eq!(ui[9], json!({"type": "extension_ui_request", "id": ui[9]["id"], "method": "setStatus", "statusKey": "k"}));
+    assert_eq!(
+        ui[9],
+        json!({"type": "extension_ui_request", "id": ui[9]["id"], "method": "setStatus", "statusKey": "k"})
+    );
     // Ids are UUID v4 and distinct.
     let mut ids: Vec<&str> = ui.iter().map(|v| v["id"].as_str().unwrap()).collect();
-    assert!(ids.iter().all(|id| id.len() == 36 && id.as_bytes()[14] == b'4'));
+    assert!(ids
+        .iter()
+        .all(|id| id.len() == 36 && id.as_bytes()[14] == b'4'));
     ids.sort();
     ids.dedup();
     assert_eq!(ids.len(), ui.len());
@@ -192,7 +210,10 @@ fn throwing_tool_call_handler_blocks_and_reports() {
     agent.wait_event("agent_settled");
     let end = tool_end(&agent);
     assert_eq!(end["isError"], true);
-    assert!(end["result"]["content"][0]["text"].as_str().unwrap().contains("gate broke"));
+    assert!(end["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("gate broke"));
     assert!(!root.cwd.join("ran.txt").exists(), "fail closed");
     let err = agent.wait_event("extension_error");
     assert_eq!(err["event"], "tool_call");
@@ -213,10 +234,17 @@ fn killed_host_blocks_the_pending_tool_call_and_the_run_settles() {
     let pid_file = root.cwd.join("host.pid");
     let start = std::time::Instant::now();
     let pid: i32 = loop {
-        if let Some(p) = std::fs::read_to_string(&pid_file).ok().and_then(|s| s.parse().ok()) {
+        if let Some(p) = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|s| s.parse().ok())
+        {
             break p;
         }
-        assert!(start.elapsed() < LIVENESS, "handler never ran: {}", agent.dump());
+        assert!(
+            start.elapsed() < LIVENESS,
+            "handler never ran: {}",
+            agent.dump()
+        );
         std::thread::sleep(Duration::from_millis(20));
     };
     unsafe { libc::kill(pid, libc::SIGKILL) };
@@ -237,15 +265,25 @@ fn tool_result_handler_changes_the_result() {
     let mut agent = root.spawn_with(false, &["-e", "r.js"]);
     agent.send(json!({"id": "p", "type": "prompt", "message": "go"}));
     agent.wait_event("agent_settled");
-    assert_eq!(tool_end(&agent)["result"]["content"][0]["text"], "redacted bash");
+    assert_eq!(
+        tool_end(&agent)["result"]["content"][0]["text"],
+        "redacted bash"
+    );
     let body = fake.requests().last().unwrap().body_text();
-    assert!(body.contains("redacted bash") && !body.contains("secret\\n"), "{body}");
+    assert!(
+        body.contains("redacted bash") && !body.contains("secret\\n"),
+        "{body}"
+    );
 }
 
 #[test]
 fn node_missing_fails_closed_naming_the_extension() {
     let (_fake, root) = ext_root(Script::new([]), "gate.js", GATE_EXT);
-    let mut agent = root.spawn_with_env(false, &["-e", "gate.js"], &[("PI_NODE", "/nonexistent/node")]);
+    let mut agent = root.spawn_with_env(
+        false,
+        &["-e", "gate.js"],
+        &[("PI_NODE", "/nonexistent/node")],
+    );
     let status = agent.wait_exit(LIVENESS).expect("pi exits");
     assert_eq!(status.code(), Some(1));
     let err = agent.stderr();
@@ -258,8 +296,16 @@ fn no_extension_starts_no_node() {
     let (_fake, root) = setup(Script::new([]), DEFAULT_MODEL);
     let mark = root.path().join("node-started");
     let fake_node = root.path().join("fake-node.sh");
-    std::fs::write(&fake_node, format!("#!/bin/sh\ntouch {}\nexit 1\n", mark.display())).unwrap();
-    std::fs::set_permissions(&fake_node, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::write(
+        &fake_node,
+        format!("#!/bin/sh\ntouch {}\nexit 1\n", mark.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &fake_node,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
     let node = fake_node.to_string_lossy().into_owned();
     let mut agent = root.spawn_with_env(false, &[], &[("PI_NODE", &node)]);
     agent.request(json!({"id": "s", "type": "get_state"}));
@@ -286,7 +332,11 @@ fn discovery_agent_dir_project_trust_and_no_extensions() {
     std::fs::write(&agent_ext, cmd_ext("from-agent")).unwrap();
     let pkg = root.path().join("agent/extensions/pkg");
     std::fs::create_dir_all(&pkg).unwrap();
-    std::fs::write(pkg.join("package.json"), r#"{"pi": {"extensions": ["./main.js"]}}"#).unwrap();
+    std::fs::write(
+        pkg.join("package.json"),
+        r#"{"pi": {"extensions": ["./main.js"]}}"#,
+    )
+    .unwrap();
     std::fs::write(pkg.join("main.js"), cmd_ext("from-pkg")).unwrap();
     root.write_cwd_file(".pi/extensions/p.js", &cmd_ext("from-project"));
     let names = |args: &[&str]| -> Vec<String> {
@@ -301,7 +351,10 @@ fn discovery_agent_dir_project_trust_and_no_extensions() {
             .collect()
     };
     assert_eq!(names(&["--no-approve"]), ["from-agent", "from-pkg"]);
-    assert_eq!(names(&["--approve"]), ["from-agent", "from-pkg", "from-project"]);
+    assert_eq!(
+        names(&["--approve"]),
+        ["from-agent", "from-pkg", "from-project"]
+    );
     assert!(names(&["-ne", "--approve"]).is_empty());
 }
 
@@ -314,8 +367,7 @@ fn json_mode_dialogs_resolve_at_once() {
       });
     }"#;
     let (_fake, root) = ext_root(gate_script("touch ran.txt"), "j.js", ext);
-    let bin = std::env::var_os("PI_TEST_BIN")
-        .unwrap_or_else(|| env!("CARGO_BIN_EXE_pi").into());
+    let bin = std::env::var_os("PI_TEST_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_pi").into());
     let out = std::process::Command::new(bin)
         .args(["--mode", "json", "--no-session", "-e", "j.js", "go"])
         .current_dir(&root.cwd)
@@ -350,10 +402,18 @@ export default function (pi: ExtensionAPI) {
 }
 "#,
     );
-    root.write_cwd_file("bad.ts", "export default function (pi) {\n  const x: = 1;\n}\n");
+    root.write_cwd_file(
+        "bad.ts",
+        "export default function (pi) {\n  const x: = 1;\n}\n",
+    );
     let mut agent = root.spawn_with(false, &["-e", "ts", "-e", "bad.ts"]);
     let cmds = agent.request(json!({"id": "c", "type": "get_commands"}));
-    assert_eq!(cmds["data"]["commands"][0]["name"], "greet", "{}", agent.dump());
+    assert_eq!(
+        cmds["data"]["commands"][0]["name"],
+        "greet",
+        "{}",
+        agent.dump()
+    );
     assert_eq!(cmds["data"]["commands"][0]["description"], "HI TS name");
     let err = agent.wait_event("extension_error");
     assert_eq!(err["event"], "load");
@@ -382,7 +442,13 @@ fn api_calls_and_session_events_reach_the_extension() {
     agent.send(json!({"id": "p", "type": "prompt", "message": "/go"}));
     agent.wait_event("agent_settled");
     let (_, n) = ui_request(&agent, 0, "notify");
-    assert!(n["message"].as_str().unwrap().starts_with("agent_end with "), "{n}");
+    assert!(
+        n["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("agent_end with "),
+        "{n}"
+    );
     let info = agent.wait_event("session_info_changed");
     assert_eq!(info["name"], "named by ext");
     let entry = agent.wait_event("entry_appended");
@@ -404,7 +470,10 @@ fn registered_tool_is_offered_called_and_listed_in_the_prompt() {
       });
     }"#;
     let (fake, root) = ext_root(
-        Script::new([Turn::tool_call("shout", json!({"word": "hey"})), Turn::text("ok")]),
+        Script::new([
+            Turn::tool_call("shout", json!({"word": "hey"})),
+            Turn::text("ok"),
+        ]),
         "t.js",
         ext,
     );
@@ -416,7 +485,10 @@ fn registered_tool_is_offered_called_and_listed_in_the_prompt() {
     assert_eq!(end["result"]["content"][0]["text"], "HEY call_fake_1_0");
     assert_eq!(end["result"]["details"], json!({"n": 1}));
     let first = fake.requests()[0].body_text();
-    assert!(first.contains("\"shout\"") && first.contains("Shouts a word"), "{first}");
+    assert!(
+        first.contains("\"shout\"") && first.contains("Shouts a word"),
+        "{first}"
+    );
     assert!(first.contains("Shout a word back"));
 }
 
@@ -438,7 +510,10 @@ fn upstream_permission_gate_example_blocks_when_answered_no() {
     assert!(select["title"].as_str().unwrap().contains("rm -rf victim"));
     agent.send(json!({"type": "extension_ui_response", "id": select["id"], "value": "No"}));
     agent.wait_event("agent_settled");
-    assert_eq!(tool_end(&agent)["result"]["content"][0]["text"], "Blocked by user");
+    assert_eq!(
+        tool_end(&agent)["result"]["content"][0]["text"],
+        "Blocked by user"
+    );
     assert!(root.cwd.join("victim").is_dir(), "the command never ran");
 }
 
