@@ -183,6 +183,15 @@ impl ExtensionHost {
                 Err(_) => String::new(),
             };
             *note.lock() = text.clone();
+            // Never silently: the client learns that extensions are gone (tool calls are
+            // blocked from now on, see Extensions::before_tool_call).
+            let error = format!("the extension host exited{text}");
+            eprintln!("Error: {error}");
+            sink(RpcEvent::ExtensionError {
+                extension_path: "<runtime>".into(),
+                event: "host".into(),
+                error,
+            });
             for (_, tx) in p.lock().drain() {
                 let _ = tx.send(Err(HostError::Died(text.clone())));
             }

@@ -248,7 +248,9 @@ fn killed_host_blocks_the_pending_tool_call_and_the_run_settles() {
         std::thread::sleep(Duration::from_millis(20));
     };
     unsafe { libc::kill(pid, libc::SIGKILL) };
-    let err = agent.wait_event("extension_error");
+    let (_, host) = agent.wait_from(0, LIVENESS, |v| kind(v) == "extension_error" && v["event"] == "host");
+    assert_eq!(host["extensionPath"], "<runtime>");
+    let (_, err) = agent.wait_from(0, LIVENESS, |v| kind(v) == "extension_error" && v["event"] == "tool_call");
     assert_eq!(err["event"], "tool_call");
     assert!(err["error"].as_str().unwrap().contains("exited"), "{err}");
     agent.wait_event("agent_settled");
