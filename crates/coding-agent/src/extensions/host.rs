@@ -141,7 +141,7 @@ impl ExtensionHost {
                             });
                         }
                     }
-                    FromHost::Ui { request } => sink(RpcEvent::ExtensionUiRequest(request)),
+                    FromHost::Ui { request } => sink(RpcEvent::ExtensionUiRequest(*request)),
                     FromHost::Error {
                         extension_path,
                         event,

@@ -115,7 +115,7 @@ pub enum FromHost {
     /// An extension UI request to forward to the client as `extension_ui_request`.
     Ui {
         /// The request body.
-        request: ExtensionUiRequest,
+        request: Box<ExtensionUiRequest>,
     },
     /// A handler failed; forwarded as `extension_error` (rpc-protocol.md §5.9).
     #[serde(rename_all = "camelCase")]

@@ -248,9 +248,13 @@ fn killed_host_blocks_the_pending_tool_call_and_the_run_settles() {
         std::thread::sleep(Duration::from_millis(20));
     };
     unsafe { libc::kill(pid, libc::SIGKILL) };
-    let (_, host) = agent.wait_from(0, LIVENESS, |v| kind(v) == "extension_error" && v["event"] == "host");
+    let (_, host) = agent.wait_from(0, LIVENESS, |v| {
+        kind(v) == "extension_error" && v["event"] == "host"
+    });
     assert_eq!(host["extensionPath"], "<runtime>");
-    let (_, err) = agent.wait_from(0, LIVENESS, |v| kind(v) == "extension_error" && v["event"] == "tool_call");
+    let (_, err) = agent.wait_from(0, LIVENESS, |v| {
+        kind(v) == "extension_error" && v["event"] == "tool_call"
+    });
     assert_eq!(err["event"], "tool_call");
     assert!(err["error"].as_str().unwrap().contains("exited"), "{err}");
     agent.wait_event("agent_settled");
