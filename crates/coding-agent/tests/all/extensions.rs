@@ -544,3 +544,32 @@ fn input_handlers_transform_or_handle_prompts() {
     assert_eq!(fake.requests().len(), 1);
     assert!(fake.requests()[0].body_text().contains("Briefly: why"));
 }
+
+/// Upstream's `hello.ts` (registerTool with TypeBox parameters), when `PI_UPSTREAM_EXAMPLES`
+/// is set (skipped otherwise).
+#[test]
+fn upstream_hello_example_tool_runs() {
+    let Some(dir) = std::env::var_os("PI_UPSTREAM_EXAMPLES") else {
+        eprintln!("skipped: PI_UPSTREAM_EXAMPLES not set");
+        return;
+    };
+    let hello = std::path::Path::new(&dir).join("hello.ts");
+    let (_fake, root) = setup(
+        Script::new([
+            Turn::tool_call("hello", json!({"name": "pi"})),
+            Turn::text("ok"),
+        ]),
+        DEFAULT_MODEL,
+    );
+    let mut agent = root.spawn_with(false, &["-e", hello.to_str().unwrap()]);
+    agent.send(json!({"id": "p", "type": "prompt", "message": "greet"}));
+    agent.wait_event("agent_settled");
+    let end = tool_end(&agent);
+    assert_eq!(
+        end["result"]["content"][0]["text"],
+        "Hello, pi!",
+        "{}",
+        agent.dump()
+    );
+    assert_eq!(end["result"]["details"], json!({"greeted": "pi"}));
+}
