@@ -137,6 +137,7 @@ globalThis.__piVirtual = {
 
 // ---- state ----
 let mode = "rpc";
+let sessionName;
 let cwd = process.cwd();
 const extensions = []; // {path, handlers: Map<event, fn[]>, commands: Map, tools: Map}
 const commands = new Map(); // name -> {ext, def}
@@ -272,8 +273,15 @@ function makeApi(ext) {
 		sendMessage: (message, o) => firePi("sendMessage", { message, options: o }),
 		sendUserMessage: (content, o) => firePi("sendUserMessage", { content, options: o }),
 		appendEntry: (customType, data) => firePi("appendEntry", { customType, data }),
-		setSessionName: (name) => firePi("setSessionName", { name }),
-		getSessionName: () => undefined,
+		setSessionName: (name) => {
+			if (typeof name === "string" && name.trim()) sessionName = name.trim();
+			firePi("setSessionName", { name });
+		},
+		// Names set by extensions in this process (a client's set_session_name is not seen yet).
+		getSessionName: () => sessionName,
+		// Extension commands only (templates and skills are not known to the host yet).
+		getCommands: () =>
+			[...commands].map(([name, c]) => ({ name, description: c.def && c.def.description, source: "extension", path: c.ext.path })),
 		setLabel: noop,
 		exec: (command, args, o) => execCmd(command, args || [], o || {}),
 		getActiveTools: () => [],
