@@ -78,6 +78,44 @@ pub trait RunHooks: Send + Sync {
     fn before_next_turn(&self) -> futures::future::BoxFuture<'_, bool> {
         Box::pin(async { true })
     }
+
+    /// Hooks around each tool call (extensions' `tool_call` / `tool_result`); `None` (the
+    /// default) = tools run unhooked.
+    fn tool_call_hooks(&self) -> Option<Arc<dyn ToolCallHooks>> {
+        None
+    }
+}
+
+/// What [`ToolCallHooks::before_tool_call`] decided for one call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BeforeToolCall {
+    /// Execute the tool with these (possibly changed) arguments.
+    Proceed(Value),
+    /// Do not execute; the tool result is an error whose only text is the reason (upstream
+    /// agent-core `beforeToolCall` `{block: true, reason}`; empty reason → `Tool execution was
+    /// blocked`).
+    Block(String),
+}
+
+/// Hooks the loop calls around every tool call that passed argument validation (upstream
+/// agent-core `beforeToolCall` / `afterToolCall`). Implementations must never fail open: an
+/// error inside a hook should come back as [`BeforeToolCall::Block`].
+#[async_trait::async_trait]
+pub trait ToolCallHooks: Send + Sync {
+    /// Called after validation, before execution, in call order.
+    async fn before_tool_call(&self, call: &ToolCall, args: Value) -> BeforeToolCall;
+    /// Called with the finished result (`is_error` as the loop computed it); returns the result
+    /// and error flag to use. The default keeps them.
+    async fn after_tool_call(
+        &self,
+        call: &ToolCall,
+        args: &Value,
+        output: ToolOutput,
+        is_error: bool,
+    ) -> (ToolOutput, bool) {
+        let _ = (call, args);
+        (output, is_error)
+    }
 }
 
 /// Error text for tool calls of a reply cut at the output limit (agent-loop.md §2.2, newer).
@@ -146,7 +184,7 @@ pub async fn run_agent_loop(
             } else if assistant.stop_reason == StopReason::Length {
                 refuse_truncated_calls(&calls, emit)
             } else {
-                execute_tool_calls(&calls, &cfg.tools, cancel, emit).await
+                execute_tool_calls(&calls, &cfg.tools, hooks.tool_call_hooks(), cancel, emit).await
             };
             for r in &results {
                 push_message(
@@ -355,12 +393,24 @@ async fn execute_guarded(
     }
 }
 
+/// A tool's outcome as the result the model sees and its error flag.
+fn output_of(res: Result<ToolOutput, ToolError>) -> (ToolOutput, bool) {
+    match res {
+        Ok(out) => {
+            let is_error = out.is_error.unwrap_or(false);
+            (out, is_error)
+        }
+        Err(e) => (ToolOutput::error(e.to_string()), true),
+    }
+}
+
 /// Executes one assistant message's tool calls: starts and argument checks in call order,
 /// executions concurrently, `tool_execution_end` in completion order, results in call order
 /// (agent-loop.md §3, "newer parallel").
 async fn execute_tool_calls(
     calls: &[ToolCall],
     tools: &[Arc<dyn AgentTool>],
+    call_hooks: Option<Arc<dyn ToolCallHooks>>,
     cancel: &CancellationToken,
     emit: &EmitFn,
 ) -> Vec<ToolResultMessage> {
@@ -395,6 +445,16 @@ async fn execute_tool_calls(
                 }
             }
         };
+        let prepared = match (prepared, &call_hooks) {
+            (Prepared::Ready(tool, args), Some(h)) => match h.before_tool_call(call, args).await {
+                BeforeToolCall::Proceed(args) => Prepared::Ready(tool, args),
+                BeforeToolCall::Block(reason) if reason.is_empty() => {
+                    Prepared::Failed(ToolError::Failed("Tool execution was blocked".into()))
+                }
+                BeforeToolCall::Block(reason) => Prepared::Failed(ToolError::Failed(reason)),
+            },
+            (p, _) => p,
+        };
         match prepared {
             Prepared::Failed(error) => {
                 let out = ToolOutput::error(error.to_string());
@@ -423,23 +483,23 @@ async fn execute_tool_calls(
                         })
                     }),
                 };
+                let call_hooks = call_hooks.clone();
                 running.push(async move {
                     let start = Instant::now();
-                    let res = execute_guarded(tool, ctx, args).await;
-                    (idx, res, start.elapsed().as_millis() as u64)
+                    let (out, is_error) = match call_hooks {
+                        None => output_of(execute_guarded(tool, ctx, args).await),
+                        Some(h) => {
+                            let res = output_of(execute_guarded(tool, ctx, args.clone()).await);
+                            h.after_tool_call(&calls[idx], &args, res.0, res.1).await
+                        }
+                    };
+                    (idx, out, is_error, start.elapsed().as_millis() as u64)
                 });
             }
         }
     }
-    while let Some((idx, res, duration)) = running.next().await {
+    while let Some((idx, out, is_error, duration)) = running.next().await {
         let call = &calls[idx];
-        let (out, is_error) = match res {
-            Ok(out) => {
-                let is_error = out.is_error.unwrap_or(false);
-                (out, is_error)
-            }
-            Err(e) => (ToolOutput::error(e.to_string()), true),
-        };
         emit(AgentEvent::ToolExecutionEnd {
             tool_call_id: call.id.clone(),
             tool_name: call.name.clone(),

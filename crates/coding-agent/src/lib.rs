@@ -5,6 +5,7 @@ pub mod child_guard;
 pub mod cli;
 pub mod config;
 pub mod export;
+pub mod extensions;
 pub mod file_args;
 pub mod images;
 pub mod json_error;

@@ -9,7 +9,7 @@ use pi_coding_agent::config::{self, InitialModelOptions, ModelRegistry, Settings
 use pi_coding_agent::output::Output;
 use pi_coding_agent::resources::ResourceOptions;
 use pi_coding_agent::session::{resolve, EntryKind};
-use pi_coding_agent::{file_args, package_cmd, print_mode, procs, rpc, tools, trust};
+use pi_coding_agent::{extensions, file_args, package_cmd, print_mode, procs, rpc, tools, trust};
 use std::sync::{Arc, RwLock};
 
 fn main() {
@@ -59,9 +59,9 @@ fn main() {
             eprintln!("Error: Unknown option{s}: {}", names.join(", "));
             std::process::exit(1);
         }
-        // They may belong to the -e extensions, which this build does not load.
+        // They may belong to the -e extensions (registerFlag is not read yet).
         config::warn(&format!(
-            "ignoring option{s} {} (extensions are not supported by this build)",
+            "ignoring option{s} {} (extension flags are not supported by this build yet)",
             names.join(", ")
         ));
     }
@@ -154,9 +154,6 @@ async fn run(cli: Cli) -> i32 {
     };
     if mode == Mode::Rpc && !cli.file_args.is_empty() {
         return fail("@file arguments are not supported in RPC mode");
-    }
-    if !cli.extension.is_empty() {
-        config::warn("extensions are not supported by this build; ignoring -e/--extension");
     }
     let cwd = match std::env::current_dir() {
         Ok(c) => c,
@@ -313,6 +310,48 @@ async fn run(cli: Cli) -> i32 {
         }
     }
 
+    // Extensions: a Node host only when at least one is configured (extensions/mod.rs). A
+    // configured extension that cannot load stops the run (fail closed).
+    let out = Output::stdout();
+    let base_sink: pi_coding_agent::agent_session::EventSink = match mode {
+        Mode::Print => Arc::new(|_| {}),
+        _ => out.sink(),
+    };
+    let (ext_sources, missing) = extensions::discover(&extensions::DiscoverOptions {
+        cli: cli.extension.clone(),
+        no_extensions: cli.no_extensions,
+        settings: settings.resource_paths("extensions"),
+        agent_dir: agent_dir.clone(),
+        cwd: cwd.clone(),
+        project_trusted: trust_decision.trusted,
+    });
+    if !missing.is_empty() {
+        return fail(&format!("extension not found: {}", missing.join(", ")));
+    }
+    let api_slot: extensions::api::RuntimeSlot = Arc::default();
+    let extensions = if ext_sources.is_empty() {
+        None
+    } else {
+        let mode_name = match mode {
+            Mode::Rpc => "rpc",
+            Mode::Json => "json",
+            Mode::Print => "print",
+        };
+        match extensions::Extensions::start(ext_sources, mode_name, &cwd, base_sink.clone(), {
+            let slot = api_slot.clone();
+            Arc::new(move |method: String, params| extensions::api::handle(&slot, &method, &params))
+        })
+        .await
+        {
+            Ok(e) => Some(e),
+            Err(e) => return fail(&e.to_string()),
+        }
+    };
+    let sink = match &extensions {
+        Some(e) => e.tap(base_sink),
+        None => base_sink,
+    };
+
     let registry = Arc::new(RwLock::new(registry));
     let reg_models = registry.clone();
     let reg_keys = registry.clone();
@@ -352,6 +391,7 @@ async fn run(cli: Cli) -> i32 {
                 ),
             )
         },
+        extensions,
     };
     let mcp = services.mcp.clone();
     let factory = SessionFactory {
@@ -391,25 +431,40 @@ async fn run(cli: Cli) -> i32 {
         thinking_level: initial.thinking_level,
     };
 
-    let code = run_mode(mode, factory, request, &launch_cwd, &cli, stdin_tty).await;
+    let io = ModeIo { out, sink, api_slot };
+    let code = run_mode(mode, factory, request, io, &launch_cwd, &cli, stdin_tty).await;
     if let Some(m) = mcp {
         m.shutdown().await;
     }
     code
 }
 
+/// Where a mode writes: stdout, the event sink (tapped by extensions when loaded), and the slot
+/// through which extension API calls reach the RPC runtime.
+struct ModeIo {
+    out: Output,
+    sink: pi_coding_agent::agent_session::EventSink,
+    api_slot: extensions::api::RuntimeSlot,
+}
+
 async fn run_mode(
     mode: Mode,
     factory: SessionFactory,
     request: SessionRequest,
+    io: ModeIo,
     launch_cwd: &std::path::Path,
     cli: &Cli,
     stdin_tty: bool,
 ) -> i32 {
+    let ModeIo {
+        out,
+        sink,
+        api_slot,
+    } = io;
     match mode {
         Mode::Rpc => {
-            let out = Output::stdout();
-            let runtime = AgentSessionRuntime::new(factory, request, out.sink());
+            let runtime = AgentSessionRuntime::new(factory, request, sink);
+            let _ = api_slot.set(runtime.clone());
             let code = match rpc::run(runtime, out.clone()).await {
                 Ok(()) => 0,
                 Err(e) => {
@@ -436,15 +491,14 @@ async fn run_mode(
                 messages.insert(0, first);
             }
             if mode == Mode::Json {
-                let out = Output::stdout();
-                let session = factory.create(request, out.sink());
+                let session = factory.create(request, sink);
                 out.raw_line(session.header_json().to_string());
                 let code =
                     print_mode::run_with_images(&session, messages, files.images, true).await;
                 out.flush();
                 code
             } else {
-                let session = factory.create(request, Arc::new(|_| {}));
+                let session = factory.create(request, sink);
                 print_mode::run_with_images(&session, messages, files.images, false).await
             }
         }

@@ -28,6 +28,9 @@ mod config_system_prompt;
 #[path = "all/export_html.rs"]
 mod export_html;
 
+#[path = "all/extensions.rs"]
+mod extensions;
+
 #[path = "all/local_model.rs"]
 mod local_model;
 

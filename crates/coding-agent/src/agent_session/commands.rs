@@ -33,12 +33,15 @@ impl AgentSession {
             Builtin::Mcp => commands::run_mcp(args, agent_dir),
             Builtin::Llama => commands::run_llama(&self.available_models(), agent_dir),
         };
-        self.emit(RpcEvent::ExtensionUiRequest {
-            id: uuid::Uuid::new_v4().to_string(),
-            method: "notify".into(),
-            message: Some(message),
-            notify_type: Some(kind.into()),
-        });
+        self.emit(RpcEvent::ExtensionUiRequest(
+            crate::rpc::protocol::ExtensionUiRequest {
+                id: uuid::Uuid::new_v4().to_string(),
+                method: "notify".into(),
+                message: Some(message),
+                notify_type: Some(kind.into()),
+                ..Default::default()
+            },
+        ));
         true
     }
 }

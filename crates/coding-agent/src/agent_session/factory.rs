@@ -50,16 +50,19 @@ impl SessionFactory {
         tool_options.bash.session_env = Some(session_env.clone());
         let image_policy = crate::images::ImagePolicySlot::default();
         tool_options.images = image_policy.clone();
-        let tools = tools::create_tools_with(cwd, &names, &tool_options);
+        let mut tools = tools::create_tools_with(cwd, &names, &tool_options);
         let settings = self.services.settings.lock().clone();
         let resources = Resources::load(cwd, &self.agent_dir, &settings, &self.resource_options);
-        let mut input = SystemPromptInput::new(
-            cwd.to_path_buf(),
-            tools
-                .iter()
-                .map(|t| PromptTool::new(t.definition()))
-                .collect(),
-        );
+        let mut prompt_tools: Vec<PromptTool> = tools
+            .iter()
+            .map(|t| PromptTool::new(t.definition()))
+            .collect();
+        // Extension tools (pi.registerTool) follow the built-in ones.
+        if let Some(ext) = &self.services.extensions {
+            tools.extend(ext.tools());
+            prompt_tools.extend(ext.prompt_tools());
+        }
+        let mut input = SystemPromptInput::new(cwd.to_path_buf(), prompt_tools);
         input.context_files = resources.context_files;
         input.custom_prompt = resources.custom_prompt;
         input.append_prompt = resources.append_prompt;

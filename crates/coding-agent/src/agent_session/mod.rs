@@ -87,6 +87,8 @@ pub struct SessionServices {
     /// The MCP servers of the process (`None`: none configured, or `--no-mcp`); their `direct`
     /// tools are added to every LLM call's tools (crate::mcp).
     pub mcp: Option<Arc<crate::mcp::McpManager>>,
+    /// The loaded extensions (`None` = none configured, no Node started).
+    pub extensions: Option<Arc<crate::extensions::Extensions>>,
 }
 
 /// The tools and system prompt a session offers the model. Replaceable at run time (the next
@@ -247,7 +249,12 @@ impl AgentSession {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// The working directory.
+    /// The loaded extensions, if any were configured.
+    pub fn extensions(&self) -> Option<&Arc<crate::extensions::Extensions>> {
+        self.inner.services.extensions.as_ref()
+    }
+
+    /// The working directory of the tools and the RPC `bash` command.
     pub fn cwd(&self) -> &Path {
         &self.inner.cwd
     }
@@ -511,6 +518,24 @@ impl AgentSession {
             store.session_name()
         };
         self.emit(RpcEvent::SessionInfoChanged { name: stored });
+        Ok(())
+    }
+
+    /// Extension `pi.appendEntry(customType, data)`: appends a `custom` entry (not part of the
+    /// LLM context) and emits `entry_appended` (rpc-protocol.md §5.10).
+    pub fn append_custom_entry(
+        &self,
+        custom_type: &str,
+        data: Option<Value>,
+    ) -> Result<(), String> {
+        let entry = {
+            let mut store = self.inner.store.lock();
+            store
+                .append_custom_entry(custom_type, data)
+                .map_err(|e| e.to_string())?
+                .clone()
+        };
+        self.emit(RpcEvent::EntryAppended { entry });
         Ok(())
     }
 

@@ -532,6 +532,11 @@ impl RunHooks for Hooks {
         self.session.inner.queues.lock().drain(QueueKind::Steering)
     }
 
+    fn tool_call_hooks(&self) -> Option<Arc<dyn pi_agent::ToolCallHooks>> {
+        let ext = self.session.inner.services.extensions.clone()?;
+        Some(ext)
+    }
+
     fn drain_follow_up(&self) -> Vec<Message> {
         self.session.inner.queues.lock().drain(QueueKind::FollowUp)
     }

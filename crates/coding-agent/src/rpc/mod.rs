@@ -197,8 +197,17 @@ fn dispatch(
     let session = runtime.session();
     let reply = |r| call.reply(out, r);
     match command {
-        RpcCommand::ExtensionUiResponse { .. } => {
-            // Never answered (§2.4); extension dialogs arrive with issue 12.
+        RpcCommand::ExtensionUiResponse {
+            value,
+            confirmed,
+            cancelled,
+            ..
+        } => {
+            // Never answered (§2.4); resolves the pending dialog in the extension host. The
+            // id is the envelope's (a string); anything else matches no dialog.
+            if let (Some(ext), Some(Value::String(id))) = (session.extensions(), &call.id) {
+                ext.ui_response(id.clone(), value, confirmed, cancelled);
+            }
         }
         RpcCommand::Prompt {
             message,
@@ -209,9 +218,41 @@ fn dispatch(
                 Ok(parts) => parts,
                 Err(e) => return reply(Err(e)),
             };
+            // An extension command runs at once, even while streaming, and is answered
+            // `handled` once its handler has returned (upstream RPC mode).
+            if let Some(ext) = session.extensions().cloned() {
+                if let Some((name, args)) = ext.command_of(&text) {
+                    return answer_later(tasks, out, call, async move {
+                        let _ = ext.run_command(&name, &args).await;
+                        Ok(Some(disposition(Disposition::Handled)))
+                    });
+                }
+            }
             // Built-in commands run at once, even during a run (upstream: extension commands).
             if session.run_builtin_command(&text, &runtime.factory().agent_dir) {
                 return reply(some(disposition(Disposition::Handled)));
+            }
+            // `input` handlers may transform or handle the text first (then the response waits
+            // for them; upstream's order: extension commands, input, templates/skills).
+            if let Some(ext) = session.extensions().filter(|e| e.handles("input")).cloned() {
+                let out = out.clone();
+                tasks.set.spawn(async move {
+                    let Some(text) = ext.input(text, "rpc").await else {
+                        return call.reply(&out, some(disposition(Disposition::Handled)));
+                    };
+                    let text = session.expand_input(&text);
+                    match session.prompt(text, images, streaming_behavior.as_deref()) {
+                        Ok(PromptOutcome::Started(run)) => {
+                            call.reply(&out, some(disposition(Disposition::Started)));
+                            run.await
+                        }
+                        Ok(PromptOutcome::Queued) => {
+                            call.reply(&out, some(disposition(Disposition::Queued)))
+                        }
+                        Err(e) => call.reply(&out, Err(e)),
+                    }
+                });
+                return;
             }
             let text = session.expand_input(&text);
             match session.prompt(text, images, streaming_behavior.as_deref()) {
@@ -330,13 +371,14 @@ fn dispatch(
         }
         RpcCommand::GetCommands {} => {
             let res = session.command_resources();
-            reply(some(ResponseData::Commands(CommandsData {
-                commands: crate::resources::commands::list(
-                    &res.prompt_templates,
-                    &res.skills,
-                    res.skill_commands,
-                ),
-            })))
+            // Upstream's order: extension commands, the built-in `llama`/`mcp`, templates, skills.
+            let mut commands = extension_commands(&session);
+            commands.extend(crate::resources::commands::list(
+                &res.prompt_templates,
+                &res.skills,
+                res.skill_commands,
+            ));
+            reply(some(ResponseData::Commands(CommandsData { commands })))
         }
         RpcCommand::GetSessionStats {} => {
             reply(some(ResponseData::Stats(Box::new(session.session_stats()))))
@@ -473,6 +515,17 @@ fn enqueue(
 /// which leaves the key out of `get_state` and `settings.json`).
 fn mode_value(mode: Option<Value>) -> Value {
     mode.unwrap_or(Value::Null)
+}
+
+/// The `get_commands` entries of extensions (§4.10): the loaded extensions' commands in load
+/// order, then upstream 1.6's built-in `llama` and `mcp` extension commands, which upstream
+/// lists in every session (golden extension_ui_dialogs).
+/// Commands registered by extensions (`pi.registerCommand`), in load order.
+fn extension_commands(session: &AgentSession) -> Vec<protocol::SlashCommand> {
+    session
+        .extensions()
+        .map(|e| e.commands())
+        .unwrap_or_default()
 }
 
 fn not_cancelled() -> ResponseData {

@@ -108,6 +108,7 @@ fn harness(script: Script, panic_provider: bool) -> Harness {
         }),
         provider: Arc::new(move |_| Some(provider.clone())),
         settings: Arc::new(Mutex::new(Settings::default())),
+        extensions: None,
     };
     let tools: Vec<Arc<dyn AgentTool>> = vec![Arc::new(PanicTool)];
     let input = SystemPromptInput::new(

@@ -1,0 +1,515 @@
+// pi extension host: runs pi extensions (default-export factories written against upstream's
+// ExtensionAPI) for the Rust `pi` binary. Started by `pi` only when an extension is configured.
+//
+// Wire: newline-delimited JSON. stdin = messages from pi, stdout = messages to pi (the real
+// stdout is reserved for that; console output of extensions goes to stderr). Every message has
+// a `t` tag; requests carry a numeric `id` answered by `{t:"reply", id, ok, result?, error?}`.
+// Shapes are the serde types in src/extensions/wire.rs.
+import { createInterface } from "node:readline";
+import { pathToFileURL } from "node:url";
+import { randomUUID } from "node:crypto";
+import { spawn } from "node:child_process";
+import { register } from "node:module";
+import { MessageChannel } from "node:worker_threads";
+
+const protoWrite = process.stdout.write.bind(process.stdout);
+const toStderr = (...a) => process.stderr.write(a.map((x) => (typeof x === "string" ? x : JSON.stringify(x))).join(" ") + "\n");
+console.log = console.info = console.debug = console.warn = console.error = toStderr;
+process.stdout.write = (chunk, ...rest) => process.stderr.write(chunk, ...rest);
+
+function send(msg) {
+	protoWrite(JSON.stringify(msg) + "\n");
+}
+
+// ---- virtual modules (the imports upstream maps for extensions) ----
+const VIRTUAL = [
+	"@earendil-works/pi-coding-agent",
+	"@earendil-works/pi-agent-core",
+	"@earendil-works/pi-ai",
+	"@mariozechner/pi-coding-agent",
+	"@mariozechner/pi-agent-core",
+	"@mariozechner/pi-ai",
+	"typebox",
+	"typebox/compile",
+	"typebox/value",
+	"@sinclair/typebox",
+	"@earendil-works/pi-tui",
+	"@mariozechner/pi-tui",
+];
+// Names the virtual modules export. TUI pieces (components, themes, key helpers) are inert
+// stand-ins: headless, as in upstream's RPC mode, they are accepted and do nothing.
+const REAL = ["Type", "StringEnum", "defineTool", "Compile", "TypeCompiler", "Value", "getAgentDir", "isToolCallEventType"];
+const INERT = ["getSettingsListTheme", "getMarkdownTheme", "getSelectListTheme", "DynamicBorder", "BorderedLoader", "CustomEditor",
+	"keyHint", "rawKeyHint", "highlightCode", "Container", "Text", "SettingsList", "SelectList", "Box", "Spacer", "Markdown", "Input",
+	"Editor", "Loader", "Image", "Key", "matchesKey", "truncateToWidth", "visibleWidth", "wrapTextWithAnsi", "CancellableLoader", "TruncatedText"];
+// Loader hooks (they run on Node's loader thread): the virtual modules above; `.ts`/`.mts`/`.cts`
+// files are transpiled by pi (oxc, in Rust) and asked for over a MessagePort; inside TypeScript,
+// `./x.js` falls back to `./x.ts` and extensionless `./x` to `./x.ts` / `./x/index.ts`, as tsc
+// resolution does. Everything else resolves as Node does (the extension's own node_modules).
+const hooks = `
+import { fileURLToPath } from "node:url";
+const V = ${JSON.stringify(VIRTUAL)};
+let port; let n = 0; const waiting = new Map();
+export function initialize(data) {
+	port = data.port;
+	port.on("message", (m) => { const w = waiting.get(m.id); waiting.delete(m.id); if (w) w(m); });
+}
+const isTs = (u) => /\\.(ts|mts|cts)$/.test(u.split("?")[0]);
+export async function resolve(spec, ctx, next) {
+	if (V.includes(spec)) return { url: "pi-virtual:" + spec, shortCircuit: true };
+	try {
+		return await next(spec, ctx);
+	} catch (e) {
+		if (!ctx.parentURL || !isTs(ctx.parentURL) || !(spec.startsWith(".") || spec.startsWith("/"))) throw e;
+		const alts = spec.endsWith(".js") ? [spec.slice(0, -3) + ".ts"] : /\\.[a-z]+$/.test(spec) ? [] : [spec + ".ts", spec + "/index.ts"];
+		for (const alt of alts) {
+			try { return await next(alt, ctx); } catch {}
+		}
+		throw e;
+	}
+}
+export async function load(url, ctx, next) {
+	if (url.startsWith("pi-virtual:")) {
+		return { format: "module", shortCircuit: true,
+			source: "const m = globalThis.__piVirtual; export default m; export const { ${[...REAL, ...INERT].join(", ")} } = m;" };
+	}
+	if (url.startsWith("file:") && isTs(url)) {
+		const r = await new Promise((res) => { const id = ++n; waiting.set(id, res); port.postMessage({ id, path: fileURLToPath(url) }); });
+		if (r.error !== undefined) throw new SyntaxError(r.error);
+		return { format: "module", source: r.code, shortCircuit: true };
+	}
+	return next(url, ctx);
+}`;
+const { port1, port2 } = new MessageChannel();
+register("data:text/javascript," + encodeURIComponent(hooks), { data: { port: port2 }, transferList: [port2] });
+port1.on("message", async ({ id, path }) => {
+	const r = await callPi("transpile", { path });
+	port1.postMessage({ id, ...(r || { error: "no answer" }) });
+});
+port1.unref();
+
+const opt = (schema, extra) => ({ ...schema, ...(extra || {}) });
+const Type = {
+	Object: (properties, o) => {
+		const required = Object.keys(properties).filter((k) => !properties[k][OPTIONAL]);
+		const props = {};
+		for (const [k, v] of Object.entries(properties)) {
+			const { [OPTIONAL]: _drop, ...rest } = v;
+			props[k] = rest;
+		}
+		return opt({ type: "object", properties: props, ...(required.length ? { required } : {}) }, o);
+	},
+	String: (o) => opt({ type: "string" }, o),
+	Number: (o) => opt({ type: "number" }, o),
+	Integer: (o) => opt({ type: "integer" }, o),
+	Boolean: (o) => opt({ type: "boolean" }, o),
+	Null: (o) => opt({ type: "null" }, o),
+	Any: (o) => opt({}, o),
+	Unknown: (o) => opt({}, o),
+	Array: (items, o) => opt({ type: "array", items }, o),
+	Literal: (value, o) => opt({ const: value, type: typeof value }, o),
+	Union: (anyOf, o) => opt({ anyOf }, o),
+	Optional: (s) => ({ ...s, [OPTIONAL]: true }),
+	Record: (_k, v, o) => opt({ type: "object", additionalProperties: v }, o),
+};
+const OPTIONAL = Symbol("optional");
+const StringEnum = (values, o) => opt({ type: "string", enum: [...values] }, o);
+// An inert stand-in: callable, constructible, every property another stand-in; as a string "".
+function inert() {
+	const f = function () {};
+	return new Proxy(f, {
+		get: (_t, k) => (k === Symbol.toPrimitive ? () => "" : k === "then" ? undefined : inert()),
+		apply: () => inert(),
+		construct: () => inert(),
+	});
+}
+globalThis.__piVirtual = {
+	...Object.fromEntries(INERT.map((n) => [n, inert()])),
+	Type,
+	StringEnum,
+	defineTool: (t) => t,
+	Compile: (s) => ({ Check: () => true, schema: s }),
+	TypeCompiler: { Compile: (s) => ({ Check: () => true, schema: s }) },
+	Value: { Check: () => true },
+	getAgentDir: () => process.env.PI_CODING_AGENT_DIR || "",
+	isToolCallEventType: (name, ev) => ev && ev.toolName === name,
+};
+
+// ---- state ----
+let mode = "rpc";
+let sessionName;
+let cwd = process.cwd();
+const extensions = []; // {path, handlers: Map<event, fn[]>, commands: Map, tools: Map}
+const commands = new Map(); // name -> {ext, def}
+const tools = new Map(); // name -> {ext, def}
+const uiPending = new Map(); // uuid -> {resolve, fallback, method}
+const calls = new Map(); // our call id -> resolve
+let nextCall = 1;
+
+function errText(e) {
+	return e instanceof Error ? e.message : String(e);
+}
+function reportError(extensionPath, event, e) {
+	send({ t: "error", extensionPath, event, error: errText(e) });
+}
+function callPi(method, params) {
+	const id = nextCall++;
+	return new Promise((resolve) => {
+		calls.set(id, resolve);
+		send({ t: "call", id, method, params });
+	});
+}
+function firePi(method, params) {
+	send({ t: "call", method, params });
+}
+
+// ---- UI (rpc-protocol.md §6) ----
+function dialog(method, fields, fallback, opts) {
+	if (mode !== "rpc") return Promise.resolve(fallback);
+	const signal = opts && opts.signal;
+	if (signal && signal.aborted) return Promise.resolve(fallback);
+	const id = randomUUID();
+	return new Promise((resolve) => {
+		let timer;
+		const done = (v) => {
+			if (!uiPending.has(id)) return;
+			uiPending.delete(id);
+			if (timer) clearTimeout(timer);
+			resolve(v);
+		};
+		uiPending.set(id, { done, fallback, method });
+		const timeout = opts && typeof opts.timeout === "number" && opts.timeout > 0 ? opts.timeout : undefined;
+		if (timeout !== undefined) timer = setTimeout(() => done(fallback), timeout);
+		if (signal) signal.addEventListener("abort", () => done(fallback), { once: true });
+		send({ t: "ui", request: { id, method, ...fields, ...(timeout !== undefined && method !== "editor" ? { timeout } : {}) } });
+	});
+}
+function fire(method, fields) {
+	if (mode !== "rpc") return;
+	send({ t: "ui", request: { id: randomUUID(), method, ...fields } });
+}
+const noop = () => {};
+const ui = {
+	select: (title, options, o) => dialog("select", { title, options }, undefined, o),
+	confirm: (title, message, o) => dialog("confirm", { title, message }, false, o),
+	input: (title, placeholder, o) => dialog("input", { title, ...(placeholder !== undefined ? { placeholder } : {}) }, undefined, o),
+	editor: (title, prefill, o) => dialog("editor", { title, ...(prefill !== undefined ? { prefill } : {}) }, undefined, o),
+	notify: (message, notifyType) => fire("notify", { message, ...(notifyType !== undefined ? { notifyType } : {}) }),
+	setStatus: (statusKey, statusText) => fire("setStatus", { statusKey, ...(statusText !== undefined ? { statusText } : {}) }),
+	setWidget: (widgetKey, content, o) => {
+		if (content !== undefined && !Array.isArray(content)) return; // component factories are not forwarded
+		const placement = o && o.placement;
+		fire("setWidget", { widgetKey, ...(content !== undefined ? { widgetLines: content } : {}), ...(placement !== undefined ? { widgetPlacement: placement } : {}) });
+	},
+	setTitle: (title) => fire("setTitle", { title }),
+	setEditorText: (text) => fire("set_editor_text", { text }),
+	pasteToEditor: (text) => fire("set_editor_text", { text }),
+	getEditorText: () => "",
+	custom: async () => undefined,
+	onTerminalInput: () => noop,
+	setWorkingMessage: noop,
+	setWorkingVisible: noop,
+	setWorkingIndicator: noop,
+	setHiddenThinkingLabel: noop,
+	setFooter: noop,
+	setHeader: noop,
+	addAutocompleteProvider: noop,
+	setEditorComponent: noop,
+	setToolsExpanded: noop,
+	getEditorComponent: () => undefined,
+	getToolsExpanded: () => false,
+	getAllThemes: () => [],
+	getTheme: () => undefined,
+	setTheme: () => ({ success: false, error: "Theme switching not supported in RPC mode" }),
+	get theme() {
+		return new Proxy({}, { get: () => (s) => s });
+	},
+};
+
+function context() {
+	return {
+		ui,
+		mode,
+		hasUI: mode === "rpc",
+		cwd,
+		signal: undefined,
+		isIdle: () => true,
+		abort: () => firePi("abort", {}),
+		shutdown: () => firePi("shutdown", {}),
+		hasPendingMessages: () => false,
+		getContextUsage: () => undefined,
+		getSystemPrompt: () => "",
+		sessionManager: { getEntries: () => [], getBranch: () => [], getSessionFile: () => undefined, getSessionId: () => "", getLeafId: () => null, getCwd: () => cwd },
+		modelRegistry: {},
+		model: undefined,
+		waitForIdle: async () => {},
+		newSession: async () => ({ cancelled: true }),
+		fork: async () => ({ cancelled: true }),
+		switchSession: async () => ({ cancelled: true }),
+		reload: async () => {},
+	};
+}
+
+function makeApi(ext) {
+	return {
+		on(event, handler) {
+			if (!ext.handlers.has(event)) ext.handlers.set(event, []);
+			ext.handlers.get(event).push(handler);
+		},
+		registerCommand(name, def) {
+			ext.commands.set(name, def);
+			commands.set(name, { ext, def });
+		},
+		registerTool(def) {
+			ext.tools.set(def.name, def);
+			tools.set(def.name, { ext, def });
+		},
+		registerShortcut: noop,
+		registerFlag: (name, o) => ext.flags.set(name, o && o.default),
+		getFlag: (name) => ext.flags.get(name),
+		registerMessageRenderer: noop,
+		registerEntryRenderer: noop,
+		registerProvider: noop,
+		sendMessage: (message, o) => firePi("sendMessage", { message, options: o }),
+		sendUserMessage: (content, o) => firePi("sendUserMessage", { content, options: o }),
+		appendEntry: (customType, data) => firePi("appendEntry", { customType, data }),
+		setSessionName: (name) => {
+			if (typeof name === "string" && name.trim()) sessionName = name.trim();
+			firePi("setSessionName", { name });
+		},
+		// Names set by extensions in this process (a client's set_session_name is not seen yet).
+		getSessionName: () => sessionName,
+		// Extension commands only (templates and skills are not known to the host yet).
+		getCommands: () =>
+			[...commands].map(([name, c]) => ({ name, description: c.def && c.def.description, source: "extension", path: c.ext.path })),
+		setLabel: noop,
+		exec: (command, args, o) => execCmd(command, args || [], o || {}),
+		getActiveTools: () => [],
+		getAllTools: () => [],
+		setActiveTools: noop,
+		setModel: async () => false,
+		getThinkingLevel: () => "off",
+		setThinkingLevel: noop,
+		events: busFor(),
+	};
+}
+
+const bus = new Map();
+function busFor() {
+	return {
+		on(name, fn) {
+			if (!bus.has(name)) bus.set(name, new Set());
+			bus.get(name).add(fn);
+			return () => bus.get(name).delete(fn);
+		},
+		emit(name, data) {
+			for (const fn of bus.get(name) || []) {
+				try {
+					fn(data);
+				} catch (e) {
+					toStderr(errText(e));
+				}
+			}
+		},
+	};
+}
+
+function execCmd(command, args, o) {
+	return new Promise((resolve) => {
+		const child = spawn(command, args, { cwd: o.cwd || cwd, shell: false });
+		let stdout = "";
+		let stderr = "";
+		let killed = false;
+		child.stdout.on("data", (d) => (stdout += d));
+		child.stderr.on("data", (d) => (stderr += d));
+		const timer = o.timeout ? setTimeout(() => ((killed = true), child.kill("SIGKILL")), o.timeout) : undefined;
+		if (o.signal) o.signal.addEventListener("abort", () => ((killed = true), child.kill("SIGKILL")), { once: true });
+		child.on("error", (e) => resolve({ stdout, stderr: stderr + errText(e), code: 127, killed }));
+		child.on("close", (code) => {
+			if (timer) clearTimeout(timer);
+			resolve({ stdout, stderr, code: code ?? 1, killed });
+		});
+	});
+}
+
+// ---- loading ----
+async function load(paths) {
+	const errors = [];
+	for (const path of paths) {
+		const ext = { path, handlers: new Map(), commands: new Map(), tools: new Map(), flags: new Map() };
+		try {
+			const mod = await import(pathToFileURL(path).href);
+			const factory = typeof mod.default === "function" ? mod.default : typeof mod === "function" ? mod : undefined;
+			if (!factory) throw new Error("the module has no default export function");
+			await factory(makeApi(ext));
+			extensions.push(ext);
+		} catch (e) {
+			errors.push({ path, error: errText(e) });
+		}
+	}
+	return {
+		extensions: extensions.map((x) => ({
+			path: x.path,
+			events: [...x.handlers.keys()],
+			commands: [...x.commands].map(([name, d]) => ({ name, description: d && d.description })),
+			tools: [...x.tools.values()].map((t) => ({ name: t.name, label: t.label, description: t.description, parameters: t.parameters, promptSnippet: t.promptSnippet, promptGuidelines: t.promptGuidelines })),
+		})),
+		errors,
+	};
+}
+
+// ---- events ----
+async function emitToolCall(event) {
+	const ctx = context();
+	for (const ext of extensions) {
+		for (const h of ext.handlers.get("tool_call") || []) {
+			let r;
+			try {
+				r = await h(event, ctx);
+			} catch (e) {
+				reportError(ext.path, "tool_call", e);
+				return { block: true, reason: `Extension ${ext.path} failed in tool_call: ${errText(e)}` };
+			}
+			if (r && r.block) return { block: true, reason: r.reason || "" };
+		}
+	}
+	return { block: false, input: event.input };
+}
+
+async function emitToolResult(event) {
+	const ctx = context();
+	let modified = false;
+	for (const ext of extensions) {
+		for (const h of ext.handlers.get("tool_result") || []) {
+			try {
+				const r = await h(event, ctx);
+				if (!r) continue;
+				for (const k of ["content", "details", "isError"]) {
+					if (r[k] !== undefined) {
+						event[k] = r[k];
+						modified = true;
+					}
+				}
+			} catch (e) {
+				reportError(ext.path, "tool_result", e);
+			}
+		}
+	}
+	return modified ? { content: event.content, details: event.details, isError: event.isError } : null;
+}
+
+// `input`: handlers in load order; `transform` replaces the text for the next handler,
+// `handled` stops (no run starts), anything else continues.
+async function emitInput(event) {
+	const ctx = context();
+	let text = event.text;
+	let transformed = false;
+	for (const ext of extensions) {
+		for (const h of ext.handlers.get("input") || []) {
+			try {
+				const r = await h({ ...event, text }, ctx);
+				if (r && r.action === "handled") return { action: "handled" };
+				if (r && r.action === "transform" && typeof r.text === "string") {
+					text = r.text;
+					transformed = true;
+				}
+			} catch (e) {
+				reportError(ext.path, "input", e);
+			}
+		}
+	}
+	return transformed ? { action: "transform", text } : { action: "continue" };
+}
+
+async function emitGeneric(event) {
+	const ctx = context();
+	let result;
+	for (const ext of extensions) {
+		for (const h of ext.handlers.get(event.type) || []) {
+			try {
+				const r = await h(event, ctx);
+				if (r !== undefined) result = r;
+			} catch (e) {
+				reportError(ext.path, event.type, e);
+			}
+		}
+	}
+	return result ?? null;
+}
+
+async function runCommand(name, args) {
+	const c = commands.get(name);
+	if (!c) throw new Error(`Unknown extension command: ${name}`);
+	try {
+		await c.def.handler(args, context());
+	} catch (e) {
+		reportError(`command:${name}`, "command", e);
+	}
+	return null;
+}
+
+async function runTool(msg) {
+	const t = tools.get(msg.name);
+	if (!t) throw new Error(`Tool ${msg.name} not found`);
+	const ac = new AbortController();
+	const r = await t.def.execute(msg.toolCallId, msg.params, ac.signal, (partial) => send({ t: "tool_update", id: msg.id, partial }), context());
+	return r ? { content: r.content, details: r.details, isError: r.isError } : { content: [] };
+}
+
+async function handle(msg) {
+	switch (msg.t) {
+		case "load":
+			mode = msg.mode;
+			cwd = msg.cwd;
+			return load(msg.paths);
+		case "tool_call":
+			return emitToolCall(msg.event);
+		case "tool_result":
+			return emitToolResult(msg.event);
+		case "event":
+			return msg.event.type === "input" ? emitInput(msg.event) : emitGeneric(msg.event);
+		case "command":
+			return runCommand(msg.name, msg.args);
+		case "tool":
+			return runTool(msg);
+		case "ping":
+			return null;
+		default:
+			throw new Error(`unknown message ${msg.t}`);
+	}
+}
+
+const rl = createInterface({ input: process.stdin, crlfDelay: Infinity });
+rl.on("line", (line) => {
+	let msg;
+	try {
+		msg = JSON.parse(line);
+	} catch {
+		return;
+	}
+	if (msg.t === "ui_response") {
+		const p = uiPending.get(msg.id);
+		if (!p) return;
+		let v;
+		if (msg.cancelled === true) v = p.fallback;
+		else if (p.method === "confirm") v = msg.confirmed ?? false;
+		else v = "value" in msg ? msg.value : undefined;
+		p.done(v);
+		return;
+	}
+	if (msg.t === "call_result") {
+		const r = calls.get(msg.id);
+		if (r) {
+			calls.delete(msg.id);
+			r(msg.result);
+		}
+		return;
+	}
+	Promise.resolve()
+		.then(() => handle(msg))
+		.then(
+			(result) => msg.id !== undefined && send({ t: "reply", id: msg.id, ok: true, result: result ?? null }),
+			(e) => msg.id !== undefined && send({ t: "reply", id: msg.id, ok: false, error: errText(e) }),
+		);
+});
+rl.on("close", () => process.exit(0));

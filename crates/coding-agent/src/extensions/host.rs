@@ -1,0 +1,279 @@
+//! The Node child process that runs extensions, and the request/reply plumbing to it.
+
+use super::wire::{FromHost, LoadResult, ToHost};
+use crate::agent_session::EventSink;
+use crate::rpc::protocol::RpcEvent;
+use parking_lot::Mutex;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::{mpsc, oneshot};
+
+/// The host program, shipped inside the binary.
+const HOST_JS: &str = include_str!("host.mjs");
+
+/// The oldest Node that runs the host (`module.register`, stable `import()` of file URLs).
+pub const MIN_NODE_MAJOR: u32 = 20;
+
+/// Why the host could not do what was asked.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum HostError {
+    /// `node` could not be started or is too old.
+    #[error("{0}")]
+    NodeUnavailable(String),
+    /// The host process has exited (crashed or was killed).
+    #[error("the extension host exited{0}")]
+    Died(String),
+    /// No reply within the allowed time.
+    #[error("the extension host did not answer within {0} ms")]
+    Timeout(u64),
+    /// A handler threw; the text is its message.
+    #[error("{0}")]
+    Handler(String),
+}
+
+type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Value, HostError>>>>>;
+
+/// A running extension host. Cheap to share (`Arc`).
+pub struct ExtensionHost {
+    tx: mpsc::UnboundedSender<String>,
+    pending: Pending,
+    next_id: AtomicU64,
+    dead: Arc<AtomicBool>,
+    exit_note: Arc<Mutex<String>>,
+    pid: Option<u32>,
+}
+
+/// Checks `node --version` (≥ [`MIN_NODE_MAJOR`]).
+fn check_node(node: &str) -> Result<(), String> {
+    let out = std::process::Command::new(node)
+        .arg("--version")
+        .output()
+        .map_err(|e| format!("Node.js is needed to run extensions but `{node}` could not be started ({e}); install Node.js {MIN_NODE_MAJOR} or newer"))?;
+    let v = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let major = v
+        .trim_start_matches('v')
+        .split('.')
+        .next()
+        .and_then(|m| m.parse::<u32>().ok())
+        .unwrap_or(0);
+    if major < MIN_NODE_MAJOR {
+        return Err(format!(
+            "Node.js {MIN_NODE_MAJOR} or newer is needed to run extensions, found {v:?}; install a newer Node.js"
+        ));
+    }
+    Ok(())
+}
+
+/// Queues `msg` as one line for the host's stdin.
+fn send_line(tx: &mpsc::UnboundedSender<String>, msg: &ToHost) {
+    if let Ok(mut line) = serde_json::to_string(msg) {
+        line.push('\n');
+        let _ = tx.send(line);
+    }
+}
+
+impl ExtensionHost {
+    /// Starts `node` (env `PI_NODE` or `node` on `PATH`) with the embedded host program and
+    /// `cwd` as its working directory. `sink` receives `extension_ui_request` and
+    /// `extension_error` events; `on_call` receives API calls from extensions.
+    pub fn spawn(
+        cwd: &std::path::Path,
+        sink: EventSink,
+        on_call: Arc<dyn Fn(String, Value) + Send + Sync>,
+    ) -> Result<Arc<Self>, HostError> {
+        let node = std::env::var("PI_NODE").unwrap_or_else(|_| "node".into());
+        check_node(&node).map_err(HostError::NodeUnavailable)?;
+        let mut child = tokio::process::Command::new(&node)
+            .arg("--enable-source-maps")
+            .arg("--input-type=module")
+            .arg("-e")
+            .arg(HOST_JS)
+            .current_dir(cwd)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| HostError::NodeUnavailable(format!("could not start `{node}`: {e}")))?;
+        let pid = child.id();
+        let (Some(mut stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            return Err(HostError::NodeUnavailable(
+                "no pipe to the extension host".into(),
+            ));
+        };
+        let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+        tokio::spawn(async move {
+            while let Some(line) = rx.recv().await {
+                if stdin.write_all(line.as_bytes()).await.is_err() || stdin.flush().await.is_err() {
+                    break;
+                }
+            }
+        });
+        let pending: Pending = Arc::default();
+        let dead = Arc::new(AtomicBool::new(false));
+        let exit_note = Arc::new(Mutex::new(String::new()));
+        let (p, d, note) = (pending.clone(), dead.clone(), exit_note.clone());
+        let reply_tx = tx.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let Ok(msg) = serde_json::from_str::<FromHost>(&line) else {
+                    tracing::warn!("extension host: undecodable line: {line}");
+                    continue;
+                };
+                match msg {
+                    FromHost::Reply {
+                        id,
+                        ok,
+                        result,
+                        error,
+                    } => {
+                        if let Some(tx) = p.lock().remove(&id) {
+                            let _ = tx.send(if ok {
+                                Ok(result)
+                            } else {
+                                Err(HostError::Handler(error.unwrap_or_default()))
+                            });
+                        }
+                    }
+                    FromHost::Ui { request } => sink(RpcEvent::ExtensionUiRequest(*request)),
+                    FromHost::Error {
+                        extension_path,
+                        event,
+                        error,
+                    } => {
+                        eprintln!("Extension error ({extension_path}, {event}): {error}");
+                        sink(RpcEvent::ExtensionError {
+                            extension_path,
+                            event,
+                            error,
+                        })
+                    }
+                    FromHost::Call {
+                        id: Some(id),
+                        method,
+                        params,
+                    } if method == "transpile" => {
+                        // The loader thread waits for this; transpiling is quick and local.
+                        let path = params.get("path").and_then(Value::as_str).unwrap_or("");
+                        let result = match super::typescript::transpile_file(Path::new(path)) {
+                            Ok(code) => serde_json::json!({ "code": code }),
+                            Err(error) => serde_json::json!({ "error": error }),
+                        };
+                        send_line(&reply_tx, &ToHost::CallResult { id, result });
+                    }
+                    FromHost::Call { method, params, .. } => on_call(method, params),
+                    FromHost::ToolUpdate { .. } => {}
+                }
+            }
+            // EOF: the host is gone. Fail everything still waiting.
+            d.store(true, Ordering::SeqCst);
+            let status = child.wait().await;
+            let text = match status {
+                Ok(s) => match (s.code(), std::os::unix::process::ExitStatusExt::signal(&s)) {
+                    (Some(c), _) => format!(" (exit code {c})"),
+                    (None, Some(sig)) => format!(" (killed by signal {sig})"),
+                    _ => String::new(),
+                },
+                Err(_) => String::new(),
+            };
+            *note.lock() = text.clone();
+            // Never silently: the client learns that extensions are gone (tool calls are
+            // blocked from now on, see Extensions::before_tool_call).
+            let error = format!("the extension host exited{text}");
+            eprintln!("Error: {error}");
+            sink(RpcEvent::ExtensionError {
+                extension_path: "<runtime>".into(),
+                event: "host".into(),
+                error,
+            });
+            for (_, tx) in p.lock().drain() {
+                let _ = tx.send(Err(HostError::Died(text.clone())));
+            }
+        });
+        Ok(Arc::new(ExtensionHost {
+            tx,
+            pending,
+            next_id: AtomicU64::new(1),
+            dead,
+            exit_note,
+            pid,
+        }))
+    }
+
+    /// The host's process id (tests kill it).
+    pub fn pid(&self) -> Option<u32> {
+        self.pid
+    }
+
+    /// Whether the host has exited.
+    pub fn is_dead(&self) -> bool {
+        self.dead.load(Ordering::SeqCst)
+    }
+
+    /// A fresh request id.
+    pub fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Sends a message without waiting for anything.
+    pub fn send(&self, msg: &ToHost) {
+        send_line(&self.tx, msg)
+    }
+
+    /// Sends request `msg` (whose id is `id`) and waits for its reply, at most `timeout`
+    /// (`None` = as long as it takes, e.g. a command waiting on a dialog).
+    pub async fn request(
+        &self,
+        id: u64,
+        msg: &ToHost,
+        timeout: Option<Duration>,
+    ) -> Result<Value, HostError> {
+        let (tx, rx) = oneshot::channel();
+        self.pending.lock().insert(id, tx);
+        if self.is_dead() {
+            self.pending.lock().remove(&id);
+            return Err(HostError::Died(self.exit_note.lock().clone()));
+        }
+        self.send(msg);
+        let died = || HostError::Died(self.exit_note.lock().clone());
+        match timeout {
+            None => rx.await.unwrap_or_else(|_| Err(died())),
+            Some(t) => match tokio::time::timeout(t, rx).await {
+                Ok(r) => r.unwrap_or_else(|_| Err(died())),
+                Err(_) => {
+                    self.pending.lock().remove(&id);
+                    Err(HostError::Timeout(t.as_millis() as u64))
+                }
+            },
+        }
+    }
+
+    /// Loads `paths` (absolute entry files) for `mode` (`rpc`/`json`/`print`).
+    pub async fn load(
+        &self,
+        paths: &[PathBuf],
+        mode: &str,
+        cwd: &std::path::Path,
+    ) -> Result<LoadResult, HostError> {
+        let id = self.next_id();
+        let msg = ToHost::Load {
+            id,
+            paths: paths
+                .iter()
+                .map(|p| p.to_string_lossy().into_owned())
+                .collect(),
+            mode: mode.to_string(),
+            cwd: cwd.to_string_lossy().into_owned(),
+        };
+        let v = self
+            .request(id, &msg, Some(Duration::from_secs(60)))
+            .await?;
+        serde_json::from_value(v).map_err(|e| HostError::Handler(format!("bad load reply: {e}")))
+    }
+}

@@ -1,0 +1,515 @@
+//! Extensions: pi's JS extensions run in a Node child process (the extension host, our own
+//! program `host.mjs` shipped in the binary), started only when at least one extension is
+//! configured (issue 12; upstream docs/extensions.md, docs/rpc-extension-ui.md;
+//! rpc-protocol.md §5.9, §6).
+//!
+//! * [`discover`] finds the entry files: `-e <file|dir>` (repeatable), then — unless
+//!   `--no-extensions` — `<agent>/extensions/`, settings `extensions` and, for a trusted
+//!   project only, `.pi/extensions/`.
+//! * [`Extensions::start`] starts the host and loads them; Node missing or too old is an error
+//!   naming the extensions (the run must not start ungated).
+//! * [`Extensions`] implements [`pi_agent::ToolCallHooks`]: `tool_call` handlers may block or
+//!   change arguments, `tool_result` handlers may change the result. It never fails open: a
+//!   handler that throws, times out or whose host died blocks the call and `extension_error`
+//!   is emitted.
+
+pub mod api;
+pub mod host;
+pub mod tool;
+pub mod typescript;
+pub mod wire;
+
+use crate::agent_session::EventSink;
+use crate::rpc::protocol::{RpcEvent, SlashCommand};
+use host::{ExtensionHost, HostError};
+use pi_agent::{BeforeToolCall, ToolCallHooks, ToolOutput};
+use pi_ai::ToolCall;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use wire::{LoadResult, ToHost, ToolCallResult};
+
+/// Default limit for one `tool_call` / `tool_result` round (handlers may wait on a dialog).
+pub const DEFAULT_HOOK_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Where an extension was configured (`get_commands` `sourceInfo`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExtensionSource {
+    /// The entry file (absolute).
+    pub path: PathBuf,
+    /// `cli` (from `-e`) or `local` (discovered / settings).
+    pub source: &'static str,
+    /// `temporary` (cli), `user` (agent dir, settings) or `project` (`.pi/extensions`).
+    pub scope: &'static str,
+}
+
+/// Inputs of [`discover`].
+#[derive(Debug, Clone, Default)]
+pub struct DiscoverOptions {
+    /// `-e` values in order.
+    pub cli: Vec<String>,
+    /// `--no-extensions`: skip discovery (explicit `-e` still loads).
+    pub no_extensions: bool,
+    /// Settings `extensions` (paths, relative to the agent dir unless absolute).
+    pub settings: Vec<String>,
+    /// The agent directory.
+    pub agent_dir: PathBuf,
+    /// The working directory.
+    pub cwd: PathBuf,
+    /// Whether the project is trusted (`.pi/extensions` is read only then).
+    pub project_trusted: bool,
+}
+
+/// The entry files of a path: a file is itself; a folder gives its `package.json`
+/// `pi.extensions` entries, else `index.ts` / `index.js` / `index.mjs`.
+fn entries_of(path: &Path) -> Vec<PathBuf> {
+    if path.is_file() {
+        return vec![path.to_path_buf()];
+    }
+    if !path.is_dir() {
+        return vec![];
+    }
+    if let Ok(text) = std::fs::read_to_string(path.join("package.json")) {
+        if let Ok(v) = serde_json::from_str::<Value>(&text) {
+            if let Some(list) = v.pointer("/pi/extensions").and_then(Value::as_array) {
+                return list
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .map(|p| path.join(p))
+                    .filter(|p| p.is_file())
+                    .collect();
+            }
+        }
+    }
+    ["index.ts", "index.js", "index.mjs"]
+        .iter()
+        .map(|n| path.join(n))
+        .find(|p| p.is_file())
+        .into_iter()
+        .collect()
+}
+
+/// The extensions of a discovery folder: its `*.ts`/`*.js`/`*.mjs` files and sub-folders with
+/// an entry, sorted by name.
+fn scan_dir(dir: &Path) -> Vec<PathBuf> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return vec![];
+    };
+    let mut names: Vec<PathBuf> = rd.flatten().map(|e| e.path()).collect();
+    names.sort();
+    names
+        .into_iter()
+        .flat_map(|p| {
+            if p.is_dir() {
+                entries_of(&p)
+            } else if p
+                .extension()
+                .is_some_and(|x| x == "ts" || x == "js" || x == "mjs")
+            {
+                vec![p]
+            } else {
+                vec![]
+            }
+        })
+        .collect()
+}
+
+fn absolute(base: &Path, p: &str) -> PathBuf {
+    let p = Path::new(p);
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        base.join(p)
+    }
+}
+
+/// Finds the configured extension entry files, each once, in load order: `-e`, agent dir,
+/// settings, trusted project. A `-e` path that does not exist is reported in `missing`.
+pub fn discover(o: &DiscoverOptions) -> (Vec<ExtensionSource>, Vec<String>) {
+    let mut out: Vec<ExtensionSource> = vec![];
+    let mut missing = vec![];
+    let mut push = |path: PathBuf, source, scope| {
+        if !out.iter().any(|s| s.path == path) {
+            out.push(ExtensionSource {
+                path,
+                source,
+                scope,
+            });
+        }
+    };
+    for e in &o.cli {
+        let p = absolute(&o.cwd, e);
+        let found = entries_of(&p);
+        if found.is_empty() {
+            missing.push(e.clone());
+        }
+        for f in found {
+            push(f, "cli", "temporary");
+        }
+    }
+    if !o.no_extensions {
+        for f in scan_dir(&o.agent_dir.join("extensions")) {
+            push(f, "local", "user");
+        }
+        for s in &o.settings {
+            for f in entries_of(&absolute(&o.agent_dir, s)) {
+                push(f, "local", "user");
+            }
+        }
+        if o.project_trusted {
+            for f in scan_dir(&o.cwd.join(".pi").join("extensions")) {
+                push(f, "local", "project");
+            }
+        }
+    }
+    (out, missing)
+}
+
+/// The loaded extensions and their host.
+pub struct Extensions {
+    host: Arc<ExtensionHost>,
+    sources: Vec<ExtensionSource>,
+    loaded: LoadResult,
+    sink: EventSink,
+    hook_timeout: Duration,
+}
+
+/// Why extensions could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Node is missing or too old; names the extensions that need it.
+    #[error("cannot load extension{s} {names}: {reason}", s = if .0.len() == 1 { "" } else { "s" }, names = .0.join(", "), reason = .1)]
+    NoNode(Vec<String>, String),
+    /// The host failed while loading.
+    #[error("cannot load extensions: {0}")]
+    Host(HostError),
+}
+
+impl Extensions {
+    /// Starts the host in `cwd` and loads `sources` for `mode` (`rpc`/`json`/`print`). Load
+    /// errors of single extensions are reported on stderr and as `extension_error` (event
+    /// `load`); the others stay loaded.
+    pub async fn start(
+        sources: Vec<ExtensionSource>,
+        mode: &str,
+        cwd: &Path,
+        sink: EventSink,
+        on_call: Arc<dyn Fn(String, Value) + Send + Sync>,
+    ) -> Result<Arc<Self>, StartError> {
+        let names = || {
+            sources
+                .iter()
+                .map(|s| s.path.display().to_string())
+                .collect::<Vec<_>>()
+        };
+        let host = match ExtensionHost::spawn(cwd, sink.clone(), on_call) {
+            Ok(h) => h,
+            Err(e) => return Err(StartError::NoNode(names(), e.to_string())),
+        };
+        let paths: Vec<PathBuf> = sources.iter().map(|s| s.path.clone()).collect();
+        let loaded = host
+            .load(&paths, mode, cwd)
+            .await
+            .map_err(StartError::Host)?;
+        for e in &loaded.errors {
+            eprintln!("Error: failed to load extension {}: {}", e.path, e.error);
+            sink(RpcEvent::ExtensionError {
+                extension_path: e.path.clone(),
+                event: "load".into(),
+                error: e.error.clone(),
+            });
+        }
+        Ok(Arc::new(Extensions {
+            host,
+            sources,
+            loaded,
+            sink,
+            hook_timeout: DEFAULT_HOOK_TIMEOUT,
+        }))
+    }
+
+    /// The registered tools, in load order, as agent tools.
+    pub fn tools(self: &Arc<Self>) -> Vec<Arc<dyn pi_agent::AgentTool>> {
+        self.loaded
+            .extensions
+            .iter()
+            .flat_map(|e| e.tools.iter())
+            .map(|info| {
+                Arc::new(tool::ExtensionTool {
+                    info: info.clone(),
+                    extensions: self.clone(),
+                }) as Arc<dyn pi_agent::AgentTool>
+            })
+            .collect()
+    }
+
+    /// The system-prompt view of the registered tools (snippet and guidelines as given).
+    pub fn prompt_tools(&self) -> Vec<crate::system_prompt::PromptTool> {
+        self.loaded
+            .extensions
+            .iter()
+            .flat_map(|e| e.tools.iter())
+            .map(|t| crate::system_prompt::PromptTool {
+                definition: pi_ai::ToolDefinition {
+                    name: t.name.clone(),
+                    description: t.description.clone().unwrap_or_default(),
+                    parameters: t.parameters.clone().unwrap_or(Value::Null),
+                },
+                snippet: t.prompt_snippet.clone(),
+                guidelines: t.prompt_guidelines.clone().unwrap_or_default(),
+            })
+            .collect()
+    }
+
+    /// The host process (tests and benches).
+    pub fn host(&self) -> &Arc<ExtensionHost> {
+        &self.host
+    }
+
+    /// Whether any loaded extension handles `event`.
+    pub fn handles(&self, event: &str) -> bool {
+        self.loaded
+            .extensions
+            .iter()
+            .any(|e| e.events.iter().any(|x| x == event))
+    }
+
+    /// The extensions with handlers for `event`.
+    fn handlers_of(&self, event: &str) -> Vec<String> {
+        self.loaded
+            .extensions
+            .iter()
+            .filter(|e| e.events.iter().any(|x| x == event))
+            .map(|e| e.path.clone())
+            .collect()
+    }
+
+    /// The registered slash commands in load order, as `get_commands` lists them (§4.10):
+    /// `source: "extension"`, `sourceInfo: {path, source, scope, origin: "top-level"}`.
+    pub fn commands(&self) -> Vec<SlashCommand> {
+        let mut out = vec![];
+        for ext in &self.loaded.extensions {
+            let src = self
+                .sources
+                .iter()
+                .find(|s| s.path.to_string_lossy() == ext.path.as_str());
+            for c in &ext.commands {
+                out.push(SlashCommand {
+                    name: c.name.clone(),
+                    description: c.description.clone(),
+                    source: "extension".into(),
+                    source_info: json!({
+                        "path": ext.path,
+                        "source": src.map_or("local", |s| s.source),
+                        "scope": src.map_or("user", |s| s.scope),
+                        "origin": "top-level",
+                    }),
+                });
+            }
+        }
+        out
+    }
+
+    /// If `text` is `/<name> [args]` for a registered command: its name and trimmed args.
+    pub fn command_of(&self, text: &str) -> Option<(String, String)> {
+        let rest = text.strip_prefix('/')?;
+        let (name, args) = match rest.find(char::is_whitespace) {
+            Some(i) => (&rest[..i], rest[i..].trim()),
+            None => (rest, ""),
+        };
+        self.loaded
+            .extensions
+            .iter()
+            .any(|e| e.commands.iter().any(|c| c.name == name))
+            .then(|| (name.to_string(), args.to_string()))
+    }
+
+    /// Runs a registered command to completion (dialogs included). A handler that throws has
+    /// already been reported as `extension_error` (`command:<name>`, `command`) by the host.
+    pub async fn run_command(&self, name: &str, args: &str) -> Result<(), HostError> {
+        let id = self.host.next_id();
+        let msg = ToHost::Command {
+            id,
+            name: name.into(),
+            args: args.into(),
+        };
+        match self.host.request(id, &msg, None).await {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                self.error(&format!("command:{name}"), "command", &e.to_string());
+                Err(e)
+            }
+        }
+    }
+
+    /// Runs the `input` handlers on a prompt's text (`source`: `rpc` for client prompts,
+    /// `extension` for `sendUserMessage`). `None` = handled (no run starts); else the text to
+    /// prompt with, transformed or not. A host that cannot answer leaves the text unchanged
+    /// (after an `extension_error`).
+    pub async fn input(&self, text: String, source: &str) -> Option<String> {
+        let id = self.host.next_id();
+        let msg = ToHost::Event {
+            id: Some(id),
+            event: json!({"type": "input", "text": text, "images": [], "source": source}),
+        };
+        match self.host.request(id, &msg, Some(self.hook_timeout)).await {
+            Ok(v) => match v.get("action").and_then(Value::as_str) {
+                Some("handled") => None,
+                Some("transform") => Some(
+                    v.get("text")
+                        .and_then(Value::as_str)
+                        .map_or(text, str::to_string),
+                ),
+                _ => Some(text),
+            },
+            Err(e) => {
+                for p in self.handlers_of("input") {
+                    self.error(&p, "input", &e.to_string());
+                }
+                Some(text)
+            }
+        }
+    }
+
+    /// Forwards a client's `extension_ui_response`.
+    pub fn ui_response(
+        &self,
+        id: String,
+        value: Option<String>,
+        confirmed: Option<bool>,
+        cancelled: Option<bool>,
+    ) {
+        self.host.send(&ToHost::UiResponse {
+            id,
+            value,
+            confirmed,
+            cancelled,
+        });
+    }
+
+    /// Emits `extension_error` (and writes it to stderr).
+    fn error(&self, path: &str, event: &str, error: &str) {
+        eprintln!("Extension error ({path}, {event}): {error}");
+        (self.sink)(RpcEvent::ExtensionError {
+            extension_path: path.into(),
+            event: event.into(),
+            error: error.into(),
+        });
+    }
+
+    /// Wraps `sink` so that the session events extensions listen to are also sent to the host
+    /// (fire and forget; `agent_start`, `turn_end`, `message_end`, … as the client sees them).
+    pub fn tap(self: &Arc<Self>, sink: EventSink) -> EventSink {
+        let me = self.clone();
+        Arc::new(move |ev: RpcEvent| {
+            if let Ok(v) = serde_json::to_value(&ev) {
+                if let Some(t) = v.get("type").and_then(Value::as_str) {
+                    if me.handles(t) && !me.host.is_dead() {
+                        me.host.send(&ToHost::Event { id: None, event: v });
+                    }
+                }
+            }
+            sink(ev)
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl ToolCallHooks for Extensions {
+    async fn before_tool_call(&self, call: &ToolCall, args: Value) -> BeforeToolCall {
+        if !self.handles("tool_call") {
+            return BeforeToolCall::Proceed(args);
+        }
+        let id = self.host.next_id();
+        let msg = ToHost::ToolCall {
+            id,
+            event: json!({
+                "type": "tool_call",
+                "toolCallId": call.id,
+                "toolName": call.name,
+                "input": args,
+            }),
+        };
+        let started = std::time::Instant::now();
+        let reply = self.host.request(id, &msg, Some(self.hook_timeout)).await;
+        // Read by bench/extension_hooks.py (PI_LOG=pi_coding_agent::extensions=debug).
+        tracing::debug!(
+            "tool_call hook round trip us={}",
+            started.elapsed().as_micros()
+        );
+        match reply {
+            Ok(v) => match serde_json::from_value::<ToolCallResult>(v) {
+                Ok(r) if r.block => BeforeToolCall::Block(r.reason.unwrap_or_default()),
+                Ok(r) => BeforeToolCall::Proceed(r.input.unwrap_or(args)),
+                Err(e) => {
+                    let text = format!("invalid tool_call result: {e}");
+                    self.error("<runtime>", "tool_call", &text);
+                    BeforeToolCall::Block(format!("Blocked: extension {text}"))
+                }
+            },
+            Err(e) => {
+                let text = e.to_string();
+                let owners = self.handlers_of("tool_call");
+                for p in &owners {
+                    self.error(p, "tool_call", &text);
+                }
+                BeforeToolCall::Block(format!(
+                    "Tool call blocked: the extension tool_call hook failed ({text})"
+                ))
+            }
+        }
+    }
+
+    async fn after_tool_call(
+        &self,
+        call: &ToolCall,
+        args: &Value,
+        output: ToolOutput,
+        is_error: bool,
+    ) -> (ToolOutput, bool) {
+        if !self.handles("tool_result") || self.host.is_dead() {
+            return (output, is_error);
+        }
+        let id = self.host.next_id();
+        let msg = ToHost::ToolResult {
+            id,
+            event: json!({
+                "type": "tool_result",
+                "toolCallId": call.id,
+                "toolName": call.name,
+                "input": args,
+                "content": output.content,
+                "details": output.details,
+                "isError": is_error,
+            }),
+        };
+        match self.host.request(id, &msg, Some(self.hook_timeout)).await {
+            Ok(Value::Null) => (output, is_error),
+            Ok(v) => {
+                let mut out = output;
+                if let Some(c) = v
+                    .get("content")
+                    .and_then(|c| serde_json::from_value(c.clone()).ok())
+                {
+                    out.content = c;
+                }
+                if let Some(d) = v.get("details") {
+                    out.details = (!d.is_null()).then(|| d.clone());
+                }
+                let is_error = v
+                    .get("isError")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(is_error);
+                (out, is_error)
+            }
+            Err(e) => {
+                for p in self.handlers_of("tool_result") {
+                    self.error(&p, "tool_result", &e.to_string());
+                }
+                (output, is_error)
+            }
+        }
+    }
+}
+

@@ -1,0 +1,66 @@
+//! Tools registered by extensions (`pi.registerTool`), executed in the extension host.
+
+use super::host::HostError;
+use super::wire::{ToHost, ToolInfo};
+use super::Extensions;
+use async_trait::async_trait;
+use pi_agent::{AgentTool, ToolContext, ToolError, ToolOutput};
+use pi_ai::{Content, ToolDefinition};
+use serde_json::Value;
+use std::sync::Arc;
+
+/// One extension tool: its definition as the extension gave it; `execute` runs the
+/// extension's `execute(toolCallId, params, signal, onUpdate, ctx)` in the host.
+pub struct ExtensionTool {
+    /// Name, description, parameters (JSON Schema) and prompt hints.
+    pub info: ToolInfo,
+    /// The host it runs in.
+    pub extensions: Arc<Extensions>,
+}
+
+#[async_trait]
+impl AgentTool for ExtensionTool {
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition {
+            name: self.info.name.clone(),
+            description: self.info.description.clone().unwrap_or_default(),
+            parameters: self
+                .info
+                .parameters
+                .clone()
+                .unwrap_or_else(|| serde_json::json!({"type": "object", "properties": {}})),
+        }
+    }
+
+    /// The result is `{content, details?, isError?}` as the extension returned it; a thrown
+    /// error becomes an error result with its message; an abort answers `Operation aborted`.
+    async fn execute(&self, ctx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
+        let host = self.extensions.host();
+        let id = host.next_id();
+        let msg = ToHost::Tool {
+            id,
+            name: self.info.name.clone(),
+            tool_call_id: ctx.call_id.clone(),
+            params: args,
+        };
+        let reply = tokio::select! {
+            r = host.request(id, &msg, None) => r,
+            _ = ctx.cancel.cancelled() => return Err(ToolError::Aborted),
+        };
+        let v = match reply {
+            Ok(v) => v,
+            Err(HostError::Handler(text)) => return Err(ToolError::Failed(text)),
+            Err(e) => return Err(ToolError::Failed(e.to_string())),
+        };
+        let content: Vec<Content> = v
+            .get("content")
+            .and_then(|c| serde_json::from_value(c.clone()).ok())
+            .unwrap_or_default();
+        Ok(ToolOutput {
+            content,
+            details: v.get("details").cloned().filter(|d| !d.is_null()),
+            structured_content: None,
+            is_error: v.get("isError").and_then(Value::as_bool).filter(|e| *e),
+        })
+    }
+}

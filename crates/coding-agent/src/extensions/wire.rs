@@ -1,0 +1,229 @@
+//! The pipe protocol between `pi` and its extension host (our own; host.mjs speaks it).
+//!
+//! Newline-delimited JSON, one object per line, tagged by `t`. `pi` → host: [`ToHost`]; host →
+//! `pi`: [`FromHost`]. Requests carry a numeric `id`; the host answers each with exactly one
+//! [`FromHost::Reply`] of the same id.
+
+use crate::rpc::protocol::ExtensionUiRequest;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A message from `pi` to the host.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "t", rename_all = "snake_case")]
+pub enum ToHost {
+    /// Import the extensions and run their factories. Reply: [`LoadResult`].
+    #[serde(rename_all = "camelCase")]
+    Load {
+        /// Request id.
+        id: u64,
+        /// Absolute extension entry files, in load order.
+        paths: Vec<String>,
+        /// `ctx.mode`: `rpc`, `json` or `print`.
+        mode: String,
+        /// `ctx.cwd`.
+        cwd: String,
+    },
+    /// Run the `tool_call` handlers. `event` = `{type:"tool_call", toolCallId, toolName, input}`.
+    /// Reply: [`ToolCallResult`].
+    ToolCall {
+        /// Request id.
+        id: u64,
+        /// The upstream event object.
+        event: Value,
+    },
+    /// Run the `tool_result` handlers. `event` = `{type:"tool_result", toolCallId, toolName,
+    /// input, content, details, isError}`. Reply: `null` (unchanged) or `{content, details,
+    /// isError}`.
+    ToolResult {
+        /// Request id.
+        id: u64,
+        /// The upstream event object.
+        event: Value,
+    },
+    /// Run the handlers of `event.type` (a notification: agent/turn/message/session events).
+    /// Without an id nothing is answered.
+    Event {
+        /// Request id; `None` = fire and forget.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        id: Option<u64>,
+        /// The event object as the RPC client would see it.
+        event: Value,
+    },
+    /// Run a registered slash command. Reply: `null` once the handler has returned.
+    Command {
+        /// Request id.
+        id: u64,
+        /// Command name without the slash.
+        name: String,
+        /// The text after the name (trimmed), `""` when none.
+        args: String,
+    },
+    /// The answer to a [`FromHost::Call`] that carried an id (e.g. `transpile` →
+    /// `{code}` or `{error}`).
+    CallResult {
+        /// The call's id.
+        id: u64,
+        /// The answer.
+        result: Value,
+    },
+    /// Execute a registered tool. Reply: `{content, details?, isError?}`.
+    #[serde(rename_all = "camelCase")]
+    Tool {
+        /// Request id.
+        id: u64,
+        /// The tool's name.
+        name: String,
+        /// The tool call's id.
+        tool_call_id: String,
+        /// Validated arguments.
+        params: Value,
+    },
+    /// A client's `extension_ui_response` (rpc-protocol.md §6.2), forwarded as is.
+    UiResponse {
+        /// The dialog's request id.
+        id: String,
+        /// Selected option / entered text.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        value: Option<String>,
+        /// Confirm answer.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        confirmed: Option<bool>,
+        /// Dismissed.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cancelled: Option<bool>,
+    },
+}
+
+/// A message from the host to `pi`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "t", rename_all = "snake_case")]
+pub enum FromHost {
+    /// The answer to request `id`: `result` when `ok`, else `error` (a thrown error's message).
+    Reply {
+        /// The request id.
+        id: u64,
+        /// Whether the request succeeded.
+        ok: bool,
+        /// The result (`null` when none).
+        #[serde(default)]
+        result: Value,
+        /// The error text when `!ok`.
+        #[serde(default)]
+        error: Option<String>,
+    },
+    /// An extension UI request to forward to the client as `extension_ui_request`.
+    Ui {
+        /// The request body.
+        request: Box<ExtensionUiRequest>,
+    },
+    /// A handler failed; forwarded as `extension_error` (rpc-protocol.md §5.9).
+    #[serde(rename_all = "camelCase")]
+    Error {
+        /// The extension file or `command:<name>`.
+        extension_path: String,
+        /// The hooked event.
+        event: String,
+        /// The error text.
+        error: String,
+    },
+    /// An API call (`sendUserMessage`, `appendEntry`, …) from an extension.
+    Call {
+        /// Set when the host waits for a `call_result` (none yet).
+        #[serde(default)]
+        id: Option<u64>,
+        /// The API method name as upstream spells it.
+        method: String,
+        /// Its arguments.
+        #[serde(default)]
+        params: Value,
+    },
+    /// A partial result of an extension tool (not forwarded yet).
+    ToolUpdate {
+        /// The `tool` request id.
+        id: u64,
+        /// The partial result.
+        #[serde(default)]
+        partial: Value,
+    },
+}
+
+/// One extension command as the host reports it after loading.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct CommandInfo {
+    /// Name without the slash.
+    pub name: String,
+    /// Description shown by `get_commands`.
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+/// One loaded extension.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct LoadedExtension {
+    /// The entry file.
+    pub path: String,
+    /// Event names it has handlers for.
+    #[serde(default)]
+    pub events: Vec<String>,
+    /// Its slash commands.
+    #[serde(default)]
+    pub commands: Vec<CommandInfo>,
+    /// Its tools.
+    #[serde(default)]
+    pub tools: Vec<ToolInfo>,
+}
+
+/// One registered tool as the host reports it (`pi.registerTool` definition minus code).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolInfo {
+    /// The name the model calls.
+    pub name: String,
+    /// Description for the model.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// JSON Schema of the arguments (TypeBox output).
+    #[serde(default)]
+    pub parameters: Option<Value>,
+    /// One-line summary for the system prompt's tool list.
+    #[serde(default)]
+    pub prompt_snippet: Option<String>,
+    /// Rule bullets for the system prompt.
+    #[serde(default)]
+    pub prompt_guidelines: Option<Vec<String>>,
+}
+
+/// An extension that failed to load.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct LoadError {
+    /// The entry file.
+    pub path: String,
+    /// What went wrong.
+    pub error: String,
+}
+
+/// The reply to [`ToHost::Load`].
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct LoadResult {
+    /// Extensions that loaded, in load order.
+    #[serde(default)]
+    pub extensions: Vec<LoadedExtension>,
+    /// Extensions that failed.
+    #[serde(default)]
+    pub errors: Vec<LoadError>,
+}
+
+/// The reply to [`ToHost::ToolCall`].
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ToolCallResult {
+    /// Do not execute the tool.
+    #[serde(default)]
+    pub block: bool,
+    /// Why (the error result's text).
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// The arguments after the handlers (they may edit `event.input`).
+    #[serde(default)]
+    pub input: Option<Value>,
+}

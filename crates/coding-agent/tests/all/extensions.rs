@@ -1,0 +1,575 @@
+//! Extensions in the Node host (issue 12): loading, the extension UI sub-protocol
+//! (rpc-protocol.md §6), `tool_call` / `tool_result` hooks that never fail open, commands.
+//! The extensions here are our own, written for these tests.
+
+use crate::common::*;
+use pi_fakellm::{Script, Turn};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// A command that walks through the UI methods (fire-and-forget and dialogs).
+const UI_EXT: &str = r#"
+export default function (pi) {
+  pi.registerCommand("probe", {
+    description: "walk the UI",
+    handler: async (args, ctx) => {
+      ctx.ui.notify(`start ${args} ${ctx.mode} ${ctx.hasUI}`, "info");
+      const ok = await ctx.ui.confirm("Sure?", "Really.");
+      const pick = await ctx.ui.select("Pick", ["a", "b"]);
+      const name = await ctx.ui.input("Name", "here", { timeout: 200 });
+      const text = await ctx.ui.editor("Edit", "pre");
+      const custom = await ctx.ui.custom(() => null);
+      ctx.ui.setWidget("w", ["one", "two"], { placement: "belowEditor" });
+      ctx.ui.setTitle("T");
+      ctx.ui.setEditorText("E");
+      ctx.ui.notify(`ok=${ok} pick=${pick} name=${name ?? null} text=${text} custom=${custom}`, "warning");
+      ctx.ui.setStatus("k", undefined);
+    },
+  });
+}
+"#;
+
+/// A `tool_call` gate: asks before `rm`, blocks on anything but "Yes"; rewrites `echo old` to
+/// `echo new`.
+const GATE_EXT: &str = r#"
+export default function (pi) {
+  pi.on("tool_call", async (event, ctx) => {
+    if (event.toolName !== "bash") return undefined;
+    if (event.input.command.includes("echo old")) {
+      event.input.command = event.input.command.replace("echo old", "echo new");
+      return undefined;
+    }
+    if (!/\brm\b/.test(event.input.command)) return undefined;
+    const choice = await ctx.ui.select("Allow " + event.input.command + "?", ["Yes", "No"]);
+    if (choice !== "Yes") return { block: true, reason: "Blocked by user" };
+  });
+}
+"#;
+
+fn ext_root(script: Script, file: &str, source: &str) -> (pi_fakellm::FakeLlm, RunRoot) {
+    let (fake, root) = setup(script, DEFAULT_MODEL);
+    root.write_cwd_file(file, source);
+    (fake, root)
+}
+
+fn ui_request(agent: &RpcAgent, from: usize, method: &str) -> (usize, Value) {
+    agent.wait_from(from, LIVENESS, |v| {
+        kind(v) == "extension_ui_request" && v["method"] == method
+    })
+}
+
+#[test]
+fn command_dialogs_follow_the_ui_sub_protocol() {
+    let (_fake, root) = ext_root(Script::new([]), "ext/ui.js", UI_EXT);
+    let mut agent = root.spawn_with(false, &["-e", "ext/ui.js"]);
+    let cmds = agent.request(json!({"id": "c", "type": "get_commands"}));
+    let probe = &cmds["data"]["commands"][0];
+    assert_eq!(probe["name"], "probe", "{cmds}");
+    assert_eq!(probe["source"], "extension");
+    assert_eq!(probe["sourceInfo"]["source"], "cli");
+    assert_eq!(probe["sourceInfo"]["scope"], "temporary");
+
+    agent.send(json!({"id": "p", "type": "prompt", "message": "/probe  hi there "}));
+    let (i, confirm) = ui_request(&agent, 0, "confirm");
+    assert_eq!(confirm["title"], "Sure?");
+    assert_eq!(confirm["message"], "Really.");
+    assert!(confirm.get("timeout").is_none());
+    agent.send(json!({"type": "extension_ui_response", "id": confirm["id"], "confirmed": true}));
+    let (i, select) = ui_request(&agent, i, "select");
+    assert_eq!(select["options"], json!(["a", "b"]));
+    agent.send(json!({"type": "extension_ui_response", "id": select["id"], "cancelled": true}));
+    let (i, input) = ui_request(&agent, i, "input");
+    assert_eq!(input["placeholder"], "here");
+    assert_eq!(input["timeout"], 200);
+    // No answer: the input times out. Then the editor gets a value.
+    let (_, editor) = ui_request(&agent, i, "editor");
+    assert_eq!(editor["prefill"], "pre");
+    assert!(editor.get("timeout").is_none());
+    agent.send(json!({"type": "extension_ui_response", "id": editor["id"], "value": "typed"}));
+    let resp = agent.wait_response("p");
+    assert_eq!(
+        resp["data"],
+        json!({"disposition": "handled"}),
+        "{}",
+        agent.dump()
+    );
+    // A late answer and an unknown id produce nothing.
+    let n = agent.len();
+    agent.send(json!({"type": "extension_ui_response", "id": input["id"], "value": "late"}));
+    agent.send(json!({"type": "extension_ui_response", "id": "nope", "value": "x"}));
+    agent.request(json!({"id": "s", "type": "get_state"}));
+    assert_eq!(agent.len(), n + 1, "{}", agent.dump());
+
+    let ui: Vec<Value> = agent
+        .events()
+        .into_iter()
+        .filter(|v| kind(v) == "extension_ui_request")
+        .collect();
+    let methods: Vec<&str> = ui.iter().map(|v| v["method"].as_str().unwrap()).collect();
+    assert_eq!(
+        methods,
+        [
+            "notify",
+            "confirm",
+            "select",
+            "input",
+            "editor",
+            "setWidget",
+            "setTitle",
+            "set_editor_text",
+            "notify",
+            "setStatus"
+        ]
+    );
+    assert_eq!(ui[0]["message"], "start hi there rpc true");
+    assert_eq!(ui[0]["notifyType"], "info");
+    assert_eq!(ui[5]["widgetLines"], json!(["one", "two"]));
+    assert_eq!(ui[5]["widgetPlacement"], "belowEditor");
+    assert_eq!(ui[6]["title"], "T");
+    assert_eq!(ui[7]["text"], "E");
+    assert_eq!(
+        ui[8]["message"],
+        "ok=true pick=undefined name=null text=typed custom=undefined"
+    );
+    assert_eq!(
+        ui[9],
+        json!({"type": "extension_ui_request", "id": ui[9]["id"], "method": "setStatus", "statusKey": "k"})
+    );
+    // Ids are UUID v4 and distinct.
+    let mut ids: Vec<&str> = ui.iter().map(|v| v["id"].as_str().unwrap()).collect();
+    assert!(ids
+        .iter()
+        .all(|id| id.len() == 36 && id.as_bytes()[14] == b'4'));
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), ui.len());
+}
+
+fn gate_script(command: &str) -> Script {
+    Script::new([
+        Turn::tool_call("bash", json!({"command": command})),
+        Turn::text("done"),
+    ])
+}
+
+fn tool_end(agent: &RpcAgent) -> Value {
+    agent
+        .events()
+        .into_iter()
+        .find(|v| kind(v) == "tool_execution_end")
+        .unwrap_or_else(|| panic!("no tool_execution_end: {}", agent.dump()))
+}
+
+#[test]
+fn gate_answered_no_blocks_the_command() {
+    let (fake, root) = ext_root(gate_script("rm -f keep.txt"), "gate.js", GATE_EXT);
+    root.write_cwd_file("keep.txt", "precious");
+    let mut agent = root.spawn_with(false, &["-e", "gate.js"]);
+    agent.send(json!({"id": "p", "type": "prompt", "message": "clean up"}));
+    let (_, select) = ui_request(&agent, 0, "select");
+    assert_eq!(select["title"], "Allow rm -f keep.txt?");
+    assert_eq!(select["options"], json!(["Yes", "No"]));
+    agent.send(json!({"type": "extension_ui_response", "id": select["id"], "value": "No"}));
+    agent.wait_event("agent_settled");
+    let end = tool_end(&agent);
+    assert_eq!(end["isError"], true);
+    assert_eq!(end["result"]["content"][0]["text"], "Blocked by user");
+    assert!(root.cwd.join("keep.txt").is_file(), "the command never ran");
+    // The model saw the blocked result.
+    let reqs = fake.requests();
+    assert!(reqs.last().unwrap().body_text().contains("Blocked by user"));
+}
+
+#[test]
+fn gate_answered_yes_runs_and_handlers_can_change_arguments() {
+    let (_fake, root) = ext_root(gate_script("rm -f gone.txt"), "gate.js", GATE_EXT);
+    root.write_cwd_file("gone.txt", "x");
+    let mut agent = root.spawn_with(false, &["-e", "gate.js"]);
+    agent.send(json!({"id": "p", "type": "prompt", "message": "go"}));
+    let (_, select) = ui_request(&agent, 0, "select");
+    agent.send(json!({"type": "extension_ui_response", "id": select["id"], "value": "Yes"}));
+    agent.wait_event("agent_settled");
+    assert_eq!(tool_end(&agent)["isError"], false, "{}", agent.dump());
+    assert!(!root.cwd.join("gone.txt").exists());
+
+    let (_fake, root) = ext_root(gate_script("echo old"), "gate.js", GATE_EXT);
+    let mut agent = root.spawn_with(false, &["-e", "gate.js"]);
+    agent.send(json!({"id": "p", "type": "prompt", "message": "go"}));
+    agent.wait_event("agent_settled");
+    assert_eq!(tool_end(&agent)["result"]["content"][0]["text"], "new\n");
+}
+
+#[test]
+fn throwing_tool_call_handler_blocks_and_reports() {
+    let ext = r#"export default function (pi) {
+      pi.on("tool_call", () => { throw new Error("gate broke"); });
+    }"#;
+    let (_fake, root) = ext_root(gate_script("touch ran.txt"), "bad.js", ext);
+    let mut agent = root.spawn_with(false, &["-e", "bad.js"]);
+    agent.send(json!({"id": "p", "type": "prompt", "message": "go"}));
+    agent.wait_event("agent_settled");
+    let end = tool_end(&agent);
+    assert_eq!(end["isError"], true);
+    assert!(end["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("gate broke"));
+    assert!(!root.cwd.join("ran.txt").exists(), "fail closed");
+    let err = agent.wait_event("extension_error");
+    assert_eq!(err["event"], "tool_call");
+    assert_eq!(err["error"], "gate broke");
+    assert!(err["extensionPath"].as_str().unwrap().ends_with("bad.js"));
+}
+
+#[test]
+fn killed_host_blocks_the_pending_tool_call_and_the_run_settles() {
+    // The handler records the host's pid and never answers.
+    let ext = r#"import { writeFileSync } from "node:fs";
+    export default function (pi) {
+      pi.on("tool_call", () => { writeFileSync("host.pid", String(process.pid)); return new Promise(() => {}); });
+    }"#;
+    let (_fake, root) = ext_root(gate_script("touch ran.txt"), "hang.js", ext);
+    let mut agent = root.spawn_with(false, &["-e", "hang.js"]);
+    agent.send(json!({"id": "p", "type": "prompt", "message": "go"}));
+    let pid_file = root.cwd.join("host.pid");
+    let start = std::time::Instant::now();
+    let pid: i32 = loop {
+        if let Some(p) = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|s| s.parse().ok())
+        {
+            break p;
+        }
+        assert!(
+            start.elapsed() < LIVENESS,
+            "handler never ran: {}",
+            agent.dump()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let (_, host) = agent.wait_from(0, LIVENESS, |v| {
+        kind(v) == "extension_error" && v["event"] == "host"
+    });
+    assert_eq!(host["extensionPath"], "<runtime>");
+    let (_, err) = agent.wait_from(0, LIVENESS, |v| {
+        kind(v) == "extension_error" && v["event"] == "tool_call"
+    });
+    assert_eq!(err["event"], "tool_call");
+    assert!(err["error"].as_str().unwrap().contains("exited"), "{err}");
+    agent.wait_event("agent_settled");
+    assert_eq!(tool_end(&agent)["isError"], true);
+    assert!(!root.cwd.join("ran.txt").exists(), "fail closed");
+}
+
+#[test]
+fn tool_result_handler_changes_the_result() {
+    let ext = r#"export default function (pi) {
+      pi.on("tool_result", (event) => ({ content: [{ type: "text", text: "redacted " + event.toolName }] }));
+    }"#;
+    let (fake, root) = ext_root(gate_script("echo secret"), "r.js", ext);
+    let mut agent = root.spawn_with(false, &["-e", "r.js"]);
+    agent.send(json!({"id": "p", "type": "prompt", "message": "go"}));
+    agent.wait_event("agent_settled");
+    assert_eq!(
+        tool_end(&agent)["result"]["content"][0]["text"],
+        "redacted bash"
+    );
+    let body = fake.requests().last().unwrap().body_text();
+    assert!(
+        body.contains("redacted bash") && !body.contains("secret\\n"),
+        "{body}"
+    );
+}
+
+#[test]
+fn node_missing_fails_closed_naming_the_extension() {
+    let (_fake, root) = ext_root(Script::new([]), "gate.js", GATE_EXT);
+    let mut agent = root.spawn_with_env(
+        false,
+        &["-e", "gate.js"],
+        &[("PI_NODE", "/nonexistent/node")],
+    );
+    let status = agent.wait_exit(LIVENESS).expect("pi exits");
+    assert_eq!(status.code(), Some(1));
+    let err = agent.stderr();
+    assert!(err.contains("gate.js") && err.contains("Node.js"), "{err}");
+}
+
+#[test]
+fn no_extension_starts_no_node() {
+    // A "node" that leaves a mark when started.
+    let (_fake, root) = setup(Script::new([]), DEFAULT_MODEL);
+    let mark = root.path().join("node-started");
+    let fake_node = root.path().join("fake-node.sh");
+    std::fs::write(
+        &fake_node,
+        format!("#!/bin/sh\ntouch {}\nexit 1\n", mark.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &fake_node,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let node = fake_node.to_string_lossy().into_owned();
+    let mut agent = root.spawn_with_env(false, &[], &[("PI_NODE", &node)]);
+    agent.request(json!({"id": "s", "type": "get_state"}));
+    let cmds = agent.request(json!({"id": "c", "type": "get_commands"}));
+    assert!(!mark.exists());
+    drop(cmds);
+    // With an extension configured the same "node" is started (and, being broken, stops pi).
+    root.write_cwd_file("gate.js", GATE_EXT);
+    let mut agent = root.spawn_with_env(false, &["-e", "gate.js"], &[("PI_NODE", &node)]);
+    assert_eq!(agent.wait_exit(LIVENESS).and_then(|s| s.code()), Some(1));
+    assert!(mark.exists());
+}
+
+#[test]
+fn discovery_agent_dir_project_trust_and_no_extensions() {
+    let cmd_ext = |name: &str| {
+        format!(
+            r#"export default function (pi) {{ pi.registerCommand("{name}", {{ description: "d", handler: async () => {{}} }}); }}"#
+        )
+    };
+    let (_fake, root) = setup(Script::new([]), DEFAULT_MODEL);
+    let agent_ext = root.path().join("agent/extensions/a.js");
+    std::fs::create_dir_all(agent_ext.parent().unwrap()).unwrap();
+    std::fs::write(&agent_ext, cmd_ext("from-agent")).unwrap();
+    let pkg = root.path().join("agent/extensions/pkg");
+    std::fs::create_dir_all(&pkg).unwrap();
+    std::fs::write(
+        pkg.join("package.json"),
+        r#"{"pi": {"extensions": ["./main.js"]}}"#,
+    )
+    .unwrap();
+    std::fs::write(pkg.join("main.js"), cmd_ext("from-pkg")).unwrap();
+    root.write_cwd_file(".pi/extensions/p.js", &cmd_ext("from-project"));
+    let names = |args: &[&str]| -> Vec<String> {
+        let mut agent = root.spawn_with(false, args);
+        let r = agent.request(json!({"id": "c", "type": "get_commands"}));
+        r["data"]["commands"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["sourceInfo"]["source"] != "builtin")
+            .map(|c| c["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(names(&["--no-approve"]), ["from-agent", "from-pkg"]);
+    assert_eq!(
+        names(&["--approve"]),
+        ["from-agent", "from-pkg", "from-project"]
+    );
+    assert!(names(&["-ne", "--approve"]).is_empty());
+}
+
+#[test]
+fn json_mode_dialogs_resolve_at_once() {
+    let ext = r#"export default function (pi) {
+      pi.on("tool_call", async (event, ctx) => {
+        const c = await ctx.ui.confirm("ok?", "m");
+        if (!c) return { block: true, reason: `no UI in ${ctx.mode} (hasUI ${ctx.hasUI})` };
+      });
+    }"#;
+    let (_fake, root) = ext_root(gate_script("touch ran.txt"), "j.js", ext);
+    let bin = std::env::var_os("PI_TEST_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_pi").into());
+    let out = std::process::Command::new(bin)
+        .args(["--mode", "json", "--no-session", "-e", "j.js", "go"])
+        .current_dir(&root.cwd)
+        .env_clear()
+        .envs(root.env())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("no UI in json (hasUI false)"), "{text}");
+    assert!(!text.contains("extension_ui_request"));
+    assert!(!root.cwd.join("ran.txt").exists());
+}
+
+#[test]
+fn typescript_extensions_load_with_types_enums_and_ts_imports() {
+    let (_fake, root) = setup(Script::new([]), DEFAULT_MODEL);
+    root.write_cwd_file(
+        "ts/helper.ts",
+        "export enum Greeting { Hi = \"hi\", Yo = \"yo\" }\nexport function greet(who: string): string { return `${Greeting.Hi} ${who}`; }\n",
+    );
+    root.write_cwd_file(
+        "ts/index.ts",
+        r#"import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
+import { Type } from "@earendil-works/pi-ai";
+import { greet } from "./helper.js";
+interface Opts { loud?: boolean }
+class Greeter { constructor(private readonly opts: Opts) {} say(x: string): string { return this.opts.loud ? greet(x).toUpperCase() : greet(x); } }
+const schema = Type.Object({ name: Type.String() });
+export default function (pi: ExtensionAPI) {
+  const g = new Greeter({ loud: true });
+  pi.registerCommand("greet", { description: g.say("ts") + " " + Object.keys(schema.properties).join(), handler: async (args: string, ctx: any) => { ctx.ui.notify(g.say(args)); } });
+}
+"#,
+    );
+    root.write_cwd_file(
+        "bad.ts",
+        "export default function (pi) {\n  const x: = 1;\n}\n",
+    );
+    let mut agent = root.spawn_with(false, &["-e", "ts", "-e", "bad.ts"]);
+    let cmds = agent.request(json!({"id": "c", "type": "get_commands"}));
+    assert_eq!(
+        cmds["data"]["commands"][0]["name"],
+        "greet",
+        "{}",
+        agent.dump()
+    );
+    assert_eq!(cmds["data"]["commands"][0]["description"], "HI TS name");
+    let err = agent.wait_event("extension_error");
+    assert_eq!(err["event"], "load");
+    let text = err["error"].as_str().unwrap();
+    assert!(text.contains("bad.ts:2:"), "source position in {text}");
+    assert!(agent.stderr().contains("bad.ts"));
+    agent.send(json!({"id": "p", "type": "prompt", "message": "/greet you"}));
+    let resp = agent.wait_response("p");
+    assert_eq!(resp["data"]["disposition"], "handled");
+    let (_, n) = ui_request(&agent, 0, "notify");
+    assert_eq!(n["message"], "HI YOU");
+}
+
+#[test]
+fn api_calls_and_session_events_reach_the_extension() {
+    let ext = r#"export default function (pi) {
+      pi.registerCommand("go", { handler: async () => {
+        pi.setSessionName("named by ext");
+        pi.appendEntry("ext-state", { n: 1 });
+        pi.sendUserMessage("hello from ext");
+      } });
+      pi.on("agent_end", (event, ctx) => { ctx.ui.notify("agent_end with " + event.messages.length + " messages"); });
+    }"#;
+    let (fake, root) = ext_root(Script::new([Turn::text("hi back")]), "api.js", ext);
+    let mut agent = root.spawn_with(false, &["-e", "api.js"]);
+    agent.send(json!({"id": "p", "type": "prompt", "message": "/go"}));
+    agent.wait_event("agent_settled");
+    let (_, n) = ui_request(&agent, 0, "notify");
+    assert!(
+        n["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("agent_end with "),
+        "{n}"
+    );
+    let info = agent.wait_event("session_info_changed");
+    assert_eq!(info["name"], "named by ext");
+    let entry = agent.wait_event("entry_appended");
+    assert_eq!(entry["entry"]["type"], "custom");
+    assert_eq!(entry["entry"]["customType"], "ext-state");
+    assert_eq!(entry["entry"]["data"], json!({"n": 1}));
+    assert!(fake.requests()[0].body_text().contains("hello from ext"));
+}
+
+#[test]
+fn registered_tool_is_offered_called_and_listed_in_the_prompt() {
+    let ext = r#"import { Type } from "typebox";
+    export default function (pi) {
+      pi.registerTool({
+        name: "shout", label: "Shout", description: "Shouts a word",
+        promptSnippet: "Shout a word back",
+        parameters: Type.Object({ word: Type.String({ description: "what" }) }),
+        async execute(id, params) { return { content: [{ type: "text", text: params.word.toUpperCase() + " " + id }], details: { n: 1 } }; },
+      });
+    }"#;
+    let (fake, root) = ext_root(
+        Script::new([
+            Turn::tool_call("shout", json!({"word": "hey"})),
+            Turn::text("ok"),
+        ]),
+        "t.js",
+        ext,
+    );
+    let mut agent = root.spawn_with(false, &["-e", "t.js"]);
+    agent.send(json!({"id": "p", "type": "prompt", "message": "shout"}));
+    agent.wait_event("agent_settled");
+    let end = tool_end(&agent);
+    assert_eq!(end["isError"], false, "{}", agent.dump());
+    assert_eq!(end["result"]["content"][0]["text"], "HEY call_fake_1_0");
+    assert_eq!(end["result"]["details"], json!({"n": 1}));
+    let first = fake.requests()[0].body_text();
+    assert!(
+        first.contains("\"shout\"") && first.contains("Shouts a word"),
+        "{first}"
+    );
+    assert!(first.contains("Shout a word back"));
+}
+
+/// Upstream 1.6's own example extensions, unchanged, when its npm package is installed: set
+/// `PI_UPSTREAM_EXAMPLES` to its `examples/extensions` folder (skipped otherwise).
+#[test]
+fn upstream_permission_gate_example_blocks_when_answered_no() {
+    let Some(dir) = std::env::var_os("PI_UPSTREAM_EXAMPLES") else {
+        eprintln!("skipped: PI_UPSTREAM_EXAMPLES not set");
+        return;
+    };
+    let gate = std::path::Path::new(&dir).join("permission-gate.ts");
+    let (_fake, root) = setup(gate_script("rm -rf victim"), DEFAULT_MODEL);
+    std::fs::create_dir_all(root.cwd.join("victim")).unwrap();
+    let mut agent = root.spawn_with(false, &["-e", gate.to_str().unwrap()]);
+    agent.send(json!({"id": "p", "type": "prompt", "message": "clean"}));
+    let (_, select) = ui_request(&agent, 0, "select");
+    assert_eq!(select["options"], json!(["Yes", "No"]));
+    assert!(select["title"].as_str().unwrap().contains("rm -rf victim"));
+    agent.send(json!({"type": "extension_ui_response", "id": select["id"], "value": "No"}));
+    agent.wait_event("agent_settled");
+    assert_eq!(
+        tool_end(&agent)["result"]["content"][0]["text"],
+        "Blocked by user"
+    );
+    assert!(root.cwd.join("victim").is_dir(), "the command never ran");
+}
+
+#[test]
+fn input_handlers_transform_or_handle_prompts() {
+    let ext = r#"export default function (pi) {
+      pi.on("input", async (event, ctx) => {
+        if (event.text === "ping") { ctx.ui.notify("pong " + event.source); return { action: "handled" }; }
+        if (event.text.startsWith("?q ")) return { action: "transform", text: "Briefly: " + event.text.slice(3) };
+        return { action: "continue" };
+      });
+    }"#;
+    let (fake, root) = ext_root(Script::new([Turn::text("a")]), "in.js", ext);
+    let mut agent = root.spawn_with(false, &["-e", "in.js"]);
+    let r = agent.request(json!({"id": "p1", "type": "prompt", "message": "ping"}));
+    assert_eq!(r["data"]["disposition"], "handled", "{}", agent.dump());
+    let (_, n) = ui_request(&agent, 0, "notify");
+    assert_eq!(n["message"], "pong rpc");
+    let r = agent.request(json!({"id": "p2", "type": "prompt", "message": "?q why"}));
+    assert_eq!(r["data"]["disposition"], "started");
+    agent.wait_event("agent_settled");
+    assert_eq!(fake.requests().len(), 1);
+    assert!(fake.requests()[0].body_text().contains("Briefly: why"));
+}
+
+/// Upstream's `hello.ts` (registerTool with TypeBox parameters), when `PI_UPSTREAM_EXAMPLES`
+/// is set (skipped otherwise).
+#[test]
+fn upstream_hello_example_tool_runs() {
+    let Some(dir) = std::env::var_os("PI_UPSTREAM_EXAMPLES") else {
+        eprintln!("skipped: PI_UPSTREAM_EXAMPLES not set");
+        return;
+    };
+    let hello = std::path::Path::new(&dir).join("hello.ts");
+    let (_fake, root) = setup(
+        Script::new([
+            Turn::tool_call("hello", json!({"name": "pi"})),
+            Turn::text("ok"),
+        ]),
+        DEFAULT_MODEL,
+    );
+    let mut agent = root.spawn_with(false, &["-e", hello.to_str().unwrap()]);
+    agent.send(json!({"id": "p", "type": "prompt", "message": "greet"}));
+    agent.wait_event("agent_settled");
+    let end = tool_end(&agent);
+    assert_eq!(
+        end["result"]["content"][0]["text"],
+        "Hello, pi!",
+        "{}",
+        agent.dump()
+    );
+    assert_eq!(end["result"]["details"], json!({"greeted": "pi"}));
+}
