@@ -2,6 +2,7 @@
 //! `ignore` and `globset` crates: hidden files included, `.gitignore`/`.ignore`/`.fdignore`
 //! honoured inside and outside git repositories, `.git` directories skipped, smart case.
 
+use super::grep::{limit_count, FirstInWalkOrder};
 use super::schema;
 use super::truncate::DEFAULT_MAX_BYTES;
 use super::util::{
@@ -67,7 +68,7 @@ fn description() -> String {
 fn run_find(
     pattern: &str,
     search: &std::path::Path,
-    limit: f64,
+    limit_arg: f64,
     cancel: &CancellationToken,
 ) -> Result<ToolOutput, String> {
     if !search.exists() {
@@ -91,45 +92,66 @@ fn run_find(
     walk.hidden(false)
         .require_git(false)
         .add_custom_ignore_filename(".fdignore")
-        .filter_entry(|e| e.file_name() != ".git")
-        .sort_by_file_name(|a, b| a.cmp(b));
-    let mut results: Vec<String> = Vec::new();
-    for entry in walk.build() {
-        check_aborted(cancel).map_err(|e| e.to_string())?;
-        let Ok(entry) = entry else { continue };
-        if entry.depth() == 0 {
-            continue;
-        }
-        let path = entry.path();
-        let matched = if absolute {
-            glob.is_match(path)
-        } else if full_path {
-            path.strip_prefix(search)
-                .is_ok_and(|rel| glob.is_match(rel))
-        } else {
-            path.file_name().is_some_and(|n| glob.is_match(n))
-        };
-        if !matched {
-            continue;
-        }
-        let rel = path
-            .strip_prefix(search)
-            .unwrap_or(path)
-            .to_string_lossy()
-            .replace('\\', "/");
-        let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
-        results.push(if is_dir { format!("{rel}/") } else { rel });
-        if (results.len() as f64) >= limit {
-            break;
-        }
-    }
+        .filter_entry(|e| e.file_name() != ".git");
+    let limit = limit_count(limit_arg);
+    let gathered = FirstInWalkOrder::<bool>::new(limit);
+    walk.build_parallel().run(|| {
+        let gathered = &gathered;
+        let glob = &glob;
+        Box::new(move |entry| {
+            use ignore::WalkState;
+            if cancel.is_cancelled() {
+                return WalkState::Quit;
+            }
+            let Ok(entry) = entry else {
+                return WalkState::Continue;
+            };
+            if entry.depth() == 0 {
+                return WalkState::Continue;
+            }
+            let path = entry.path();
+            if gathered.beyond(path) {
+                return WalkState::Skip;
+            }
+            let matched = if absolute {
+                glob.is_match(path)
+            } else if full_path {
+                path.strip_prefix(search)
+                    .is_ok_and(|rel| glob.is_match(rel))
+            } else {
+                path.file_name().is_some_and(|n| glob.is_match(n))
+            };
+            if matched {
+                let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
+                gathered.add([(entry.into_path(), is_dir)]);
+            }
+            WalkState::Continue
+        })
+    });
+    check_aborted(cancel).map_err(|e| e.to_string())?;
+    let results: Vec<String> = gathered
+        .finish()
+        .into_iter()
+        .map(|(path, is_dir)| {
+            let rel = path
+                .strip_prefix(search)
+                .unwrap_or(&path)
+                .to_string_lossy()
+                .replace('\\', "/");
+            if is_dir {
+                format!("{rel}/")
+            } else {
+                rel
+            }
+        })
+        .collect();
     if results.is_empty() {
         return Ok(ToolOutput::text("No files found matching pattern"));
     }
-    let limit_reached = (results.len() as f64) >= limit;
+    let limit_reached = results.len() >= limit;
     let row_limit = limit_reached.then(|| {
         ListingNotice::row_limit(
-            limit,
+            limit_arg,
             "results",
             ", or refine pattern",
             "resultLimitReached",
