@@ -128,7 +128,8 @@ def vm_rss_kib(pid):
 class Agent:
     """One `--mode rpc` process against a fake server."""
 
-    def __init__(self, argv, port, workdir, extra_path=None, session=False, cwd=None):
+    def __init__(self, argv, port, workdir, extra_path=None, session=False, cwd=None,
+                 tools=None):
         self.root = tempfile.mkdtemp(prefix="pi-speed-", dir=workdir)
         dirs = {k: os.path.join(self.root, k) for k in ("cwd", "agent", "home", "tmp")}
         for d in dirs.values():
@@ -146,6 +147,8 @@ class Agent:
                "PI_CODING_AGENT_DIR": dirs["agent"], "PI_OFFLINE": "1",
                "PI_SKIP_VERSION_CHECK": "1", "PI_TELEMETRY": "0", "LANG": "C.UTF-8"}
         args = list(argv) + ["--mode", "rpc"]
+        if tools:
+            args += ["--tools", tools]
         if session:
             args += ["--session-dir", os.path.join(dirs["agent"], "sessions")]
         else:
@@ -171,7 +174,7 @@ class Agent:
                 continue
             left = deadline - time.perf_counter()
             if left <= 0:
-                raise RuntimeError("timed out waiting for the agent")
+                raise RuntimeError("timed out waiting for the agent; stderr: " + self.stderr_tail())
             r, _, _ = select.select([self.fd], [], [], left)
             if not r:
                 continue
@@ -180,11 +183,28 @@ class Agent:
                 raise RuntimeError("agent closed stdout; stderr: " + self.stderr_tail())
             self.buf += chunk
 
-    def until(self, marker):
-        """Reads until a line containing `marker`; returns (time, line)."""
+    @staticmethod
+    def busy(line):
+        """Whether `line` refuses a prompt because the previous run has not settled yet (ours
+        emits `agent_end` a moment before it is idle)."""
+        return (b'"command":"prompt"' in line and b'"success":false' in line
+                and b"already processing" in line)
+
+    def until(self, marker, resend=None):
+        """Reads until a line containing `marker`; returns (time, line). A prompt refused as
+        busy is sent again (`resend`)."""
         for t, line in self.lines(time.perf_counter() + TIMEOUT_S):
-            if marker in line:
+            if resend and self.busy(line):
+                time.sleep(0.002)
+                self.send(resend)
+            elif marker in line:
                 return t, line
+
+    def prompt(self, text):
+        """Sends a prompt and reads until its `agent_end`."""
+        msg = {"type": "prompt", "message": text}
+        self.send(msg)
+        return self.until(b'"type":"agent_end"', resend=msg)
 
     def state(self):
         self.send({"id": "s", "type": "get_state"})
@@ -196,7 +216,10 @@ class Agent:
         t_start = t_end = None
         result = None
         for t, line in self.lines(time.perf_counter() + TIMEOUT_S):
-            if b'"type":"tool_execution_start"' in line:
+            if self.busy(line):
+                time.sleep(0.002)
+                self.send({"type": "prompt", "message": text})
+            elif b'"type":"tool_execution_start"' in line:
                 t_start = t
             elif b'"type":"tool_execution_end"' in line:
                 t_end = t
@@ -240,7 +263,7 @@ def fmt(x, unit="", digits=1):
 WORDS = ("let mut value = self.inner.next();", "impl Iterator for Walker {",
          "    match entry { Ok(e) => e, Err(_) => continue }", "// a comment about nothing",
          "pub struct Record { id: u64, name: String }", "use std::collections::HashMap;",
-         "    fn from_raw(raw: &[u8]) -> Self { todo() }", "#[derive(Debug, Clone)]")
+         "#[derive(Debug, Clone)]", "    fn from_raw(raw: &[u8]) -> Self { todo() }")
 
 
 def make_tree(root, files):
@@ -264,7 +287,7 @@ def make_tree(root, files):
             lines = []
             for _ in range(200):
                 w = rnd.randrange(len(WORDS) * 40)
-                lines.append(WORDS[w % (len(WORDS) - 1)] if w else WORDS[6])
+                lines.append(WORDS[w % (len(WORDS) - 1)] if w else WORDS[-1])
             with open(os.path.join(d, f"f{i}.rs"), "w") as f:
                 f.write("\n".join(lines) + "\n")
             if i % 10 == 0:
@@ -303,7 +326,8 @@ def search_agent(name, argv, args, tree, extra_path, results):
                                       "arguments": dict(targs, path=tree)}]})
             turns.append({"blocks": [{"type": "text", "text": "ok"}]})
     fake = Fake(args.fakellm, {"default_chunk_size": 64, "turns": turns}, args.workdir)
-    agent = Agent(argv, fake.port, args.workdir, extra_path=extra_path, cwd=tree)
+    agent = Agent(argv, fake.port, args.workdir, extra_path=extra_path, cwd=tree,
+                  tools="read,grep,find,ls")
     try:
         agent.state()
         for _ in range(runs):
@@ -344,6 +368,7 @@ def run_search(args, agents):
             subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for rnd in range(args.rounds):
         for name, argv in agents:
+            print(f"round {rnd + 1}: {name}", flush=True)
             search_agent(name, argv, args, tree, bindir, results)
         for label, cmd in bare.items():
             if not cmd:
@@ -396,15 +421,18 @@ def run_stream(args, agents):
                 agent = Agent(argv, fake.port, args.workdir)
                 try:
                     agent.state()
-                    agent.send({"type": "prompt", "message": "warm"})
-                    agent.until(b'"type":"agent_end"')
+                    agent.prompt("warm")
                     cpu0, (v0, i0) = proc_cpu_ns(agent.pid), proc_switches(agent.pid)
                     fcpu0 = proc_cpu_ns(fake.proc.pid)
                     t0 = time.perf_counter()
-                    agent.send({"type": "prompt", "message": "go"})
+                    msg = {"type": "prompt", "message": "go"}
+                    agent.send(msg)
                     deltas = 0
                     for t, line in agent.lines(time.perf_counter() + TIMEOUT_S):
-                        if b'"text_delta"' in line:
+                        if agent.busy(line):
+                            time.sleep(0.002)
+                            agent.send(msg)
+                        elif b'"text_delta"' in line:
                             deltas += 1
                         elif b'"type":"agent_end"' in line:
                             t1 = t
@@ -481,8 +509,7 @@ def run_turns(args, agents):
         try:
             agent.state()
             for i in range(n):
-                agent.send({"type": "prompt", "message": f"turn {i}: please answer"})
-                agent.until(b'"type":"agent_end"')
+                agent.prompt(f"turn {i}: please answer")
                 agent.state()
                 rss.append(vm_rss_kib(agent.pid))
                 sizes.append(dir_bytes(sess_dir))
@@ -528,8 +555,12 @@ def main():
         else:
             node = os.path.join(UPSTREAM_DEFAULT_DIR, UPSTREAM_NODE_REL)
             cli = os.path.join(UPSTREAM_DEFAULT_DIR, UPSTREAM_CLI_REL)
+            alt = ("/tmp/break/upstream/pi16/node_modules/@earendil-works/pi-coding-agent/"
+                   "dist/bundle/cli.js")
             if os.path.exists(node) and os.path.exists(cli):
                 agents.append(("upstream", [node, cli]))
+            elif shutil.which("node") and os.path.exists(alt):
+                agents.append(("upstream", [shutil.which("node"), alt]))
             else:
                 print("notice: upstream not found (scripts/install-upstream.sh); skipping it")
     args.fakellm = os.path.abspath(args.fakellm)

@@ -1,13 +1,12 @@
 //! The single stdout writer (spec rpc-protocol.md §2.1).
 //!
-//! Every record is one complete line (`JSON + "\n"`). There is no writer thread: whoever queues
-//! a record serialises it straight from the typed protocol structs into a shared buffer (under
-//! one lock, so lines never interleave), and if no other thread is writing at that moment it
-//! writes the buffer to stdout itself and flushes. Records queued while a write is in progress
-//! are taken by that writer once its write returns, all in one `write`. So a client sees each
-//! event as soon as it is queued when the stream is slow, a burst goes out in one write, and an
-//! event costs no thread hand-off (no context switch). If stdout is closed (EPIPE), the process
-//! ends quietly with exit code 0 after killing the process groups of running tools.
+//! Every record is one complete line (`JSON + "\n"`). Whoever queues a record serialises it
+//! straight from the typed protocol structs into one shared buffer (under one lock, so lines
+//! never interleave); one writer thread takes everything queued so far in one swap and writes
+//! it with one `write` and a flush. The queuing side wakes the writer only when it is idle, so
+//! a busy stream costs no thread hand-off per event and a burst goes out in one write, while a
+//! slow stream still sees each event at once. If stdout is closed (EPIPE), the process ends
+//! quietly with exit code 0 after killing the process groups of running tools.
 //!
 //! Two promises to readers of stdout:
 //! * `tool_execution_start` is written and flushed before [`Output::event`] returns, so the
@@ -30,6 +29,39 @@ pub const LOW_WATER: usize = 1 << 20;
 /// Largest buffer kept for reuse after a write (bigger ones are freed).
 const SPARE_MAX: usize = 256 << 10;
 
+fn lock(shared: &Shared) -> MutexGuard<'_, State> {
+    shared.state.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The writer thread: takes everything queued, writes it in one go and flushes, until stdout
+/// fails (then the process ends with 0 after killing running tools).
+fn write_loop(shared: &Shared, mut w: Box<dyn Write + Send>) {
+    let mut st = lock(shared);
+    loop {
+        while st.buf.is_empty() {
+            st.idle = true;
+            st = shared.wake.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+        st.idle = false;
+        let spare = std::mem::take(&mut st.spare);
+        let mut batch = std::mem::replace(&mut st.buf, spare);
+        drop(st);
+        if w.write_all(&batch).and_then(|_| w.flush()).is_err() {
+            crate::procs::kill_all();
+            std::process::exit(0);
+        }
+        st = lock(shared);
+        st.written += batch.len() as u64;
+        if batch.capacity() <= SPARE_MAX && st.spare.capacity() == 0 {
+            batch.clear();
+            st.spare = batch;
+        }
+        if st.waiters > 0 {
+            shared.progress.notify_all();
+        }
+    }
+}
+
 /// Runs a wait for the writing thread without starving the async runtime: through
 /// `block_in_place` on a multi-threaded runtime, else directly.
 fn blocking<T>(wait: impl FnOnce() -> T) -> T {
@@ -41,12 +73,12 @@ fn blocking<T>(wait: impl FnOnce() -> T) -> T {
 
 #[derive(Default)]
 struct State {
-    /// Complete lines not yet taken by a writer.
+    /// Complete lines not yet taken by the writer.
     buf: Vec<u8>,
     /// An emptied buffer kept for the next swap.
     spare: Vec<u8>,
-    /// Whether a thread is writing (it owns the sink until it finds `buf` empty).
-    writing: bool,
+    /// Whether the writer thread is waiting for lines (queuing then wakes it).
+    idle: bool,
     /// Bytes ever queued / ever written (so `queued - written` is the backlog).
     queued: u64,
     written: u64,
@@ -56,10 +88,10 @@ struct State {
 
 struct Shared {
     state: Mutex<State>,
-    /// Signalled after each write and when a writer stops.
+    /// Signalled after each write.
     progress: Condvar,
-    /// The sink; locked only by the thread whose `writing` flag is set.
-    sink: Mutex<Box<dyn Write + Send>>,
+    /// Signalled when lines are queued while the writer is idle.
+    wake: Condvar,
 }
 
 /// Cheap to clone handle to the stdout writer.
@@ -69,24 +101,25 @@ pub struct Output {
 }
 
 impl Output {
-    /// A writer on the process's stdout.
+    /// Starts the writer thread on the process's stdout.
     pub fn stdout() -> Self {
         Self::with_writer(Box::new(std::io::stdout()))
     }
 
-    /// A writer on any sink (used by tests).
+    /// Starts a writer thread on any sink (used by tests).
     pub fn with_writer(w: Box<dyn Write + Send>) -> Self {
-        Output {
-            shared: Arc::new(Shared {
-                state: Mutex::new(State::default()),
-                progress: Condvar::new(),
-                sink: Mutex::new(w),
-            }),
-        }
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            progress: Condvar::new(),
+            wake: Condvar::new(),
+        });
+        let writer = shared.clone();
+        std::thread::spawn(move || write_loop(&writer, w));
+        Output { shared }
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.shared.state.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.shared)
     }
 
     fn wait<'a>(&'a self, mut st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
@@ -97,39 +130,6 @@ impl Output {
             .wait(st)
             .unwrap_or_else(|e| e.into_inner());
         st.waiters -= 1;
-        st
-    }
-
-    /// Writes `buf` until it is empty, taking what other threads queue meanwhile; then gives
-    /// the sink up. Called with `writing == false`.
-    fn drain<'a>(&'a self, mut st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
-        st.writing = true;
-        while !st.buf.is_empty() {
-            let spare = std::mem::take(&mut st.spare);
-            let mut batch = std::mem::replace(&mut st.buf, spare);
-            drop(st);
-            let res = {
-                let mut w = self.shared.sink.lock().unwrap_or_else(|e| e.into_inner());
-                w.write_all(&batch).and_then(|_| w.flush())
-            };
-            if res.is_err() {
-                crate::procs::kill_all();
-                std::process::exit(0);
-            }
-            st = self.lock();
-            st.written += batch.len() as u64;
-            if batch.capacity() <= SPARE_MAX && st.spare.capacity() == 0 {
-                batch.clear();
-                st.spare = batch;
-            }
-            if st.waiters > 0 {
-                self.shared.progress.notify_all();
-            }
-        }
-        st.writing = false;
-        if st.waiters > 0 {
-            self.shared.progress.notify_all();
-        }
         st
     }
 
@@ -150,9 +150,9 @@ impl Output {
         st.queued
     }
 
-    /// Queues one line and writes it unless another thread is writing; with `flushed`, returns
-    /// only once the line has been written and flushed; waits first while the backlog is over
-    /// [`HIGH_WATER`] behind a writer.
+    /// Queues one line and wakes the writer if it is idle; with `flushed`, returns only once
+    /// the line has been written and flushed; with `back_pressure`, waits first while the
+    /// backlog is over [`HIGH_WATER`] until it is at most [`LOW_WATER`].
     fn put(
         &self,
         fill: impl FnOnce(&mut Vec<u8>) -> Result<(), String>,
@@ -160,39 +160,44 @@ impl Output {
         back_pressure: bool,
     ) {
         let mut st = self.lock();
-        if back_pressure && st.writing && st.queued - st.written > HIGH_WATER as u64 {
+        if back_pressure && st.queued - st.written > HIGH_WATER as u64 {
             st = blocking(move || {
-                while st.writing && st.queued - st.written > LOW_WATER as u64 {
+                while st.queued - st.written > LOW_WATER as u64 {
                     st = self.wait(st);
                 }
                 st
             });
         }
         let end = Self::append(&mut st, fill);
-        if !st.writing {
-            drop(self.drain(st));
-        } else if flushed {
+        if st.idle {
+            st.idle = false;
+            self.shared.wake.notify_one();
+        }
+        if flushed {
             self.wait_written(st, end);
         }
     }
 
-    /// Waits until `end` bytes have been written (writing them itself if the writer stopped).
+    /// Waits until `end` bytes have been written and flushed.
     fn wait_written<'a>(&'a self, st: MutexGuard<'a, State>, end: u64) {
+        if st.written >= end {
+            return;
+        }
         blocking(move || {
             let mut st = st;
             while st.written < end {
-                if !st.writing {
-                    st = self.drain(st);
-                } else {
-                    st = self.wait(st);
-                }
+                st = self.wait(st);
             }
         });
     }
 
     /// Queues one record (a response or an event) as one line.
     pub fn send(&self, record: &RpcOutput) {
-        self.put(|buf| serde_json::to_writer(buf, record).map_err(|e| e.to_string()), false, false);
+        self.put(
+            |buf| serde_json::to_writer(buf, record).map_err(|e| e.to_string()),
+            false,
+            false,
+        );
     }
 
     /// Queues a response.

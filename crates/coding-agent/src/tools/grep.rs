@@ -168,13 +168,20 @@ impl<T: Ord> FirstInWalkOrder<T> {
     pub(crate) fn add(&self, found: impl IntoIterator<Item = (PathBuf, T)>) {
         let mut g = self.lock();
         g.items.extend(found);
-        if g.items.len() >= self.limit.saturating_mul(2).max(self.limit + 64) {
+        // The first time `limit` items are known, and then whenever they have doubled.
+        let due = if g.bound.is_none() {
+            self.limit
+        } else {
+            self.limit.saturating_mul(2)
+        };
+        if g.items.len() >= due {
             Self::settle(&mut g, self.limit);
         }
     }
 
     fn settle(g: &mut Gathered<T>, limit: usize) {
-        g.items.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+        g.items
+            .sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
         g.items.truncate(limit);
         if g.items.len() >= limit {
             g.bound = g.items.last().map(|(p, _)| p.clone());
@@ -190,34 +197,19 @@ impl<T: Ord> FirstInWalkOrder<T> {
     }
 }
 
-fn run_grep(p: &GrepParams, cancel: &CancellationToken) -> Result<ToolOutput, String> {
-    let meta = std::fs::metadata(&p.search_path)
-        .map_err(|_| format!("Path not found: {}", p.search_path.display()))?;
-    let is_dir = meta.is_dir();
-    let matcher = RegexMatcherBuilder::new()
-        .case_insensitive(p.ignore_case)
-        .fixed_strings(p.literal)
-        .build(&p.pattern)
-        .map_err(|e| e.to_string())?;
-    let new_searcher = || {
-        SearcherBuilder::new()
-            .line_number(true)
-            .binary_detection(BinaryDetection::quit(b'\x00'))
-            .build()
-    };
+/// Files the sorted sequential walk searches before a search goes parallel.
+const SEQUENTIAL_FILES: usize = 256;
 
-    let mut walk = ignore::WalkBuilder::new(&p.search_path);
-    walk.hidden(false).add_custom_ignore_filename(".rgignore");
-    if let Some(g) = &p.glob {
-        let mut ob = ignore::overrides::OverrideBuilder::new(&p.root);
-        ob.add(g).map_err(|e| e.to_string())?;
-        walk.overrides(ob.build().map_err(|e| e.to_string())?);
-    }
-
-    let limit = limit_count(p.limit);
+/// The first `limit` matching lines in sorted walk order, by a parallel walk.
+fn search_parallel(
+    walk: &ignore::WalkBuilder,
+    matcher: &grep_regex::RegexMatcher,
+    new_searcher: &dyn Fn() -> Searcher,
+    limit: usize,
+    cancel: &CancellationToken,
+) -> Vec<Hit> {
     let gathered = FirstInWalkOrder::<(u64, String)>::new(limit);
     walk.build_parallel().run(|| {
-        let matcher = &matcher;
         let gathered = &gathered;
         let mut searcher = new_searcher();
         let mut hits: Vec<Hit> = Vec::new();
@@ -249,12 +241,72 @@ fn run_grep(p: &GrepParams, cancel: &CancellationToken) -> Result<ToolOutput, St
             WalkState::Continue
         })
     });
-    check_aborted(cancel).map_err(|e| e.to_string())?;
-    let hits: Vec<Hit> = gathered
+    gathered
         .finish()
         .into_iter()
         .map(|(path, (line, text))| Hit { path, line, text })
-        .collect();
+        .collect()
+}
+
+fn run_grep(p: &GrepParams, cancel: &CancellationToken) -> Result<ToolOutput, String> {
+    let meta = std::fs::metadata(&p.search_path)
+        .map_err(|_| format!("Path not found: {}", p.search_path.display()))?;
+    let is_dir = meta.is_dir();
+    let matcher = RegexMatcherBuilder::new()
+        .case_insensitive(p.ignore_case)
+        .fixed_strings(p.literal)
+        .build(&p.pattern)
+        .map_err(|e| e.to_string())?;
+    let new_searcher = || {
+        SearcherBuilder::new()
+            .line_number(true)
+            .binary_detection(BinaryDetection::quit(b'\x00'))
+            .build()
+    };
+
+    let mut walk = ignore::WalkBuilder::new(&p.search_path);
+    walk.hidden(false)
+        .add_custom_ignore_filename(".rgignore")
+        .sort_by_file_name(|a, b| a.cmp(b));
+    if let Some(g) = &p.glob {
+        let mut ob = ignore::overrides::OverrideBuilder::new(&p.root);
+        ob.add(g).map_err(|e| e.to_string())?;
+        walk.overrides(ob.build().map_err(|e| e.to_string())?);
+    }
+
+    let limit = limit_count(p.limit);
+    // A search whose limit is reached early is done fastest by the sorted walk, which stops
+    // right there; one that goes on past `SEQUENTIAL_FILES` files starts over in parallel.
+    let mut searcher = new_searcher();
+    let mut hits: Vec<Hit> = Vec::new();
+    let mut searched = 0usize;
+    let mut complete = true;
+    for entry in walk.build() {
+        check_aborted(cancel).map_err(|e| e.to_string())?;
+        let Ok(entry) = entry else { continue };
+        if !entry.file_type().is_some_and(|t| t.is_file()) {
+            continue;
+        }
+        if searched >= SEQUENTIAL_FILES {
+            complete = false;
+            break;
+        }
+        searched += 1;
+        let mut sink = CollectSink {
+            path: entry.path(),
+            hits: &mut hits,
+            limit,
+        };
+        // Unreadable files are skipped, like ripgrep's per-file errors.
+        let _ = searcher.search_path(&matcher, entry.path(), &mut sink);
+        if hits.len() >= limit {
+            break;
+        }
+    }
+    if !complete {
+        hits = search_parallel(&walk, &matcher, &new_searcher, limit, cancel);
+        check_aborted(cancel).map_err(|e| e.to_string())?;
+    }
     if hits.is_empty() {
         return Ok(ToolOutput::text("No matches found"));
     }
