@@ -2,6 +2,7 @@
 //! `ignore` and `globset` crates: hidden files included, `.gitignore`/`.ignore`/`.fdignore`
 //! honoured inside and outside git repositories, `.git` directories skipped, smart case.
 
+use super::grep::{limit_count, FirstInWalkOrder};
 use super::schema;
 use super::truncate::DEFAULT_MAX_BYTES;
 use super::util::{
@@ -64,10 +65,48 @@ fn description() -> String {
     )
 }
 
+/// Entries the sorted sequential walk visits before a listing goes parallel.
+const SEQUENTIAL_ENTRIES: usize = 2048;
+
+/// The first `limit` matching entries in sorted walk order (path, is a directory), by a
+/// parallel walk.
+fn find_parallel(
+    walk: &ignore::WalkBuilder,
+    matches: &(dyn Fn(&std::path::Path) -> bool + Sync),
+    limit: usize,
+    cancel: &CancellationToken,
+) -> Vec<(PathBuf, bool)> {
+    let gathered = FirstInWalkOrder::<bool>::new(limit);
+    walk.build_parallel().run(|| {
+        let gathered = &gathered;
+        Box::new(move |entry| {
+            use ignore::WalkState;
+            if cancel.is_cancelled() {
+                return WalkState::Quit;
+            }
+            let Ok(entry) = entry else {
+                return WalkState::Continue;
+            };
+            if entry.depth() == 0 {
+                return WalkState::Continue;
+            }
+            if gathered.beyond(entry.path()) {
+                return WalkState::Skip;
+            }
+            if matches(entry.path()) {
+                let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
+                gathered.add([(entry.into_path(), is_dir)]);
+            }
+            WalkState::Continue
+        })
+    });
+    gathered.finish()
+}
+
 fn run_find(
     pattern: &str,
     search: &std::path::Path,
-    limit: f64,
+    limit_arg: f64,
     cancel: &CancellationToken,
 ) -> Result<ToolOutput, String> {
     if !search.exists() {
@@ -87,49 +126,73 @@ fn run_find(
         .map_err(|e| e.to_string())?
         .compile_matcher();
 
-    let mut walk = ignore::WalkBuilder::new(search);
-    walk.hidden(false)
-        .require_git(false)
-        .add_custom_ignore_filename(".fdignore")
-        .filter_entry(|e| e.file_name() != ".git")
-        .sort_by_file_name(|a, b| a.cmp(b));
-    let mut results: Vec<String> = Vec::new();
-    for entry in walk.build() {
-        check_aborted(cancel).map_err(|e| e.to_string())?;
-        let Ok(entry) = entry else { continue };
-        if entry.depth() == 0 {
-            continue;
-        }
-        let path = entry.path();
-        let matched = if absolute {
+    let matches = |path: &std::path::Path| -> bool {
+        if absolute {
             glob.is_match(path)
         } else if full_path {
             path.strip_prefix(search)
                 .is_ok_and(|rel| glob.is_match(rel))
         } else {
             path.file_name().is_some_and(|n| glob.is_match(n))
-        };
-        if !matched {
+        }
+    };
+    let mut walk = ignore::WalkBuilder::new(search);
+    walk.hidden(false)
+        .require_git(false)
+        .add_custom_ignore_filename(".fdignore")
+        .filter_entry(|e| e.file_name() != ".git")
+        .sort_by_file_name(|a, b| a.cmp(b));
+    let limit = limit_count(limit_arg);
+    // A listing whose limit is reached early is done fastest by the sorted walk, which stops
+    // right there; one that goes on past `SEQUENTIAL_ENTRIES` entries starts over in parallel.
+    let mut found: Vec<(PathBuf, bool)> = Vec::new();
+    let mut visited = 0usize;
+    let mut complete = true;
+    for entry in walk.build() {
+        check_aborted(cancel).map_err(|e| e.to_string())?;
+        let Ok(entry) = entry else { continue };
+        if entry.depth() == 0 {
             continue;
         }
-        let rel = path
-            .strip_prefix(search)
-            .unwrap_or(path)
-            .to_string_lossy()
-            .replace('\\', "/");
-        let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
-        results.push(if is_dir { format!("{rel}/") } else { rel });
-        if (results.len() as f64) >= limit {
+        if visited >= SEQUENTIAL_ENTRIES {
+            complete = false;
             break;
         }
+        visited += 1;
+        if matches(entry.path()) {
+            let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
+            found.push((entry.into_path(), is_dir));
+            if found.len() >= limit {
+                break;
+            }
+        }
     }
+    if !complete {
+        found = find_parallel(&walk, &matches, limit, cancel);
+        check_aborted(cancel).map_err(|e| e.to_string())?;
+    }
+    let results: Vec<String> = found
+        .into_iter()
+        .map(|(path, is_dir)| {
+            let rel = path
+                .strip_prefix(search)
+                .unwrap_or(&path)
+                .to_string_lossy()
+                .replace('\\', "/");
+            if is_dir {
+                format!("{rel}/")
+            } else {
+                rel
+            }
+        })
+        .collect();
     if results.is_empty() {
         return Ok(ToolOutput::text("No files found matching pattern"));
     }
-    let limit_reached = (results.len() as f64) >= limit;
+    let limit_reached = results.len() >= limit;
     let row_limit = limit_reached.then(|| {
         ListingNotice::row_limit(
-            limit,
+            limit_arg,
             "results",
             ", or refine pattern",
             "resultLimitReached",

@@ -101,7 +101,7 @@ struct Hit {
 struct CollectSink<'a> {
     path: &'a Path,
     hits: &'a mut Vec<Hit>,
-    limit: f64,
+    limit: usize,
 }
 
 impl Sink for CollectSink<'_> {
@@ -112,8 +112,140 @@ impl Sink for CollectSink<'_> {
             line: m.line_number().unwrap_or(0),
             text: String::from_utf8_lossy(m.bytes()).into_owned(),
         });
-        Ok((self.hits.len() as f64) < self.limit)
+        Ok(self.hits.len() < self.limit)
     }
+}
+
+/// The number of matching lines a `limit` stands for: the sequential search stopped once
+/// `count >= limit`, so a fractional limit rounds up.
+pub(crate) fn limit_count(limit: f64) -> usize {
+    if limit >= usize::MAX as f64 {
+        usize::MAX
+    } else {
+        (limit.ceil() as usize).max(1)
+    }
+}
+
+/// The first `limit` items in walk order, gathered by a parallel walk: every visitor adds what
+/// it found; once `limit` items are known, entries whose path sorts after the `limit`-th
+/// smallest one so far are skipped (with their whole subtree, as everything below a directory
+/// sorts after it). The result is what a sequential walk sorted by file name would have
+/// returned first: a sorted pre-order walk visits paths in [`Path`] order (component by
+/// component, byte-wise).
+pub(crate) struct FirstInWalkOrder<T> {
+    state: std::sync::Mutex<Gathered<T>>,
+    limit: usize,
+}
+
+struct Gathered<T> {
+    items: Vec<(PathBuf, T)>,
+    /// Set once `limit` items are known: the path of the `limit`-th smallest.
+    bound: Option<PathBuf>,
+}
+
+impl<T: Ord> FirstInWalkOrder<T> {
+    /// Gathers at most `limit` items (≥ 1).
+    pub(crate) fn new(limit: usize) -> Self {
+        FirstInWalkOrder {
+            state: std::sync::Mutex::new(Gathered {
+                items: Vec::new(),
+                bound: None,
+            }),
+            limit: limit.max(1),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Gathered<T>> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether an entry at `path` can no longer contribute (it sorts after the bound).
+    pub(crate) fn beyond(&self, path: &Path) -> bool {
+        self.lock().bound.as_deref().is_some_and(|b| path > b)
+    }
+
+    /// Adds the items found at one entry.
+    pub(crate) fn add(&self, found: impl IntoIterator<Item = (PathBuf, T)>) {
+        let mut g = self.lock();
+        g.items.extend(found);
+        // The first time `limit` items are known, and then whenever they have doubled.
+        let due = if g.bound.is_none() {
+            self.limit
+        } else {
+            self.limit.saturating_mul(2)
+        };
+        if g.items.len() >= due {
+            Self::settle(&mut g, self.limit);
+        }
+    }
+
+    fn settle(g: &mut Gathered<T>, limit: usize) {
+        g.items
+            .sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+        g.items.truncate(limit);
+        if g.items.len() >= limit {
+            g.bound = g.items.last().map(|(p, _)| p.clone());
+        }
+    }
+
+    /// The first `limit` items in walk order.
+    pub(crate) fn finish(self) -> Vec<(PathBuf, T)> {
+        let limit = self.limit;
+        let mut g = self.state.into_inner().unwrap_or_else(|e| e.into_inner());
+        Self::settle(&mut g, limit);
+        g.items
+    }
+}
+
+/// Files the sorted sequential walk searches before a search goes parallel.
+const SEQUENTIAL_FILES: usize = 256;
+
+/// The first `limit` matching lines in sorted walk order, by a parallel walk.
+fn search_parallel(
+    walk: &ignore::WalkBuilder,
+    matcher: &grep_regex::RegexMatcher,
+    new_searcher: &dyn Fn() -> Searcher,
+    limit: usize,
+    cancel: &CancellationToken,
+) -> Vec<Hit> {
+    let gathered = FirstInWalkOrder::<(u64, String)>::new(limit);
+    walk.build_parallel().run(|| {
+        let gathered = &gathered;
+        let mut searcher = new_searcher();
+        let mut hits: Vec<Hit> = Vec::new();
+        Box::new(move |entry| {
+            use ignore::WalkState;
+            if cancel.is_cancelled() {
+                return WalkState::Quit;
+            }
+            let Ok(entry) = entry else {
+                return WalkState::Continue;
+            };
+            if gathered.beyond(entry.path()) {
+                return WalkState::Skip;
+            }
+            if !entry.file_type().is_some_and(|t| t.is_file()) {
+                return WalkState::Continue;
+            }
+            let path = entry.path();
+            let mut sink = CollectSink {
+                path,
+                hits: &mut hits,
+                limit,
+            };
+            // Unreadable files are skipped, like ripgrep's per-file errors.
+            let _ = searcher.search_path(matcher, path, &mut sink);
+            if !hits.is_empty() {
+                gathered.add(hits.drain(..).map(|h| (h.path, (h.line, h.text))));
+            }
+            WalkState::Continue
+        })
+    });
+    gathered
+        .finish()
+        .into_iter()
+        .map(|(path, (line, text))| Hit { path, line, text })
+        .collect()
 }
 
 fn run_grep(p: &GrepParams, cancel: &CancellationToken) -> Result<ToolOutput, String> {
@@ -125,10 +257,12 @@ fn run_grep(p: &GrepParams, cancel: &CancellationToken) -> Result<ToolOutput, St
         .fixed_strings(p.literal)
         .build(&p.pattern)
         .map_err(|e| e.to_string())?;
-    let mut searcher = SearcherBuilder::new()
-        .line_number(true)
-        .binary_detection(BinaryDetection::quit(b'\x00'))
-        .build();
+    let new_searcher = || {
+        SearcherBuilder::new()
+            .line_number(true)
+            .binary_detection(BinaryDetection::quit(b'\x00'))
+            .build()
+    };
 
     let mut walk = ignore::WalkBuilder::new(&p.search_path);
     walk.hidden(false)
@@ -140,29 +274,43 @@ fn run_grep(p: &GrepParams, cancel: &CancellationToken) -> Result<ToolOutput, St
         walk.overrides(ob.build().map_err(|e| e.to_string())?);
     }
 
+    let limit = limit_count(p.limit);
+    // A search whose limit is reached early is done fastest by the sorted walk, which stops
+    // right there; one that goes on past `SEQUENTIAL_FILES` files starts over in parallel.
+    let mut searcher = new_searcher();
     let mut hits: Vec<Hit> = Vec::new();
+    let mut searched = 0usize;
+    let mut complete = true;
     for entry in walk.build() {
         check_aborted(cancel).map_err(|e| e.to_string())?;
         let Ok(entry) = entry else { continue };
         if !entry.file_type().is_some_and(|t| t.is_file()) {
             continue;
         }
-        let path = entry.path().to_path_buf();
-        let mut sink = CollectSink {
-            path: &path,
-            hits: &mut hits,
-            limit: p.limit,
-        };
-        // Unreadable files are skipped, like ripgrep's per-file errors.
-        let _ = searcher.search_path(&matcher, &path, &mut sink);
-        if (hits.len() as f64) >= p.limit {
+        if searched >= SEQUENTIAL_FILES {
+            complete = false;
             break;
         }
+        searched += 1;
+        let mut sink = CollectSink {
+            path: entry.path(),
+            hits: &mut hits,
+            limit,
+        };
+        // Unreadable files are skipped, like ripgrep's per-file errors.
+        let _ = searcher.search_path(&matcher, entry.path(), &mut sink);
+        if hits.len() >= limit {
+            break;
+        }
+    }
+    if !complete {
+        hits = search_parallel(&walk, &matcher, &new_searcher, limit, cancel);
+        check_aborted(cancel).map_err(|e| e.to_string())?;
     }
     if hits.is_empty() {
         return Ok(ToolOutput::text("No matches found"));
     }
-    let limit_reached = (hits.len() as f64) >= p.limit;
+    let limit_reached = hits.len() >= limit;
 
     let format_path = |file: &Path| -> String {
         if is_dir {
