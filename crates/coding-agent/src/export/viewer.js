@@ -3,15 +3,22 @@
 (function () {
   "use strict";
   var doc = document;
+  // User Timing marks (performance.mark) for bench/export_first_render.py: "pi-data-decoded",
+  // "pi-first-render" (first batch of messages in the DOM), "pi-render-done" (all batches).
+  function now() { return window.performance && performance.now ? performance.now() : Date.now(); }
+  function mark(name) { try { if (window.performance && performance.mark) performance.mark(name); } catch (e) { /* no timing */ } }
   function el(tag, cls, text) {
     var e = doc.createElement(tag);
     if (cls) e.className = cls;
     if (text !== undefined && text !== null) e.textContent = String(text);
     return e;
   }
+  // Appends the given children (null ones skipped) to parent; returns the last child
+  // appended (the element to fill in next), or parent when none was.
   function add(parent) {
-    for (var i = 1; i < arguments.length; i++) if (arguments[i]) parent.appendChild(arguments[i]);
-    return parent;
+    var last = parent;
+    for (var i = 1; i < arguments.length; i++) if (arguments[i]) last = parent.appendChild(arguments[i]);
+    return last;
   }
   function decode(b64) {
     var bin = atob(b64.replace(/\s+/g, ""));
@@ -83,7 +90,7 @@
       if (/^\s*>/.test(line)) {
         flush(); var q = [];
         while (i < lines.length && /^\s*>/.test(lines[i])) q.push(lines[i++].replace(/^\s*>\s?/, ""));
-        add(root, add(el("blockquote"), markdown(q.join("\n")))); continue;
+        add(add(root, el("blockquote")), markdown(q.join("\n"))); continue;
       }
       if ((m = /^\s*([-*+]|\d+[.)])\s+/.exec(line))) {
         flush();
@@ -109,6 +116,7 @@
     add(doc.body, el("p", "meta", "The embedded session data could not be read: " + e));
     return;
   }
+  mark("pi-data-decoded");
   var entries = Array.isArray(data.entries) ? data.entries : [];
   var byId = Object.create(null), children = Object.create(null), roots = [];
   entries.forEach(function (e) {
@@ -304,14 +312,20 @@
     while (list.firstChild) list.removeChild(list.firstChild);
     var path = leafId ? pathTo(leafId) : [];
     indexResults(path);
-    var i = 0;
+    // Batches: the first one is 60 entries (a screenful and more), later ones take about
+    // 10 ms of script time each (at least one entry), so a long session never blocks the page.
+    var i = 0, first = true;
     (function batch() {
       if (my !== token) return;
-      var end = Math.min(path.length, i + 60);
+      var t0 = now(), end = first ? Math.min(path.length, i + 60) : path.length, from = i;
       var frag = doc.createDocumentFragment();
-      for (; i < end; i++) { var n = render(path[i]); if (n) frag.appendChild(n); }
+      for (; i < end; i++) {
+        if (!first && i > from && now() - t0 > 10) break;
+        var n = render(path[i]); if (n) frag.appendChild(n);
+      }
       list.appendChild(frag);
-      if (i < path.length) setTimeout(batch, 0); else doc.body.setAttribute("data-rendered", "1");
+      if (first) { first = false; mark("pi-first-render"); }
+      if (i < path.length) setTimeout(batch, 0); else { doc.body.setAttribute("data-rendered", "1"); mark("pi-render-done"); }
     })();
     markActive();
   }
