@@ -431,7 +431,11 @@ async fn run(cli: Cli) -> i32 {
         thinking_level: initial.thinking_level,
     };
 
-    let io = ModeIo { out, sink, api_slot };
+    let io = ModeIo {
+        out,
+        sink,
+        api_slot,
+    };
     let code = run_mode(mode, factory, request, io, &launch_cwd, &cli, stdin_tty).await;
     if let Some(m) = mcp {
         m.shutdown().await;

@@ -512,4 +512,3 @@ impl ToolCallHooks for Extensions {
         }
     }
 }
-

@@ -445,10 +445,7 @@ fn dispatch(
             Ok(Some(ResponseData::Compaction(Box::new(result))))
         }),
         RpcCommand::AbortRetry {} => session.abort_retry(|| reply(Ok(None))),
-        RpcCommand::Unknown => {
-
-            reply(Err(format!("Unknown command: {}", call.kind)))
-        }
+        RpcCommand::Unknown => reply(Err(format!("Unknown command: {}", call.kind))),
     }
 }
 
