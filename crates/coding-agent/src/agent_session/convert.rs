@@ -65,7 +65,7 @@ pub fn convert_to_llm(messages: &[Message]) -> Vec<Message> {
                     }),
                     "branchSummary" => map.get("summary").and_then(Value::as_str).map(|s| {
                         vec![Content::text(format!(
-                            "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n{s}</summary>"
+                            "This conversation came back from another branch; what was done there is condensed below.\n\n<summary>\n{s}</summary>"
                         ))]
                     }),
                     _ => None,
