@@ -30,6 +30,14 @@ fn run_records(agent: &RpcAgent, from: usize) -> Vec<Value> {
 }
 
 /// Event kinds, without `message_update`, system/user messages or turn events.
+/// The first `auto_retry_start` of `records` (panics with an outline of the run if none).
+fn retry_start(records: &[Value]) -> &Value {
+    records
+        .iter()
+        .find(|v| kind(v) == "auto_retry_start")
+        .unwrap_or_else(|| panic!("no retry: {:?}", outline(records)))
+}
+
 fn outline(records: &[Value]) -> Vec<String> {
     records
         .iter()
@@ -99,10 +107,7 @@ fn retry_after_seconds_is_waited_for() {
             "agent_settled",
         ]
     );
-    let start = records
-        .iter()
-        .find(|v| kind(v) == "auto_retry_start")
-        .unwrap();
+    let start = retry_start(&records);
     assert_eq!(start["delayMs"], 2000, "{start}");
     assert_eq!(start["attempt"], 1);
     let waited = gap(&fake, 0, 1);
@@ -122,10 +127,7 @@ fn retry_after_ms_is_waited_for() {
     );
     prompt(&mut agent);
     let records = run_records(&agent, 0);
-    let start = records
-        .iter()
-        .find(|v| kind(v) == "auto_retry_start")
-        .unwrap();
+    let start = retry_start(&records);
     assert_eq!(start["delayMs"], 1500, "{start}");
     let waited = gap(&fake, 0, 1);
     assert!((1.4..10.0).contains(&waited), "retried after {waited:.3} s");
@@ -314,10 +316,7 @@ fn stall_before_the_first_byte_is_retried() {
     );
     prompt(&mut agent);
     let records = run_records(&agent, 0);
-    let start = records
-        .iter()
-        .find(|v| kind(v) == "auto_retry_start")
-        .unwrap_or_else(|| panic!("no retry: {:?}", outline(&records)));
+    let start = retry_start(&records);
     assert_eq!(start["errorMessage"], "Request timed out.");
     assert_eq!(final_text(&mut agent), ANSWER);
     assert_eq!(fake.llm_requests().len(), 2);
@@ -338,10 +337,7 @@ fn silent_stall_mid_stream_is_retried() {
     );
     prompt(&mut agent);
     let records = run_records(&agent, 0);
-    let start = records
-        .iter()
-        .find(|v| kind(v) == "auto_retry_start")
-        .unwrap_or_else(|| panic!("no retry: {:?}", outline(&records)));
+    let start = retry_start(&records);
     assert!(
         start["errorMessage"]
             .as_str()
@@ -370,10 +366,7 @@ fn comment_only_stall_mid_stream_is_retried() {
     );
     prompt(&mut agent);
     let records = run_records(&agent, 0);
-    let start = records
-        .iter()
-        .find(|v| kind(v) == "auto_retry_start")
-        .unwrap_or_else(|| panic!("no retry: {:?}", outline(&records)));
+    let start = retry_start(&records);
     assert_eq!(
         start["errorMessage"],
         "Stream idle timeout: no event in 400 ms"
