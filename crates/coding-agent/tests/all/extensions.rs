@@ -499,12 +499,12 @@ fn registered_tool_is_offered_called_and_listed_in_the_prompt() {
 }
 
 /// Upstream 1.6's own example extensions, unchanged, when its npm package is installed: set
-/// `PI_UPSTREAM_EXAMPLES` to its `examples/extensions` folder (skipped otherwise).
+/// `PI_UPSTREAM_EXAMPLES` to its `examples/extensions` folder (ignored by default; run with `--ignored`).
 #[test]
+#[ignore = "needs upstream 1.6's examples: PI_UPSTREAM_EXAMPLES=<pkg>/examples/extensions cargo test -- --ignored"]
 fn upstream_permission_gate_example_blocks_when_answered_no() {
     let Some(dir) = std::env::var_os("PI_UPSTREAM_EXAMPLES") else {
-        eprintln!("skipped: PI_UPSTREAM_EXAMPLES not set");
-        return;
+        panic!("PI_UPSTREAM_EXAMPLES is not set: point it at upstream's examples/extensions");
     };
     let gate = std::path::Path::new(&dir).join("permission-gate.ts");
     let (_fake, root) = setup(gate_script("rm -rf victim"), DEFAULT_MODEL);
@@ -546,12 +546,12 @@ fn input_handlers_transform_or_handle_prompts() {
 }
 
 /// Upstream's `hello.ts` (registerTool with TypeBox parameters), when `PI_UPSTREAM_EXAMPLES`
-/// is set (skipped otherwise).
+/// is set (ignored by default; run with `--ignored`).
 #[test]
+#[ignore = "needs upstream 1.6's examples: PI_UPSTREAM_EXAMPLES=<pkg>/examples/extensions cargo test -- --ignored"]
 fn upstream_hello_example_tool_runs() {
     let Some(dir) = std::env::var_os("PI_UPSTREAM_EXAMPLES") else {
-        eprintln!("skipped: PI_UPSTREAM_EXAMPLES not set");
-        return;
+        panic!("PI_UPSTREAM_EXAMPLES is not set: point it at upstream's examples/extensions");
     };
     let hello = std::path::Path::new(&dir).join("hello.ts");
     let (_fake, root) = setup(
