@@ -70,6 +70,9 @@ mod rpc_retry;
 #[path = "all/rpc_provider_settings.rs"]
 mod rpc_provider_settings;
 
+#[path = "all/rpc_providers_google_mistral.rs"]
+mod rpc_providers_google_mistral;
+
 #[path = "all/rpc_runtime.rs"]
 mod rpc_runtime;
 

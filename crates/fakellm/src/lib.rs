@@ -5,6 +5,10 @@
 //!
 //! * OpenAI chat completions SSE: `POST /v1/chat/completions` (also `/chat/completions`);
 //! * Anthropic Messages SSE: `POST /v1/messages` (a query such as `?beta=true` is accepted).
+//! * Gemini SSE ([`wire_gemini`]): `POST …/models/<model>:streamGenerateContent?alt=sse`
+//!   (Google Generative AI and Vertex AI paths alike), plus an OAuth token endpoint
+//!   (`POST …/token`) for Vertex application-default credentials.
+//! * Native Mistral SSE ([`wire_mistral`]): `POST /mistral/v1/chat/completions`.
 //!
 //! Replies come from a [`Script`]: a list of [`Turn`]s, each consumed once by the first request
 //! it fits (optional `match` substring and `api` constraints); when none fits, the script's
@@ -27,6 +31,8 @@
 mod script;
 mod server;
 pub mod wire;
+pub mod wire_gemini;
+pub mod wire_mistral;
 
 pub use script::{Api, Block, ErrorSpec, MatchSpec, Script, Turn, Usage, EXHAUSTED_TEXT};
 pub use server::{FakeLlm, Options, RecordedRequest};

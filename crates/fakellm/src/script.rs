@@ -33,6 +33,12 @@ pub enum Api {
     Openai,
     /// Anthropic Messages (`POST …/messages`).
     Anthropic,
+    /// Gemini `streamGenerateContent` (Google Generative AI and Vertex AI:
+    /// `POST …/models/<model>:streamGenerateContent`).
+    Google,
+    /// Native Mistral chat completions (`POST /mistral/…/chat/completions`: the `/mistral`
+    /// prefix of the base URL tells it from the OpenAI wire).
+    Mistral,
 }
 
 impl Api {
@@ -41,6 +47,8 @@ impl Api {
         match self {
             Api::Openai => "openai",
             Api::Anthropic => "anthropic",
+            Api::Google => "google",
+            Api::Mistral => "mistral",
         }
     }
 }

@@ -29,7 +29,8 @@ pub struct RecordedRequest {
     pub method: String,
     /// Request path including any query string (e.g. `/v1/messages?beta=true`).
     pub path: String,
-    /// `openai`, `anthropic` or `unknown`.
+    /// `openai`, `anthropic`, `google`, `mistral`, `token` (the OAuth token endpoint) or
+    /// `unknown`.
     pub api: String,
     /// Headers with lower-cased names (the last value wins for repeated names).
     pub headers: BTreeMap<String, String>,
@@ -251,7 +252,7 @@ impl FakeLlm {
     pub fn llm_requests(&self) -> Vec<RecordedRequest> {
         self.requests()
             .into_iter()
-            .filter(|r| r.api != "unknown")
+            .filter(|r| r.api != "unknown" && r.api != "token")
             .collect()
     }
 
@@ -376,8 +377,34 @@ async fn handle(
     } else {
         serde_json::from_str(&text).unwrap_or_else(|_| Value::String(text.clone()))
     };
+    if method == Method::POST && uri.path().ends_with("/token") {
+        let seq = shared.record(RecordedRequest {
+            seq: 0,
+            t: now_secs(),
+            method: method.as_str().to_string(),
+            path: full_path.clone(),
+            api: "token".into(),
+            headers: headers
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.as_str().to_ascii_lowercase(),
+                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                    )
+                })
+                .collect(),
+            body: Value::String(text.clone()),
+            turn_index: None,
+            outcome: "ok".into(),
+        });
+        return json_response(200, &crate::wire_gemini::token_response(seq), &Map::new());
+    }
     let api = if method != Method::POST {
         None
+    } else if uri.path().contains(":streamGenerateContent") {
+        Some(Api::Google)
+    } else if uri.path().starts_with("/mistral/") && uri.path().ends_with("/chat/completions") {
+        Some(Api::Mistral)
     } else if uri.path().ends_with("/chat/completions") {
         Some(Api::Openai)
     } else if uri.path().ends_with("/messages") {
@@ -418,10 +445,23 @@ async fn handle(
             &Map::new(),
         );
     };
-    serve_turn(shared, api, turn, parsed, seq).await
+    // Gemini names the model in the path: `…/models/<model>:streamGenerateContent`.
+    let path_model = uri
+        .path()
+        .split_once(":streamGenerateContent")
+        .and_then(|(head, _)| head.rsplit('/').next())
+        .map(str::to_string);
+    serve_turn(shared, api, turn, parsed, seq, path_model).await
 }
 
-async fn serve_turn(shared: Arc<Shared>, api: Api, turn: Turn, req: Value, seq: u64) -> Response {
+async fn serve_turn(
+    shared: Arc<Shared>,
+    api: Api,
+    turn: Turn,
+    req: Value,
+    seq: u64,
+    path_model: Option<String>,
+) -> Response {
     if let Some(ms) = turn.headers_delay_ms.filter(|ms| *ms > 0.0) {
         tokio::time::sleep(Duration::from_secs_f64(ms / 1000.0)).await;
     }
@@ -446,12 +486,15 @@ async fn serve_turn(shared: Arc<Shared>, api: Api, turn: Turn, req: Value, seq: 
         .get("model")
         .and_then(Value::as_str)
         .filter(|m| !m.is_empty())
-        .unwrap_or("fake-model")
-        .to_string();
+        .map(str::to_string)
+        .or(path_model)
+        .unwrap_or_else(|| "fake-model".to_string());
     let events = match (&turn.raw_sse, api) {
         (Some(raw), _) => raw.clone(),
         (None, Api::Openai) => wire::openai_events(&turn, &model, seq, chunk_size, &req),
         (None, Api::Anthropic) => wire::anthropic_events(&turn, &model, seq, chunk_size),
+        (None, Api::Google) => crate::wire_gemini::gemini_events(&turn, &model, seq, chunk_size),
+        (None, Api::Mistral) => crate::wire_mistral::mistral_events(&turn, &model, seq, chunk_size),
     };
 
     // Capacity 1: a send completes only once hyper has taken the previous chunk, so a failed
@@ -478,7 +521,7 @@ async fn serve_turn(shared: Arc<Shared>, api: Api, turn: Turn, req: Value, seq: 
     if let Ok(rid) = HeaderValue::try_from(format!("req_fake_{seq}")) {
         match api {
             Api::Anthropic => h.insert("request-id", rid),
-            Api::Openai => h.insert("x-request-id", rid),
+            Api::Openai | Api::Google | Api::Mistral => h.insert("x-request-id", rid),
         };
     }
     resp

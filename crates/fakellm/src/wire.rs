@@ -119,6 +119,8 @@ pub fn default_error_body(api: Api, status: u16) -> Value {
             };
             json!({"error": {"message": m, "type": t, "param": null, "code": c}})
         }
+        Api::Google => crate::wire_gemini::gemini_error_body(status),
+        Api::Mistral => crate::wire_mistral::mistral_error_body(status),
     }
 }
 

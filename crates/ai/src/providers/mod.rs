@@ -3,11 +3,19 @@
 
 pub mod anthropic_messages;
 mod common;
+pub mod google_auth;
+pub mod google_generative_ai;
+mod google_shared;
+pub mod google_vertex;
+pub mod mistral_conversations;
 pub mod openai_completions;
 mod proxy;
 
 pub use anthropic_messages::AnthropicMessages;
 pub use common::parse_streaming_json;
+pub use google_generative_ai::GoogleGenerativeAi;
+pub use google_vertex::GoogleVertex;
+pub use mistral_conversations::MistralConversations;
 pub use openai_completions::OpenAiCompletions;
 pub use proxy::set_http_proxy;
 
@@ -72,12 +80,16 @@ impl Default for HttpOptions {
     }
 }
 
-/// The adapter for a model's `api` value (`"openai-completions"` or `"anthropic-messages"`)
+/// The adapter for a model's `api` value (`"openai-completions"`, `"anthropic-messages"`,
+/// `"google-generative-ai"`, `"google-vertex"`, `"mistral-conversations"`)
 /// with the default [`HttpOptions`]; `None` for APIs this port does not speak.
 pub fn provider_for_api(api: &str) -> Option<Arc<dyn Provider>> {
     match api {
         openai_completions::API => Some(Arc::new(OpenAiCompletions::default())),
         anthropic_messages::API => Some(Arc::new(AnthropicMessages::default())),
+        google_generative_ai::API => Some(Arc::new(GoogleGenerativeAi::default())),
+        google_vertex::API => Some(Arc::new(GoogleVertex::default())),
+        mistral_conversations::API => Some(Arc::new(MistralConversations::default())),
         _ => None,
     }
 }
@@ -89,6 +101,9 @@ pub fn provider_for_api(api: &str) -> Option<Arc<dyn Provider>> {
 pub struct BuiltinProviders {
     openai_completions: Arc<OpenAiCompletions>,
     anthropic_messages: Arc<AnthropicMessages>,
+    google_generative_ai: Arc<GoogleGenerativeAi>,
+    google_vertex: Arc<GoogleVertex>,
+    mistral_conversations: Arc<MistralConversations>,
 }
 
 impl BuiltinProviders {
@@ -98,7 +113,10 @@ impl BuiltinProviders {
         let client = common::LazyClient::configured(http);
         BuiltinProviders {
             openai_completions: Arc::new(OpenAiCompletions::with_lazy(client.clone())),
-            anthropic_messages: Arc::new(AnthropicMessages::with_lazy(client)),
+            anthropic_messages: Arc::new(AnthropicMessages::with_lazy(client.clone())),
+            google_generative_ai: Arc::new(GoogleGenerativeAi::with_lazy(client.clone())),
+            google_vertex: Arc::new(GoogleVertex::with_lazy(client.clone())),
+            mistral_conversations: Arc::new(MistralConversations::with_lazy(client)),
         }
     }
 
@@ -108,6 +126,9 @@ impl BuiltinProviders {
         match api {
             openai_completions::API => Some(self.openai_completions.clone()),
             anthropic_messages::API => Some(self.anthropic_messages.clone()),
+            google_generative_ai::API => Some(self.google_generative_ai.clone()),
+            google_vertex::API => Some(self.google_vertex.clone()),
+            mistral_conversations::API => Some(self.mistral_conversations.clone()),
             _ => None,
         }
     }
