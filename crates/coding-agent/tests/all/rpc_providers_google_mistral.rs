@@ -347,3 +347,90 @@ fn mistral_conversations_matches_upstream() {
     assert_eq!(msgs[0]["usage"]["cacheRead"], 40, "{}", msgs[0]);
     assert_eq!(msgs[4]["content"][0]["type"], "thinking", "{}", msgs[4]);
 }
+
+/// A run root on `fake` with the `fake-google` provider of cases.json selected, retries on
+/// (10 ms base delay) and thinking off.
+fn google_root(fake: &FakeLlm) -> RunRoot {
+    let case = read_json("cases.json")["google"].clone();
+    let root = RunRoot::new(fake.port());
+    let root_dir = root.path().to_string_lossy().into_owned();
+    root.write_agent_file(
+        "models.json",
+        &subst(&case["models"], fake.port(), &root_dir),
+    );
+    root.write_agent_file(
+        "settings.json",
+        &json!({"defaultProvider": "fake-google", "defaultModel": "gemini-2.5-flash",
+                "defaultThinkingLevel": "off",
+                "retry": {"enabled": true, "baseDelayMs": 10, "provider": {"maxRetries": 0}}}),
+    );
+    root
+}
+
+#[test]
+fn google_retry_info_delay_is_waited_for() {
+    let body = json!({"error": {"code": 429, "message": "Resource has been exhausted (e.g. check quota).",
+        "status": "RESOURCE_EXHAUSTED", "details": [
+            {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "0.3s"}]}});
+    let script = Script::new([
+        pi_fakellm::Turn::default().error_body(429, body),
+        pi_fakellm::Turn::text("After the wait."),
+    ]);
+    let fake = FakeLlm::spawn(script).expect("fake");
+    let root = google_root(&fake);
+    let mut agent = root.spawn();
+    let from = agent.len();
+    let r = agent.request(json!({"id": "p", "type": "prompt", "message": "Hello?"}));
+    assert_eq!(r["success"], true, "{r}");
+    agent.wait_from(from, LIVENESS, |v| kind(v) == "agent_settled");
+    let start = agent
+        .events()
+        .into_iter()
+        .find(|e| kind(e) == "auto_retry_start")
+        .expect("auto_retry_start");
+    assert_eq!(start["delayMs"], 300, "{start}");
+    assert!(start["errorMessage"]
+        .as_str()
+        .unwrap_or("")
+        .starts_with(r#"{"error":{"code":429"#));
+    let r = agent.request(json!({"id": "t", "type": "get_last_assistant_text"}));
+    assert_eq!(r["data"]["text"], "After the wait.", "{r}");
+}
+
+#[test]
+fn gemini_safety_stop_and_a_stream_without_finish_reason_are_errors() {
+    let script = Script::new([
+        pi_fakellm::Turn::text("Partial").stop_reason("SAFETY"),
+        pi_fakellm::Turn {
+            raw_sse: Some(vec![
+                "data: {\"candidates\":[{\"content\":{\"role\":\"model\",\"parts\":[{\"text\":\"cut\"}]},\"index\":0}]}\r\n\r\n".into(),
+            ]),
+            ..Default::default()
+        },
+    ]);
+    let fake = FakeLlm::spawn(script).expect("fake");
+    let root = google_root(&fake);
+    root.merge_settings(json!({"retry": {"enabled": false}}));
+    let mut agent = root.spawn();
+    for id in ["a", "b"] {
+        let from = agent.len();
+        let r = agent.request(json!({"id": id, "type": "prompt", "message": "Hello?"}));
+        assert_eq!(r["success"], true, "{r}");
+        agent.wait_from(from, LIVENESS, |v| kind(v) == "agent_settled");
+    }
+    let r = agent.request(json!({"id": "m", "type": "get_messages"}));
+    let errors: Vec<&Value> = r["data"]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "assistant")
+        .map(|m| &m["errorMessage"])
+        .collect();
+    assert_eq!(
+        errors,
+        [
+            &json!("Provider stopped with: SAFETY"),
+            &json!("Google stream ended without a finish reason")
+        ]
+    );
+}
