@@ -9,7 +9,8 @@
 //! max_tokens, tool_choice, reasoning_effort, prompt_mode, prompt_cache_key`); reasoning models
 //! with a `thinkingLevelMap` get `reasoning_effort`, other reasoning models
 //! `prompt_mode: "reasoning"`; the session id is the prompt cache key and the `x-affinity`
-//! header. Tool-call ids are Mistral's 9 alphanumerics (foreign ids are hashed to that form).
+//! header. Tools are sent strict only with `compat.supportsStrictMode` (upstream's opt-in).
+//! Tool-call ids are Mistral's 9 alphanumerics (foreign ids are hashed to that form).
 //!
 //! Stream: `delta.content` is text or a list of `thinking`/`text` chunks; tool calls arrive
 //! whole or in pieces (keyed by `index`) and are closed (`toolcall_end`) when the stream ends.
@@ -18,6 +19,7 @@ use super::common::{
     self, apply_headers, end_event, event_stream, extra_headers, json_u64, next_sse_event,
     parse_streaming_json, push_block, resolve_api_key, send_streaming_request, Emitter, StreamEnd,
 };
+use super::strict_schema::{prefers_strict_sampling, strict_schema};
 use super::HttpOptions;
 use crate::error::ProviderError;
 use crate::stream::{
@@ -191,13 +193,20 @@ pub fn build_request_body(
         Value::Array(chat_messages(&context.system_prompt, &messages, images)),
     );
     if !context.tools.is_empty() {
+        // Strict tools are opt-in (`compat.supportsStrictMode`), as upstream.
+        let strict_ok = common::compat_bool(model, "supportsStrictMode").unwrap_or(false);
         let tools: Vec<Value> = context
             .tools
             .iter()
             .map(|t| {
+                let strict = (strict_ok && prefers_strict_sampling(t))
+                    .then(|| strict_schema(&t.parameters))
+                    .flatten();
+                let is_strict = strict.is_some();
+                let parameters = strict.unwrap_or_else(|| t.parameters.clone());
                 json!({"type": "function", "function": {
                     "name": t.name, "description": t.description,
-                    "parameters": t.parameters, "strict": false}})
+                    "parameters": parameters, "strict": is_strict}})
             })
             .collect();
         body.insert("tools".into(), Value::Array(tools));

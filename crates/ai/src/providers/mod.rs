@@ -10,6 +10,7 @@ pub mod google_vertex;
 pub mod mistral_conversations;
 pub mod openai_completions;
 mod proxy;
+mod strict_schema;
 
 pub use anthropic_messages::AnthropicMessages;
 pub use common::parse_streaming_json;
