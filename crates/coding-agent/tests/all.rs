@@ -36,6 +36,8 @@ mod local_model;
 
 #[path = "all/mcp.rs"]
 mod mcp;
+#[path = "all/mcp_exposures.rs"]
+mod mcp_exposures;
 
 #[path = "all/models_pull.rs"]
 mod models_pull;
