@@ -367,3 +367,40 @@ fn codemode_calls_direct_tools_and_resolves_mcp_errors() {
     assert_eq!(calls[0]["status"], json!("ok"));
     assert_eq!(calls[1]["status"], json!("error"));
 }
+
+/// `abort` stops a script at once, both in a loop that never calls a tool (QuickJS's
+/// interrupt handler) and while it waits for a slow MCP call; the session keeps serving.
+#[test]
+fn abort_stops_a_running_script() {
+    let (_fake, root) = setup(
+        Script::new([
+            codemode("while (true) {}"),
+            codemode("await tools.mcp__fake__sleep({ ms: 20000 });"),
+            Turn::text("after"),
+        ]),
+        DEFAULT_MODEL,
+    );
+    write_mcp(&root, json!({"fake": {"command": fake_mcp()}}));
+    let mut agent = root.spawn();
+    for (n, message) in ["one", "two"].iter().enumerate() {
+        let from = agent.len();
+        agent.send(json!({"id": format!("p{n}"), "type": "prompt", "message": message}));
+        agent.wait_from(from, LIVENESS, |v| kind(v) == "tool_execution_start");
+        std::thread::sleep(Duration::from_millis(300));
+        let started = Instant::now();
+        agent.send(json!({"id": format!("a{n}"), "type": "abort"}));
+        let (i, _) = agent.wait_from(from, LIVENESS, |v| kind(v) == "tool_execution_end");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+        let end = agent.events()[i].clone();
+        assert_eq!(end["isError"], json!(true), "{end}");
+        agent.wait_from(i, LIVENESS, |v| kind(v) == "agent_settled");
+    }
+    let events = prompt(&mut agent, "three");
+    assert!(events
+        .iter()
+        .any(|v| kind(v) == "message_end" && v["message"]["content"][0]["text"] == json!("after")));
+}
