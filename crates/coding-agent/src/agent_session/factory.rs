@@ -76,6 +76,7 @@ impl SessionFactory {
         });
         let cm_settings = crate::codemode::CodemodeSettings::from_settings(&settings);
         let only = codemode_on && cm_settings.mode == crate::codemode::Mode::Only;
+        let mut codemode_store = None;
         let mut tools: Vec<std::sync::Arc<dyn pi_agent::AgentTool>> = Vec::new();
         let mut prompt_tools: Vec<PromptTool> = Vec::new();
         if !only {
@@ -91,8 +92,10 @@ impl SessionFactory {
         }
         if codemode_on {
             let own: Vec<_> = builtin.iter().chain(ext_tools.iter()).cloned().collect();
+            let slot = crate::codemode::StoreSlot::default();
+            codemode_store = Some(slot.clone());
             let cm: std::sync::Arc<dyn pi_agent::AgentTool> = std::sync::Arc::new(
-                crate::codemode::CodemodeTool::new(own, mcp.clone(), cm_settings),
+                crate::codemode::CodemodeTool::new(own, mcp.clone(), cm_settings, slot),
             );
             prompt_tools.push(PromptTool {
                 definition: cm.definition(),
@@ -138,6 +141,7 @@ impl SessionFactory {
             }),
             session_env: Some(session_env),
             image_policy: Some(image_policy),
+            codemode_store,
         }
     }
 

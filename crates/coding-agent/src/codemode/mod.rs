@@ -19,8 +19,10 @@
 //!   (default: declared tools stay declared and their descriptions say what a script call
 //!   resolves to) or `only` (the session's own tools are hidden from the model and listed in
 //!   this tool's description, within `codemode.inlineBudget` estimated tokens, default 3000).
-//! * `store()`/`load()` values live as long as the session object (not yet written to the
-//!   session file as upstream's `codemode-store` entries).
+//! * `store()`/`load()`: each successful script that stored values appends a `custom` entry
+//!   `{customType: "codemode-store", data: {set: {key: value}, delete: [keys]}}` to the
+//!   session ([`StoreSlot`]); a script starts from the entries on the current branch, so
+//!   resumed sessions keep the values and each branch sees only its own.
 
 pub mod catalog;
 pub mod sandbox;
@@ -108,11 +110,58 @@ Globals:
 - `store(key, value)` / `load(key)`: JSON values kept from one codemode call to the next.
 - Finding tools that are not listed, such as MCP tools: `ALL_TOOLS`, `await searchTools(query, { limit?, namespace? })`, `await describeTool(name)`, `await describeNamespace(name)`.";
 
+/// The `customType` of the session entries holding stored values.
+pub const STORE_ENTRY: &str = "codemode-store";
+
+/// Where `store()` values are kept: the session bound to the loadout.
+pub trait StoreBackend: Send + Sync {
+    /// The `data` of every `codemode-store` entry on the current branch, oldest first.
+    fn entries(&self) -> Vec<Value>;
+    /// Appends one `codemode-store` entry with `data`.
+    fn append(&self, data: Value) -> Result<(), String>;
+}
+
+/// The session a loadout's `codemode` tool keeps its values in, bound when a session takes
+/// the loadout (unbound: values live in memory only).
+#[derive(Clone, Default)]
+pub struct StoreSlot(pub Arc<OnceLock<Arc<dyn StoreBackend>>>);
+
+impl StoreSlot {
+    /// Binds the slot (a second bind is ignored).
+    pub fn bind(&self, backend: Arc<dyn StoreBackend>) {
+        let _ = self.0.set(backend);
+    }
+}
+
+/// The values that `entries` (`codemode-store` data, oldest first) leave.
+pub fn replay_store(entries: &[Value]) -> Map<String, Value> {
+    let mut m = Map::new();
+    for e in entries {
+        if let Some(set) = e.get("set").and_then(Value::as_object) {
+            for (k, v) in set {
+                m.insert(k.clone(), v.clone());
+            }
+        }
+        for k in e
+            .get("delete")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(k) = k.as_str() {
+                m.remove(k);
+            }
+        }
+    }
+    m
+}
+
 /// The `codemode` tool of one session.
 pub struct CodemodeTool {
     own: Vec<Arc<dyn AgentTool>>,
     mcp: Option<Arc<McpManager>>,
-    store: Arc<parking_lot::Mutex<Map<String, Value>>>,
+    memory: Arc<parking_lot::Mutex<Map<String, Value>>>,
+    slot: StoreSlot,
     description: String,
 }
 
@@ -124,6 +173,7 @@ impl CodemodeTool {
         own: Vec<Arc<dyn AgentTool>>,
         mcp: Option<Arc<McpManager>>,
         settings: CodemodeSettings,
+        slot: StoreSlot,
     ) -> Self {
         let mut description = BASE_DESCRIPTION.to_string();
         if settings.mode == Mode::Only && !own.is_empty() {
@@ -155,8 +205,53 @@ impl CodemodeTool {
         CodemodeTool {
             own,
             mcp,
-            store: Default::default(),
+            memory: Default::default(),
+            slot,
             description,
+        }
+    }
+
+    /// The stored values a script starts from.
+    fn load_store(&self) -> Map<String, Value> {
+        match self.slot.0.get() {
+            Some(b) => replay_store(&b.entries()),
+            None => self.memory.lock().clone(),
+        }
+    }
+
+    /// Keeps a successful script's writes.
+    fn save_store(&self, writes: &[(String, Option<Value>)]) -> Result<(), String> {
+        if writes.is_empty() {
+            return Ok(());
+        }
+        let mut set = Map::new();
+        let mut delete: Vec<String> = Vec::new();
+        for (k, v) in writes {
+            match v {
+                Some(v) => {
+                    delete.retain(|d| d != k);
+                    set.insert(k.clone(), v.clone());
+                }
+                None => {
+                    set.remove(k);
+                    if !delete.contains(k) {
+                        delete.push(k.clone());
+                    }
+                }
+            }
+        }
+        match self.slot.0.get() {
+            Some(b) => b.append(json!({"set": set, "delete": delete})),
+            None => {
+                let mut m = self.memory.lock();
+                for (k, v) in set {
+                    m.insert(k, v);
+                }
+                for k in delete {
+                    m.remove(&k);
+                }
+                Ok(())
+            }
         }
     }
 
@@ -687,7 +782,7 @@ impl AgentTool for CodemodeTool {
                     .map(|e| json!({"name": e.name, "description": e.description}))
                     .collect(),
             ),
-            store: Value::Object(self.store.lock().clone()),
+            store: Value::Object(self.load_store()),
             deadline,
             timeout_ms: opts.timeout_ms,
             cancel: ctx.cancel.clone(),
@@ -713,12 +808,8 @@ impl AgentTool for CodemodeTool {
             return Err(ToolError::Aborted);
         }
         if outcome.error.is_none() {
-            let mut store = self.store.lock();
-            for (k, v) in &outcome.store_writes {
-                match v {
-                    Some(v) => store.insert(k.clone(), v.clone()),
-                    None => store.remove(k),
-                };
+            if let Err(e) = self.save_store(&outcome.store_writes) {
+                crate::config::warn(&format!("codemode: could not keep stored values: {e}"));
             }
         }
         let calls = host.calls.lock().clone();

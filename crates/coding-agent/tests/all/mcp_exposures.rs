@@ -404,3 +404,58 @@ fn abort_stops_a_running_script() {
         .iter()
         .any(|v| kind(v) == "message_end" && v["message"]["content"][0]["text"] == json!("after")));
 }
+
+/// `store()` values written by a successful script are kept as `codemode-store` entries of the
+/// session: the next script loads them, also after a resume (`-c`); a failed script's writes
+/// are dropped, and storing `undefined` deletes a key.
+#[test]
+fn stored_values_survive_scripts_and_resume() {
+    let (_fake, root) = setup(
+        Script::new([
+            codemode("store('cursor', { page: 2 });\nstore('gone', 1);\nstore('gone', undefined);"),
+            Turn::text("one"),
+            codemode("store('cursor', 'lost');\nthrow new Error('no');"),
+            Turn::text("two"),
+            codemode("return [load('cursor'), load('gone')];"),
+            Turn::text("three"),
+        ]),
+        DEFAULT_MODEL,
+    );
+    root.merge_settings(json!({"defaultTools": ["+codemode"]}));
+    let mut agent = root.spawn_with_session();
+    prompt(&mut agent, "one");
+    let events = prompt(&mut agent, "two");
+    let failed = events
+        .iter()
+        .rev()
+        .find(|v| kind(v) == "tool_execution_end")
+        .unwrap();
+    assert_eq!(failed["isError"], json!(true), "{failed}");
+    agent.close_stdin();
+    agent.wait_exit(LIVENESS);
+    drop(agent);
+    let file = root.session_files().pop().unwrap();
+    let text = std::fs::read_to_string(&file).unwrap();
+    let stores: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| v["type"] == "custom" && v["customType"] == "codemode-store")
+        .collect();
+    assert_eq!(stores.len(), 1, "{text}");
+    assert_eq!(
+        stores[0]["data"],
+        json!({"set": {"cursor": {"page": 2}}, "delete": ["gone"]})
+    );
+
+    let mut agent = root.spawn_with(true, &["-c"]);
+    let events = prompt(&mut agent, "three");
+    let end = events
+        .iter()
+        .rev()
+        .find(|v| kind(v) == "tool_execution_end")
+        .unwrap();
+    assert!(
+        text_of(&end["result"]).ends_with("[{\"page\":2},null]"),
+        "{end}"
+    );
+}
