@@ -34,6 +34,8 @@ mod extensions;
 #[path = "all/local_model.rs"]
 mod local_model;
 
+#[path = "all/codemode_parts.rs"]
+mod codemode_parts;
 #[path = "all/mcp.rs"]
 mod mcp;
 #[path = "all/mcp_exposures.rs"]
