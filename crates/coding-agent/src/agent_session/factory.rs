@@ -63,17 +63,21 @@ impl SessionFactory {
         let mcp = self.services.mcp.clone();
         // codemode: named in the tool selection (`defaultTools` `+codemode`), or a server with
         // codemode tools; tool_search: a server with deferred tools (docs/mcp.md).
-        let codemode_on = names.contains(&crate::codemode::NAME)
-            || mcp.as_ref().is_some_and(|m| {
+        // An extension tool of the same name replaces the built-in one (docs/mcp.md).
+        let ext_has = |n: &str| ext_tools.iter().any(|t| t.definition().name == n);
+        let codemode_on = !ext_has(crate::codemode::NAME)
+            && (names.contains(&crate::codemode::NAME)
+                || mcp.as_ref().is_some_and(|m| {
+                    m.servers()
+                        .iter()
+                        .any(|s| s.may_have(crate::mcp::config::Exposure::Codemode))
+                }));
+        let search_on = !ext_has(crate::mcp::search::NAME)
+            && mcp.as_ref().is_some_and(|m| {
                 m.servers()
                     .iter()
-                    .any(|s| s.may_have(crate::mcp::config::Exposure::Codemode))
+                    .any(|s| s.may_have(crate::mcp::config::Exposure::Deferred))
             });
-        let search_on = mcp.as_ref().is_some_and(|m| {
-            m.servers()
-                .iter()
-                .any(|s| s.may_have(crate::mcp::config::Exposure::Deferred))
-        });
         let cm_settings = crate::codemode::CodemodeSettings::from_settings(&settings);
         let only = codemode_on && cm_settings.mode == crate::codemode::Mode::Only;
         let mut codemode_store = None;
