@@ -11,6 +11,10 @@ tool call over the server's own time.
    the same way without pi: a JSON-RPC client in this script sends `tools/call echo` CALLS
    times to a `fake-mcp` over stdio, one at a time, and times each round trip. Reported: the
    medians and their difference.
+3. Codemode call cost: the same, but each turn calls `codemode` with a one-call script
+   (`return (await tools.mcp__fake__echo({text})).content[0].text`) against a server with the
+   default (codemode) exposure; the figure is the codemode call's start→end time minus the
+   server's own round trip: VM start, prelude, the call and the result formatting.
 
 Usage:
   python3 bench/mcp_overhead.py --pi target/release/pi --fake-mcp target/release/fake-mcp \
@@ -125,12 +129,17 @@ def server_round_trips(fake_mcp, calls):
     return out
 
 
-def pi_calls(pi, fake_mcp, fakellm, calls):
+def pi_calls(pi, fake_mcp, fakellm, calls, codemode=False):
     # One call per turn, so calls do not queue behind each other on the one server.
-    script = {"turns": [
-        {"blocks": [{"type": "tool_call", "name": "mcp__fake__echo",
-                     "arguments": {"text": f"call {i}"}}]} for i in range(calls)
-    ] + [{"blocks": [{"type": "text", "text": "done"}]}]}
+    def block(i):
+        if codemode:
+            code = f"return (await tools.mcp__fake__echo({{text: 'call {i}'}})).content[0].text;"
+            return {"type": "tool_call", "name": "codemode", "arguments": {"code": code}}
+        return {"type": "tool_call", "name": "mcp__fake__echo", "arguments": {"text": f"call {i}"}}
+    script = {"turns": [{"blocks": [block(i)]} for i in range(calls)]
+              + [{"blocks": [{"type": "text", "text": "done"}]}]}
+    tool = "codemode" if codemode else "mcp__fake__echo"
+    exposure = "codemode" if codemode else "direct"
     tmp = tempfile.mkdtemp(prefix="pi-mcp-bench-llm-")
     sp = os.path.join(tmp, "script.json")
     with open(sp, "w") as f:
@@ -138,7 +147,7 @@ def pi_calls(pi, fake_mcp, fakellm, calls):
     llm = subprocess.Popen([fakellm, "--script", sp], stdout=subprocess.PIPE,
                            stderr=subprocess.DEVNULL)
     port = int(llm.stdout.readline().split()[1])
-    root, env = run_root(port, {"fake": {"command": fake_mcp, "exposure": "direct"}})
+    root, env = run_root(port, {"fake": {"command": fake_mcp, "exposure": exposure}})
     p = subprocess.Popen([pi, "--mode", "rpc", "--no-session"], cwd=os.path.join(root, "cwd"),
                          env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.DEVNULL)
@@ -148,7 +157,7 @@ def pi_calls(pi, fake_mcp, fakellm, calls):
     starts = {v["toolCallId"]: v["_t"] for v in lines if v.get("type") == "tool_execution_start"}
     durations = [(v["_t"] - starts[v["toolCallId"]]) * 1000 for v in lines
                  if v.get("type") == "tool_execution_end"
-                 and v.get("toolName") == "mcp__fake__echo" and not v.get("isError")]
+                 and v.get("toolName") == tool and not v.get("isError")]
     p.stdin.close()
     p.wait(10)
     llm.kill()
@@ -180,6 +189,10 @@ def main():
     print(f"echo round trip, script client:   median {mr:.2f} ms over {len(ref)} calls")
     print(f"echo via pi (start→end events): median {mo:.2f} ms over {len(ours)} calls")
     print(f"pi overhead per call:             {mo - mr:.2f} ms")
+    cm = pi_calls(a.pi, a.fake_mcp, a.fakellm, a.calls, codemode=True)
+    mc = statistics.median(cm)
+    print(f"codemode one-call script via pi:  median {mc:.2f} ms over {len(cm)} calls")
+    print(f"pi overhead per codemode call:    {mc - mr:.2f} ms")
 
 
 if __name__ == "__main__":

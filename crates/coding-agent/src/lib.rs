@@ -3,6 +3,7 @@
 pub mod agent_session;
 pub mod child_guard;
 pub mod cli;
+pub mod codemode;
 pub mod config;
 pub mod export;
 pub mod extensions;

@@ -290,7 +290,9 @@ async fn run(cli: Cli) -> i32 {
         let name = name.trim_start_matches(['+', '-']);
         // MCP tools are matched when their servers connect (mcp::ToolFilter).
         let mcp = name.starts_with("mcp__") || name.contains("mcp_resource");
-        if !name.contains('*') && !tools::ALL_TOOLS.contains(&name) && !mcp {
+        let own =
+            name == pi_coding_agent::codemode::NAME || name == pi_coding_agent::mcp::search::NAME;
+        if !name.contains('*') && !tools::ALL_TOOLS.contains(&name) && !mcp && !own {
             config::warn(&format!("Unknown tool \"{name}\" ignored"));
         }
     }

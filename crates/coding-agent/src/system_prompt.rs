@@ -145,6 +145,39 @@ pub struct SystemPromptInput {
     pub extra_guidelines: Vec<String>,
     /// Where pi's docs live.
     pub docs: DocsPaths,
+    /// MCP servers whose tools are not declared (`mcp_servers` section, after `cwd`): name
+    /// (`mcp__<server>`), how they are reached (`codemode` or `tool_search`) and an optional
+    /// one-line summary (docs/mcp.md "Control tool exposure").
+    pub mcp_servers: Vec<McpServerLine>,
+}
+
+/// One server of the `mcp_servers` section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpServerLine {
+    /// `mcp__<server>`.
+    pub namespace: String,
+    /// `codemode` or `tool_search`.
+    pub reached_by: &'static str,
+    /// The configured `description`, if any.
+    pub summary: Option<String>,
+}
+
+fn mcp_servers_text(lines: &[McpServerLine]) -> String {
+    let mut out =
+        String::from("Your declared tools do not include the tools of these MCP servers.");
+    if lines.iter().any(|l| l.reached_by == "codemode") {
+        out.push_str(" Reach the tools of servers marked `codemode` from codemode scripts.");
+    }
+    if lines.iter().any(|l| l.reached_by == "tool_search") {
+        out.push_str(" Load the tools of servers marked `tool_search` with `tool_search` first.");
+    }
+    for l in lines {
+        out.push_str(&format!("\n- {} ({})", l.namespace, l.reached_by));
+        if let Some(s) = l.summary.as_deref().filter(|s| !s.trim().is_empty()) {
+            out.push_str(&format!(": {}", s.trim()));
+        }
+    }
+    out
 }
 
 impl SystemPromptInput {
@@ -159,6 +192,7 @@ impl SystemPromptInput {
             skills: Vec::new(),
             extra_guidelines: Vec::new(),
             docs: DocsPaths::detect(),
+            mcp_servers: Vec::new(),
         }
     }
 }
@@ -311,6 +345,9 @@ pub fn build_sections(input: &SystemPromptInput) -> Vec<(String, String)> {
         raw.push(("skills", skills_text(&visible, tool)));
     }
     raw.push(("cwd", input.cwd.display().to_string().replace('\\', "/")));
+    if !input.mcp_servers.is_empty() {
+        raw.push(("mcp_servers", mcp_servers_text(&input.mcp_servers)));
+    }
     raw.into_iter()
         .map(|(name, text)| {
             let full = if name == "preamble" {

@@ -34,8 +34,12 @@ mod extensions;
 #[path = "all/local_model.rs"]
 mod local_model;
 
+#[path = "all/codemode_parts.rs"]
+mod codemode_parts;
 #[path = "all/mcp.rs"]
 mod mcp;
+#[path = "all/mcp_exposures.rs"]
+mod mcp_exposures;
 
 #[path = "all/models_pull.rs"]
 mod models_pull;

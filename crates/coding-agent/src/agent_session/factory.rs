@@ -4,9 +4,10 @@
 //! system prompt depend on its cwd, so they are built here, per session.
 
 use super::{AgentSession, CommandResources, EventSink, Loadout, SessionConfig, SessionServices};
+use crate::mcp::config::Exposure;
 use crate::resources::{ResourceOptions, Resources};
 use crate::session::SessionManager;
-use crate::system_prompt::{build_system_message, PromptTool, SystemPromptInput};
+use crate::system_prompt::{build_system_message, McpServerLine, PromptTool, SystemPromptInput};
 use crate::tools::{self, shell::UserBashOptions, ToolOptions};
 use pi_ai::{Model, ThinkingLevel};
 use std::path::{Path, PathBuf};
@@ -50,19 +51,84 @@ impl SessionFactory {
         tool_options.bash.session_env = Some(session_env.clone());
         let image_policy = crate::images::ImagePolicySlot::default();
         tool_options.images = image_policy.clone();
-        let mut tools = tools::create_tools_with(cwd, &names, &tool_options);
+        let builtin = tools::create_tools_with(cwd, &names, &tool_options);
         let settings = self.services.settings.lock().clone();
         let resources = Resources::load(cwd, &self.agent_dir, &settings, &self.resource_options);
-        let mut prompt_tools: Vec<PromptTool> = tools
-            .iter()
-            .map(|t| PromptTool::new(t.definition()))
-            .collect();
+        let ext_tools = self
+            .services
+            .extensions
+            .as_ref()
+            .map(|e| e.tools())
+            .unwrap_or_default();
+        let mcp = self.services.mcp.clone();
+        // codemode: named in the tool selection (`defaultTools` `+codemode`), or a server with
+        // codemode tools; tool_search: a server with deferred tools (docs/mcp.md).
+        // An extension tool of the same name replaces the built-in one (docs/mcp.md).
+        let ext_has = |n: &str| ext_tools.iter().any(|t| t.definition().name == n);
+        let codemode_on = !ext_has(crate::codemode::NAME)
+            && (names.contains(&crate::codemode::NAME)
+                || mcp.as_ref().is_some_and(|m| {
+                    m.servers()
+                        .iter()
+                        .any(|s| s.may_have(crate::mcp::config::Exposure::Codemode))
+                }));
+        let search_on = !ext_has(crate::mcp::search::NAME)
+            && mcp.as_ref().is_some_and(|m| {
+                m.servers()
+                    .iter()
+                    .any(|s| s.may_have(crate::mcp::config::Exposure::Deferred))
+            });
+        let cm_settings = crate::codemode::CodemodeSettings::from_settings(&settings);
+        let only = codemode_on && cm_settings.mode == crate::codemode::Mode::Only;
+        let mut codemode_store = None;
+        let mut tools: Vec<std::sync::Arc<dyn pi_agent::AgentTool>> = Vec::new();
+        let mut prompt_tools: Vec<PromptTool> = Vec::new();
+        if !only {
+            for t in &builtin {
+                let t: std::sync::Arc<dyn pi_agent::AgentTool> = if codemode_on {
+                    std::sync::Arc::new(crate::codemode::NotedTool(t.clone()))
+                } else {
+                    t.clone()
+                };
+                prompt_tools.push(PromptTool::new(t.definition()));
+                tools.push(t);
+            }
+        }
+        if codemode_on {
+            let own: Vec<_> = builtin.iter().chain(ext_tools.iter()).cloned().collect();
+            let slot = crate::codemode::StoreSlot::default();
+            codemode_store = Some(slot.clone());
+            let cm: std::sync::Arc<dyn pi_agent::AgentTool> = std::sync::Arc::new(
+                crate::codemode::CodemodeTool::new(own, mcp.clone(), cm_settings, slot),
+            );
+            prompt_tools.push(PromptTool {
+                definition: cm.definition(),
+                snippet: Some(crate::codemode::SNIPPET.into()),
+                guidelines: vec![crate::codemode::GUIDELINE.into()],
+            });
+            tools.push(cm);
+        }
+        if let (true, Some(m)) = (search_on, &mcp) {
+            let ts: std::sync::Arc<dyn pi_agent::AgentTool> =
+                std::sync::Arc::new(crate::mcp::search::ToolSearchTool::new(m.clone()));
+            prompt_tools.push(PromptTool {
+                definition: ts.definition(),
+                snippet: Some(crate::mcp::search::SNIPPET.into()),
+                guidelines: Vec::new(),
+            });
+            tools.push(ts);
+        }
         // Extension tools (pi.registerTool) follow the built-in ones.
         if let Some(ext) = &self.services.extensions {
-            tools.extend(ext.tools());
-            prompt_tools.extend(ext.prompt_tools());
+            if !only {
+                tools.extend(ext_tools);
+                prompt_tools.extend(ext.prompt_tools());
+            }
         }
         let mut input = SystemPromptInput::new(cwd.to_path_buf(), prompt_tools);
+        if let Some(m) = &mcp {
+            input.mcp_servers = mcp_server_lines(m, codemode_on, search_on);
+        }
         input.context_files = resources.context_files;
         input.custom_prompt = resources.custom_prompt;
         input.append_prompt = resources.append_prompt;
@@ -79,6 +145,7 @@ impl SessionFactory {
             }),
             session_env: Some(session_env),
             image_policy: Some(image_policy),
+            codemode_store,
         }
     }
 
@@ -98,4 +165,31 @@ impl SessionFactory {
             sink,
         )
     }
+}
+
+/// The `mcp_servers` section: every enabled server with `codemode` or `deferred` tools whose
+/// mechanism is active, with its configured `description`.
+fn mcp_server_lines(
+    m: &crate::mcp::McpManager,
+    codemode_on: bool,
+    search_on: bool,
+) -> Vec<McpServerLine> {
+    m.servers()
+        .iter()
+        .filter(|s| s.cfg.enabled)
+        .filter_map(|s| {
+            let reached_by = match s.cfg.exposure {
+                Exposure::Codemode if codemode_on => "codemode",
+                Exposure::Deferred if search_on => "tool_search",
+                _ if codemode_on && s.may_have(Exposure::Codemode) => "codemode",
+                _ if search_on && s.may_have(Exposure::Deferred) => "tool_search",
+                _ => return None,
+            };
+            Some(McpServerLine {
+                namespace: format!("mcp__{}", s.cfg.name),
+                reached_by,
+                summary: s.cfg.description.clone(),
+            })
+        })
+        .collect()
 }

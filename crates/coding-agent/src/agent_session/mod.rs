@@ -108,6 +108,9 @@ pub struct Loadout {
     /// The read tool's image policy, bound to the session that takes this loadout (its model
     /// and `images.autoResize`).
     pub image_policy: Option<crate::images::ImagePolicySlot>,
+    /// Where the `codemode` tool keeps `store()` values (bound to the session that takes this
+    /// loadout); `None` without codemode.
+    pub codemode_store: Option<crate::codemode::StoreSlot>,
 }
 
 /// The skills and prompt templates of a session (spec config.md §8–§10).
@@ -572,6 +575,9 @@ impl AgentSession {
 /// `PI_PROVIDER` and `PI_MODEL` (when a model is set), `PI_REASONING_LEVEL`
 /// (upstream-1.6-notes.md item 21).
 fn bind_session_env(inner: &Arc<Inner>, loadout: &Loadout) {
+    if let Some(slot) = &loadout.codemode_store {
+        slot.bind(Arc::new(CodemodeStore(Arc::downgrade(inner))));
+    }
     if let Some(slot) = &loadout.image_policy {
         let weak = Arc::downgrade(inner);
         slot.bind(Arc::new(move || match weak.upgrade() {
@@ -613,4 +619,36 @@ fn image_policy_of(inner: &Inner) -> crate::images::ImagePolicy {
     let auto_resize = inner.services.settings.lock().images_auto_resize();
     let state = inner.model.lock();
     crate::images::ImagePolicy::new(state.model.as_ref(), auto_resize)
+}
+
+/// `store()` values of codemode scripts as `codemode-store` entries of the session (held
+/// weakly).
+struct CodemodeStore(std::sync::Weak<Inner>);
+
+impl crate::codemode::StoreBackend for CodemodeStore {
+    fn entries(&self) -> Vec<Value> {
+        let Some(inner) = self.0.upgrade() else {
+            return Vec::new();
+        };
+        let store = inner.store.lock();
+        store
+            .branch()
+            .into_iter()
+            .filter_map(|e| match &e.kind {
+                crate::session::EntryKind::Custom { custom_type, data }
+                    if custom_type == crate::codemode::STORE_ENTRY =>
+                {
+                    data.clone()
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn append(&self, data: Value) -> Result<(), String> {
+        let Some(inner) = self.0.upgrade() else {
+            return Err("the session is gone".into());
+        };
+        AgentSession { inner }.append_custom_entry(crate::codemode::STORE_ENTRY, Some(data))
+    }
 }

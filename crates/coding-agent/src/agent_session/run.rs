@@ -514,7 +514,9 @@ impl RunHooks for Hooks {
             headers: creds.headers,
             model,
             system_prompt: loadout.system_prompt,
-            tools: with_mcp_tools(loadout.tools, inner.services.mcp.as_ref()),
+            tools: with_mcp_tools(loadout.tools, inner.services.mcp.as_ref(), || {
+                crate::mcp::search::loaded_names(&self.session.transcript())
+            }),
             thinking_level,
             session_id: Some(inner.store.lock().session_id().to_string()),
             tuning: pi_ai::RequestTuning {
@@ -546,20 +548,27 @@ impl RunHooks for Hooks {
     }
 }
 
-/// The loadout's tools followed by the MCP `direct` tools connected now (a name already taken
-/// by a built-in tool is skipped).
+/// The loadout's tools followed by the MCP `direct` tools connected now, then the tools that
+/// `tool_search` loaded on this branch (`loaded`, asked only when the loadout has
+/// `tool_search`); a name already taken is skipped.
 fn with_mcp_tools(
     mut tools: Vec<Arc<dyn pi_agent::AgentTool>>,
     mcp: Option<&Arc<crate::mcp::McpManager>>,
+    loaded: impl FnOnce() -> Vec<String>,
 ) -> Vec<Arc<dyn pi_agent::AgentTool>> {
     if let Some(m) = mcp {
-        let taken: std::collections::HashSet<String> =
+        let mut taken: std::collections::HashSet<String> =
             tools.iter().map(|t| t.definition().name).collect();
-        tools.extend(
-            m.direct_tools()
-                .into_iter()
-                .filter(|t| !taken.contains(&t.definition().name)),
-        );
+        let searching = taken.contains(crate::mcp::search::NAME);
+        let mut extra = m.direct_tools();
+        if searching {
+            extra.extend(crate::mcp::search::loaded_tools(m, &loaded()));
+        }
+        for t in extra {
+            if taken.insert(t.definition().name) {
+                tools.push(t);
+            }
+        }
     }
     tools
 }

@@ -64,8 +64,6 @@ pub struct ServerSlot {
     conn: tokio::sync::Mutex<Option<Connection>>,
     settled: tokio::sync::watch::Sender<bool>,
     report_errors: bool,
-    /// Whether the "tools not reachable" warning was given.
-    warned_unreachable: std::sync::atomic::AtomicBool,
     /// Fired by [`McpManager::shutdown`]: a connect in progress gives up at once (its child,
     /// still registered with crate::procs, is killed when `pi` exits).
     shutdown: tokio_util::sync::CancellationToken,
@@ -159,29 +157,6 @@ impl ServerSlot {
 
     fn install(self: &Arc<Self>, info: ServerInfo, peer: Option<Peer>) {
         let direct = self.build_direct(&info.tools);
-        let unreachable = info
-            .tools
-            .iter()
-            .filter_map(|t| t.get("name").and_then(Value::as_str))
-            .filter(|n| {
-                matches!(
-                    self.cfg.tool_exposure(n),
-                    Exposure::Codemode | Exposure::Deferred
-                )
-            })
-            .count();
-        if unreachable > 0
-            && self.report_errors
-            && !self
-                .warned_unreachable
-                .swap(true, std::sync::atomic::Ordering::SeqCst)
-        {
-            // Upstream reaches these through codemode / tool_search, which this build lacks.
-            crate::config::warn(&format!(
-                "MCP server \"{}\": {unreachable} tool(s) have exposure codemode or deferred, which this build cannot offer to the model yet; set \"exposure\": \"direct\" (or toolExposure) in mcp.json",
-                self.cfg.name
-            ));
-        }
         let mut st = self.state.lock();
         st.state = ServerState::Connected;
         st.info = info;
@@ -243,6 +218,47 @@ impl ServerSlot {
                 Arc::new(McpTool::new(self.clone(), model_name, t)) as Arc<dyn AgentTool>
             })
             .collect()
+    }
+
+    /// Every tool of the server that is not `hidden` (and passes `filter`), with its
+    /// model-facing name and effective exposure; empty until the server connected.
+    pub fn reachable_tools(
+        self: &Arc<Self>,
+        filter: &ToolFilter,
+    ) -> Vec<(String, Exposure, McpTool)> {
+        let tools = self.state.lock().info.tools.clone();
+        self.names(&tools)
+            .into_iter()
+            .filter_map(|(model_name, t)| {
+                let raw = t.get("name").and_then(Value::as_str).unwrap_or("");
+                let exposure = self.cfg.tool_exposure(raw);
+                (exposure != Exposure::Hidden && filter.keeps(&model_name)).then(|| {
+                    (
+                        model_name.clone(),
+                        exposure,
+                        McpTool::new(self.clone(), model_name, t),
+                    )
+                })
+            })
+            .collect()
+    }
+
+    /// `instructions` the server sent in `initialize`, once connected.
+    pub fn instructions(&self) -> Option<String> {
+        self.state.lock().info.instructions.clone()
+    }
+
+    /// Whether some tool of the server may have `exposure` (decided from its config alone).
+    pub fn may_have(&self, exposure: Exposure) -> bool {
+        self.cfg.enabled
+            && (self.cfg.exposure == exposure
+                || self.cfg.tool_exposure.iter().any(|(_, e)| *e == exposure))
+    }
+
+    /// Waits for this server's first connect attempt, at most `limit`.
+    pub async fn wait_settled(&self, limit: Duration) {
+        let mut rx = self.settled.subscribe();
+        let _ = tokio::time::timeout(limit, rx.wait_for(|v| *v)).await;
     }
 
     /// Marks the connection dropped (the next call reconnects).
@@ -343,7 +359,6 @@ impl McpManager {
                     conn: tokio::sync::Mutex::new(None),
                     report_errors,
                     shutdown: shutdown.clone(),
-                    warned_unreachable: Default::default(),
                 })
             })
             .collect();

@@ -4,12 +4,11 @@
 //! tools the model sees ([`tools`], results through [`convert`]); `pi mcp list|add|remove`
 //! ([`cli`]).
 //!
-//! What this build covers of upstream's exposures: `direct` (declared like a built-in tool,
-//! named `mcp__<server>__<tool>`), `hidden`, per-tool `toolExposure`, and the resource tools
-//! (declared when a `direct` server offers resources). Not yet: `codemode` (upstream's default
-//! exposure: the `codemode` scripting tool) and `deferred` (`tool_search`); tools with those
-//! exposures are listed by `pi mcp list` but not reachable by the model. OAuth (`pi mcp
-//! login`) and the `/mcp` command are not built either.
+//! Exposures: `direct` (declared like a built-in tool, named `mcp__<server>__<tool>`),
+//! `codemode` (the default: callable from `codemode` scripts, [`crate::codemode`]), `deferred`
+//! (loaded through `tool_search`, [`search`]), `hidden`, per-tool `toolExposure`, and the
+//! resource tools (declared when a `direct` server offers resources). OAuth (`pi mcp login`)
+//! and the `/mcp` command are not built here.
 
 pub mod cli;
 pub mod client;
@@ -17,6 +16,7 @@ pub mod config;
 pub mod convert;
 pub mod log;
 pub mod manager;
+pub mod search;
 pub mod tools;
 
 pub use manager::{McpManager, ServerState, ToolFilter, DIRECT_WAIT};

@@ -135,6 +135,7 @@ fn harness(script: Script, panic_provider: bool) -> Harness {
                 commands: Default::default(),
                 session_env: None,
                 image_policy: None,
+                codemode_store: None,
             },
             store: SessionManager::in_memory(&cwd),
         },
