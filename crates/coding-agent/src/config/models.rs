@@ -630,7 +630,7 @@ impl ModelRegistry {
     /// of `models.json`, then those of local models.
     fn rebuild_slots(&mut self) {
         let mut slots: Vec<Slot> = Vec::new();
-        let mut add = |provider: &str, builtin: bool, slots: &mut Vec<Slot>| {
+        let add = |provider: &str, builtin: bool, slots: &mut Vec<Slot>| {
             match slots.iter_mut().find(|s| s.provider == provider) {
                 Some(s) => s.builtin |= builtin,
                 None => slots.push(Slot {
@@ -658,7 +658,7 @@ impl ModelRegistry {
     }
 
     /// The models of slot `slot`, assembled now if needed (see [`OrderKey`]).
-    fn slot_models(&self, slot: &Slot) -> &[(OrderKey, Model)] {
+    fn slot_models<'a>(&'a self, slot: &'a Slot) -> &'a [(OrderKey, Model)] {
         slot.models.get_or_init(|| self.assemble(&slot.provider))
     }
 
@@ -853,8 +853,23 @@ impl ModelRegistry {
     /// when the provider sets `authHeader` but no key resolves (never for a local GGUF model).
     pub fn request_auth(&self, model: &Model) -> Result<RequestAuth, String> {
         let keyless = is_keyless(model);
-        let api_key = self.api_key(&model.provider);
+        let mut api_key = self.api_key(&model.provider);
         let mut headers = model.headers.clone().unwrap_or_default();
+        // `ANTHROPIC_AUTH_TOKEN` (upstream 1.6 anthropic auth): beats the key variables of the
+        // environment, not a stored or models.json key, and goes out as a bearer token.
+        let configured = self.auth.stored_api_key(&model.provider).is_some()
+            || self
+                .config
+                .provider(&model.provider)
+                .is_some_and(|p| p.api_key.is_some());
+        if let (false, Some(token)) = (configured, pi_ai::env_keys::env_bearer_token(&model.provider))
+        {
+            headers.insert(
+                "Authorization".into(),
+                Value::String(format!("Bearer {token}")),
+            );
+            api_key = None;
+        }
         let provider = self.config.provider(&model.provider);
         if let Some(h) = provider.and_then(|p| p.headers.as_ref()) {
             headers.extend(resolve_headers(h));

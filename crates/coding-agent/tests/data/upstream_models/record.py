@@ -10,8 +10,8 @@ environment variables (plus PATH), and records:
   state_model: [provider, id] of get_state.model (or null), thinking_level;
   available: get_available_models' models, as upstream sends them;
   list_models: stdout of `pi --list-models` and of `pi --list-models <search>` per search;
-  resolve: for each `--model <pattern>`, the provider/id get_state reports (or the stderr
-           text when pi exits with an error).
+  resolve: for each `--model <pattern>`: exit status, the provider/id and thinking level
+           get_state reports (null when pi exited with an error), and stderr.
 """
 import json, os, subprocess, sys, tempfile
 
@@ -72,7 +72,7 @@ def main():
         for pattern in case["models"]:
             r = rpc(env, ["--model", pattern])
             rec["resolve"][pattern] = {"rc": r["rc"], "model": r.get("state_model"),
-                                       "stderr": r["stderr"] if r["rc"] != 0 or "state_model" not in r else r["stderr"]}
+                                       "thinking_level": r.get("thinking_level"), "stderr": r["stderr"]}
         with open(os.path.join(HERE, f"{name}.json"), "w") as f:
             json.dump(rec, f, indent=1)
             f.write("\n")
