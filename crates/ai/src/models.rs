@@ -122,7 +122,10 @@ pub fn builtin_models() -> Vec<Model> {
 
 /// The built-in model `provider`/`id`, if any.
 pub fn find_builtin_model(provider: &str, id: &str) -> Option<Model> {
-    provider_models(provider).iter().find(|m| m.id == id).cloned()
+    provider_models(provider)
+        .iter()
+        .find(|m| m.id == id)
+        .cloned()
 }
 
 /// Clamp `level` to what `model` supports (spec messages-and-models.md §8.2): the level itself

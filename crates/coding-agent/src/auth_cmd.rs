@@ -120,7 +120,10 @@ fn parse(kind: Kind, args: &[String]) -> Result<Parsed, (Failure, Option<&'stati
         match a {
             "--min-expiry" => {
                 if kind != Kind::BearerToken {
-                    return Err((Failure("--min-expiry is only supported by print-bearer-token".into()), None));
+                    return Err((
+                        Failure("--min-expiry is only supported by print-bearer-token".into()),
+                        None,
+                    ));
                 }
                 i += 1;
                 p.min_expiry_ms = Some(args.get(i).and_then(|v| parse_duration_ms(v)).ok_or((
@@ -130,7 +133,10 @@ fn parse(kind: Kind, args: &[String]) -> Result<Parsed, (Failure, Option<&'stati
             }
             "--json" | "--credentials" | "--no-refresh" => {
                 if kind != Kind::Check {
-                    return Err((Failure(format!("{a} is only supported by auth check")), None));
+                    return Err((
+                        Failure(format!("{a} is only supported by auth check")),
+                        None,
+                    ));
                 }
                 match a {
                     "--json" => p.json = true,
@@ -162,7 +168,10 @@ fn parse(kind: Kind, args: &[String]) -> Result<Parsed, (Failure, Option<&'stati
     p.provider = trimmed(p.provider);
     p.model = trimmed(p.model);
     if positional {
-        return Err((Failure("Auth commands only accept --provider and --model".into()), None));
+        return Err((
+            Failure("Auth commands only accept --provider and --model".into()),
+            None,
+        ));
     }
     Ok(p)
 }
@@ -170,10 +179,7 @@ fn parse(kind: Kind, args: &[String]) -> Result<Parsed, (Failure, Option<&'stati
 /// Runs `pi auth <rest…>` against `agent_dir`; returns the exit code.
 pub fn run(rest: &[String], agent_dir: &Path) -> i32 {
     let first = rest.first().map(String::as_str);
-    if first.is_none()
-        || first == Some("help")
-        || rest.iter().any(|a| a == "--help" || a == "-h")
-    {
+    if first.is_none() || first == Some("help") || rest.iter().any(|a| a == "--help" || a == "-h") {
         print!("{HELP}");
         return 0;
     }
@@ -540,7 +546,10 @@ fn login(args: &[String], agent_dir: &Path) -> i32 {
     });
     match result {
         Ok(path) => {
-            println!("Saved API key for {name}. Credentials saved to {}", path.display());
+            println!(
+                "Saved API key for {name}. Credentials saved to {}",
+                path.display()
+            );
             0
         }
         Err(e) => {
@@ -549,4 +558,3 @@ fn login(args: &[String], agent_dir: &Path) -> i32 {
         }
     }
 }
-

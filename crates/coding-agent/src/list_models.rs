@@ -43,17 +43,15 @@ pub fn fuzzy_matches(query: &str, text: &str) -> bool {
     }
     let split = q.find(|c: char| !c.is_ascii_lowercase()).unwrap_or(q.len());
     let (head, tail) = q.split_at(split);
-    let swapped = if !head.is_empty()
-        && !tail.is_empty()
-        && tail.chars().all(|c| c.is_ascii_digit())
-    {
-        Some(format!("{tail}{head}"))
-    } else {
-        let split = q.find(|c: char| !c.is_ascii_digit()).unwrap_or(q.len());
-        let (head, tail) = q.split_at(split);
-        (!head.is_empty() && !tail.is_empty() && tail.chars().all(|c| c.is_ascii_lowercase()))
-            .then(|| format!("{tail}{head}"))
-    };
+    let swapped =
+        if !head.is_empty() && !tail.is_empty() && tail.chars().all(|c| c.is_ascii_digit()) {
+            Some(format!("{tail}{head}"))
+        } else {
+            let split = q.find(|c: char| !c.is_ascii_digit()).unwrap_or(q.len());
+            let (head, tail) = q.split_at(split);
+            (!head.is_empty() && !tail.is_empty() && tail.chars().all(|c| c.is_ascii_lowercase()))
+                .then(|| format!("{tail}{head}"))
+        };
     swapped.is_some_and(|s| s.chars().count() <= t.chars().count() && subsequence(&s))
 }
 
@@ -81,7 +79,9 @@ pub fn table(models: &[Model], search: Option<&str>) -> Option<String> {
     if rows.is_empty() {
         return None;
     }
-    rows.sort_by(|a, b| locale_cmp(&a.provider, &b.provider).then_with(|| locale_cmp(&a.id, &b.id)));
+    rows.sort_by(|a, b| {
+        locale_cmp(&a.provider, &b.provider).then_with(|| locale_cmp(&a.id, &b.id))
+    });
     let yes_no = |b: bool| if b { "yes" } else { "no" }.to_string();
     let cells: Vec<[String; 6]> = rows
         .iter()
@@ -96,7 +96,10 @@ pub fn table(models: &[Model], search: Option<&str>) -> Option<String> {
             ]
         })
         .collect();
-    let header = ["provider", "model", "context", "max-out", "thinking", "images"].map(String::from);
+    let header = [
+        "provider", "model", "context", "max-out", "thinking", "images",
+    ]
+    .map(String::from);
     let mut widths = header.clone().map(|h| h.chars().count());
     for r in &cells {
         for (w, c) in widths.iter_mut().zip(r) {

@@ -630,18 +630,21 @@ impl ModelRegistry {
     /// of `models.json`, then those of local models.
     fn rebuild_slots(&mut self) {
         let mut slots: Vec<Slot> = Vec::new();
-        let add = |provider: &str, builtin: bool, slots: &mut Vec<Slot>| {
-            match slots.iter_mut().find(|s| s.provider == provider) {
-                Some(s) => s.builtin |= builtin,
-                None => slots.push(Slot {
-                    provider: provider.to_string(),
-                    builtin,
-                    models: std::sync::OnceLock::new(),
-                }),
-            }
+        let add = |provider: &str, builtin: bool, slots: &mut Vec<Slot>| match slots
+            .iter_mut()
+            .find(|s| s.provider == provider)
+        {
+            Some(s) => s.builtin |= builtin,
+            None => slots.push(Slot {
+                provider: provider.to_string(),
+                builtin,
+                models: std::sync::OnceLock::new(),
+            }),
         };
         match &self.explicit_builtin {
-            Some(models) => models.iter().for_each(|m| add(&m.provider, true, &mut slots)),
+            Some(models) => models
+                .iter()
+                .for_each(|m| add(&m.provider, true, &mut slots)),
             None => pi_ai::models::builtin_providers()
                 .iter()
                 .filter(|p| p.models > 0)
@@ -862,8 +865,10 @@ impl ModelRegistry {
                 .config
                 .provider(&model.provider)
                 .is_some_and(|p| p.api_key.is_some());
-        if let (false, Some(token)) = (configured, pi_ai::env_keys::env_bearer_token(&model.provider))
-        {
+        if let (false, Some(token)) = (
+            configured,
+            pi_ai::env_keys::env_bearer_token(&model.provider),
+        ) {
             headers.insert(
                 "Authorization".into(),
                 Value::String(format!("Bearer {token}")),

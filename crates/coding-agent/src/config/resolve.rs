@@ -404,7 +404,11 @@ fn split_provider_prefix<'t>(text: &'t str, models: &[&Model]) -> Option<(String
     let mut best: Option<(String, &str)> = None;
     for m in models {
         let prefix = m.provider.trim().to_ascii_lowercase();
-        if prefix.is_empty() || best.as_ref().is_some_and(|(p, _)| p.len() >= m.provider.len()) {
+        if prefix.is_empty()
+            || best
+                .as_ref()
+                .is_some_and(|(p, _)| p.len() >= m.provider.len())
+        {
             continue;
         }
         let Some(slash) = lower_text
@@ -437,8 +441,16 @@ fn fuzzy_matches<'a>(text: &str, models: &[&'a Model]) -> Vec<&'a Model> {
 /// Aliases (`claude-sonnet-4-5`) before dated ids (`…-20250929`), then the greatest id in
 /// locale order; the first of equal ids.
 fn best_fuzzy_match<'a>(matches: &[&'a Model]) -> Option<&'a Model> {
-    let aliases: Vec<&Model> = matches.iter().copied().filter(|m| is_alias(&m.id)).collect();
-    let pool = if aliases.is_empty() { matches.to_vec() } else { aliases };
+    let aliases: Vec<&Model> = matches
+        .iter()
+        .copied()
+        .filter(|m| is_alias(&m.id))
+        .collect();
+    let pool = if aliases.is_empty() {
+        matches.to_vec()
+    } else {
+        aliases
+    };
     let mut best: Option<&Model> = None;
     for m in pool {
         if best.is_none_or(|b| locale_cmp(&m.id, &b.id) == std::cmp::Ordering::Greater) {
@@ -530,22 +542,37 @@ fn select_reference<'a>(
 
 /// Partial id/name matches: credentials pick among providers, then [`best_fuzzy_match`]; the
 /// same id on several providers stays ambiguous.
-fn select_fuzzy<'a>(matches: Vec<&'a Model>, usable: &dyn Fn(&str) -> bool) -> Option<Reference<'a>> {
+fn select_fuzzy<'a>(
+    matches: Vec<&'a Model>,
+    usable: &dyn Fn(&str) -> bool,
+) -> Option<Reference<'a>> {
     if matches.is_empty() {
         return None;
     }
     let usable_matches: Vec<&Model> = if distinct_providers(&matches) > 1 {
-        matches.iter().copied().filter(|m| usable(&m.provider)).collect()
+        matches
+            .iter()
+            .copied()
+            .filter(|m| usable(&m.provider))
+            .collect()
     } else {
         Vec::new()
     };
-    let pool = if usable_matches.is_empty() { &matches } else { &usable_matches };
+    let pool = if usable_matches.is_empty() {
+        &matches
+    } else {
+        &usable_matches
+    };
     let best = best_fuzzy_match(pool)?;
     let tied: Vec<&Model> = pool.iter().copied().filter(|m| m.id == best.id).collect();
     if distinct_providers(&tied) == 1 {
         return Some(resolved(best));
     }
-    let usable_count = if usable_matches.is_empty() { 0 } else { tied.len() };
+    let usable_count = if usable_matches.is_empty() {
+        0
+    } else {
+        tied.len()
+    };
     Some(Reference::Ambiguous {
         candidates: tied,
         usable_count,
@@ -648,7 +675,9 @@ pub fn resolve_model_reference<'a>(
         target: Some(ReferenceTarget {
             provider: anchor.provider.clone(),
             provider_models,
-            model_id: parsed.as_ref().map_or(model_text.clone(), |(b, _)| b.clone()),
+            model_id: parsed
+                .as_ref()
+                .map_or(model_text.clone(), |(b, _)| b.clone()),
             thinking_level: parsed.map(|(_, l)| l),
             model_text,
         }),

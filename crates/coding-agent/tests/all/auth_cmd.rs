@@ -86,7 +86,8 @@ fn auth_commands_answer_as_upstream() {
             ));
         }
         if args.get(1) == Some(&"logout") && rc == 0 {
-            let left = std::fs::read_to_string(root.agent_dir.join("auth.json")).unwrap_or_default();
+            let left =
+                std::fs::read_to_string(root.agent_dir.join("auth.json")).unwrap_or_default();
             assert!(!left.contains("sk-stored"), "logout left the key: {left}");
         }
     }
@@ -96,19 +97,37 @@ fn auth_commands_answer_as_upstream() {
 #[test]
 fn login_stores_the_key_mode_0600_and_keeps_other_entries() {
     let root = root_with(&json!({"anthropic": {"type": "api_key", "key": "sk-ant-old"}}));
-    let (rc, stdout, _) = run(&root, &json!({}), &["auth", "login", "openai", "--api-key"], "sk-new\n");
+    let (rc, stdout, _) = run(
+        &root,
+        &json!({}),
+        &["auth", "login", "openai", "--api-key"],
+        "sk-new\n",
+    );
     assert_eq!(rc, 0);
     let file = root.agent_dir.join("auth.json");
     assert_eq!(
         stdout,
-        format!("Saved API key for OpenAI. Credentials saved to {}\n", file.display())
+        format!(
+            "Saved API key for OpenAI. Credentials saved to {}\n",
+            file.display()
+        )
     );
-    let mode = std::fs::metadata(&file).expect("auth.json").permissions().mode() & 0o777;
+    let mode = std::fs::metadata(&file)
+        .expect("auth.json")
+        .permissions()
+        .mode()
+        & 0o777;
     assert_eq!(mode, 0o600);
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&file).expect("read")).expect("json");
+    let v: Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).expect("read")).expect("json");
     assert_eq!(v["openai"], json!({"type": "api_key", "key": "sk-new"}));
     assert_eq!(v["anthropic"]["key"], "sk-ant-old");
-    let (rc, stdout, _) = run(&root, &json!({}), &["auth", "print-api-key", "--provider", "openai"], "");
+    let (rc, stdout, _) = run(
+        &root,
+        &json!({}),
+        &["auth", "print-api-key", "--provider", "openai"],
+        "",
+    );
     assert_eq!((rc, stdout.as_str()), (0, "sk-new\n"));
     let (rc, _, stderr) = run(&root, &json!({}), &["auth", "login", "nope"], "k\n");
     assert_eq!(rc, 1);

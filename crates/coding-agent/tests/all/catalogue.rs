@@ -81,11 +81,16 @@ fn default_model_and_available_models_equal_upstream() {
     for name in CASES {
         let rec = recording(name);
         let env = env_of(&rec);
-        let env_ref: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let env_ref: Vec<(&str, &str)> =
+            env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         let root = bare_root();
         let mut agent = root.spawn_with_env(false, &[], &env_ref);
         let state = agent.request(json!({"id": "s", "type": "get_state"}));
-        assert_eq!(state_model(&state), rec["state_model"], "{name}: startup model");
+        assert_eq!(
+            state_model(&state),
+            rec["state_model"],
+            "{name}: startup model"
+        );
         assert_eq!(
             state["data"]["thinkingLevel"], rec["thinking_level"],
             "{name}: thinking level"
@@ -95,7 +100,13 @@ fn default_model_and_available_models_equal_upstream() {
         let theirs = rec["available"].as_array().expect("recorded").clone();
         let ids = |v: &[Value]| -> Vec<String> {
             v.iter()
-                .map(|m| format!("{}/{}", m["provider"].as_str().unwrap_or(""), m["id"].as_str().unwrap_or("")))
+                .map(|m| {
+                    format!(
+                        "{}/{}",
+                        m["provider"].as_str().unwrap_or(""),
+                        m["id"].as_str().unwrap_or("")
+                    )
+                })
                 .collect()
         };
         assert_eq!(ids(&ours), ids(&theirs), "{name}: available models (order)");
@@ -117,13 +128,21 @@ fn list_models_equals_upstream() {
                 args.push(search);
             }
             let (rc, stdout, _) = run_pi(&root, &env, &args);
-            assert_eq!(rc as i64, want["rc"].as_i64().expect("rc"), "{name} {search:?}");
+            assert_eq!(
+                rc as i64,
+                want["rc"].as_i64().expect("rc"),
+                "{name} {search:?}"
+            );
             if name == "none" {
                 // Upstream's no-models text points at its own docs; ours says it in our words.
                 assert!(stdout.starts_with("No models available."), "{stdout}");
                 continue;
             }
-            assert_eq!(stdout, want["stdout"].as_str().expect("stdout"), "{name} {search:?}");
+            assert_eq!(
+                stdout,
+                want["stdout"].as_str().expect("stdout"),
+                "{name} {search:?}"
+            );
         }
     }
 }
@@ -133,7 +152,8 @@ fn fuzzy_model_resolution_equals_upstream() {
     for name in CASES {
         let rec = recording(name);
         let env = env_of(&rec);
-        let env_ref: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let env_ref: Vec<(&str, &str)> =
+            env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         let root = bare_root();
         for (pattern, want) in rec["resolve"].as_object().expect("resolve") {
             if want["rc"] != 0 {
@@ -144,13 +164,22 @@ fn fuzzy_model_resolution_equals_upstream() {
                 );
                 assert_ne!(rc, 0, "{name} --model {pattern}");
                 // The error line; upstream's guidance lines after it point at its own docs.
-                let line = want["stderr"].as_str().expect("stderr").lines().next().unwrap_or("");
+                let line = want["stderr"]
+                    .as_str()
+                    .expect("stderr")
+                    .lines()
+                    .next()
+                    .unwrap_or("");
                 assert!(stderr.contains(line), "{name} --model {pattern}: {stderr}");
                 continue;
             }
             let mut agent = root.spawn_with_env(false, &["--model", pattern], &env_ref);
             let state = agent.request(json!({"id": "s", "type": "get_state"}));
-            assert_eq!(state_model(&state), want["model"], "{name} --model {pattern}");
+            assert_eq!(
+                state_model(&state),
+                want["model"],
+                "{name} --model {pattern}"
+            );
             assert_eq!(
                 state["data"]["thinkingLevel"], want["thinking_level"],
                 "{name} --model {pattern}: thinking level"
