@@ -15,7 +15,7 @@ pub mod stream;
 pub mod transform;
 pub mod types;
 
-pub use env_keys::env_api_key;
+pub use env_keys::{env_api_key, env_has_credentials};
 pub use error::{
     classify, is_context_overflow, is_overflow_error_text, is_quota_error_text, is_retryable,
     is_retryable_error_text, parse_retry_after, ErrorClass, ProviderError,

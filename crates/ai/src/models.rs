@@ -1,396 +1,131 @@
-//! Built-in model catalogue for the `anthropic` and `openai` providers and model helpers.
+//! The built-in model catalogue: every provider and chat model of upstream pi 1.6
+//! (`@earendil-works/pi-ai` 1.6.0, `dist/providers/data/*.json` as its provider objects list
+//! them), kept as data in `crates/ai/data/models/` and regenerated with
+//! `scripts/gen-model-catalogue.sh` — never edited by hand.
 //!
-//! Data from upstream `packages/ai/src/models.generated.ts` / `providers/anthropic.models.ts`
-//! (a current subset). Prices are US dollars per million tokens; `contextWindow`/`maxTokens`
-//! are tokens (spec messages-and-models.md §7). Upstream serves the `openai` models through
-//! `openai-responses`; this port has no such adapter, so they use `openai-completions`
-//! (the same models are served by `POST /v1/chat/completions`).
+//! Files: `providers.json` = `{source, defaultOrder: [provider id], providers: [{id, name,
+//! baseUrl, envVars: [name], oauth: bool, defaultModel: id|null, models: count}]}` in upstream's
+//! registry order; `<provider>.json` = that provider's chat models, each a [`Model`] in wire
+//! form (prices in US dollars per million tokens, `contextWindow`/`maxTokens` in tokens; spec
+//! messages-and-models.md §7). The files are embedded in the binary and each is parsed on first
+//! use only ([`provider_models`]), so start-up pays only for the providers it looks at.
+//!
+//! The built-in models' `api` is upstream's even where this port has no adapter for it yet
+//! ([`crate::provider_for_api`] answers `None`; such a model fails at request time).
 
-use crate::types::{Model, ModelCost, ThinkingLevel};
-use serde_json::{Map, Value};
+use crate::types::{Model, ThinkingLevel};
+use serde::Deserialize;
+use std::sync::OnceLock;
+
+#[rustfmt::skip]
+#[path = "catalogue_data.rs"]
+mod catalogue_data;
 
 /// Base URL of the Anthropic API.
 pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
 /// Base URL of the OpenAI API.
 pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 
-/// Providers with built-in models, in registry order.
-pub const BUILTIN_PROVIDERS: [&str; 2] = ["anthropic", "openai"];
-
-struct Spec {
-    id: &'static str,
-    name: &'static str,
-    reasoning: bool,
-    image: bool,
-    /// input, output, cacheRead, cacheWrite ($/M tokens).
-    cost: [f64; 4],
-    context: u64,
-    max: u64,
-    /// JSON object text of `thinkingLevelMap`, if any.
-    levels: Option<&'static str>,
-    /// JSON object text of `compat`, if any.
-    compat: Option<&'static str>,
+/// One built-in provider (an entry of `providers.json`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BuiltinProvider {
+    /// Provider id, e.g. `openai` (spec messages-and-models.md §7.3).
+    pub id: String,
+    /// Display name, e.g. `OpenAI`.
+    pub name: String,
+    /// The provider's base URL; empty when it has none of its own (per-model or from the
+    /// environment, e.g. `azure`, `amazon-bedrock`).
+    #[serde(default)]
+    pub base_url: String,
+    /// The environment variables upstream's API-key resolution reads for this provider, in
+    /// the order it reads them with nothing set (for most providers: the key variables; for
+    /// `anthropic`, `amazon-bedrock`, `google-vertex`, `cloudflare-*` also the variables of
+    /// their other credential forms; see [`crate::env_keys`]).
+    #[serde(default)]
+    pub env_vars: Vec<String>,
+    /// Whether upstream offers an OAuth (subscription) login for it.
+    #[serde(default)]
+    pub oauth: bool,
+    /// Upstream's default model id for the provider (`defaultModelPerProvider`), if any.
+    #[serde(default)]
+    pub default_model: Option<String>,
+    /// Number of chat models in its catalogue file.
+    #[serde(default)]
+    pub models: usize,
 }
 
-const ANTHROPIC: &[Spec] = &[
-    Spec {
-        id: "claude-opus-4-8",
-        name: "Claude Opus 4.8",
-        reasoning: true,
-        image: true,
-        cost: [5.0, 25.0, 0.5, 6.25],
-        context: 1_000_000,
-        max: 128_000,
-        levels: Some(r#"{"xhigh":"xhigh"}"#),
-        compat: Some(
-            r#"{"forceAdaptiveThinking":true,"supportsTemperature":false,"supportsStrictTools":true}"#,
-        ),
-    },
-    Spec {
-        id: "claude-opus-4-7",
-        name: "Claude Opus 4.7",
-        reasoning: true,
-        image: true,
-        cost: [5.0, 25.0, 0.5, 6.25],
-        context: 1_000_000,
-        max: 128_000,
-        levels: Some(r#"{"xhigh":"xhigh"}"#),
-        compat: Some(
-            r#"{"forceAdaptiveThinking":true,"supportsTemperature":false,"supportsStrictTools":true}"#,
-        ),
-    },
-    Spec {
-        id: "claude-opus-4-6",
-        name: "Claude Opus 4.6",
-        reasoning: true,
-        image: true,
-        cost: [5.0, 25.0, 0.5, 6.25],
-        context: 1_000_000,
-        max: 128_000,
-        levels: Some(r#"{"xhigh":"max"}"#),
-        compat: Some(r#"{"forceAdaptiveThinking":true,"supportsStrictTools":true}"#),
-    },
-    Spec {
-        id: "claude-sonnet-4-6",
-        name: "Claude Sonnet 4.6",
-        reasoning: true,
-        image: true,
-        cost: [3.0, 15.0, 0.3, 3.75],
-        context: 1_000_000,
-        max: 64_000,
-        levels: None,
-        compat: Some(r#"{"forceAdaptiveThinking":true,"supportsStrictTools":true}"#),
-    },
-    Spec {
-        id: "claude-opus-4-5",
-        name: "Claude Opus 4.5 (latest)",
-        reasoning: true,
-        image: true,
-        cost: [5.0, 25.0, 0.5, 6.25],
-        context: 200_000,
-        max: 64_000,
-        levels: None,
-        compat: Some(r#"{"supportsStrictTools":true}"#),
-    },
-    Spec {
-        id: "claude-sonnet-4-5",
-        name: "Claude Sonnet 4.5 (latest)",
-        reasoning: true,
-        image: true,
-        cost: [3.0, 15.0, 0.3, 3.75],
-        context: 200_000,
-        max: 64_000,
-        levels: None,
-        compat: Some(r#"{"supportsStrictTools":true}"#),
-    },
-    Spec {
-        id: "claude-sonnet-4-5-20250929",
-        name: "Claude Sonnet 4.5",
-        reasoning: true,
-        image: true,
-        cost: [3.0, 15.0, 0.3, 3.75],
-        context: 200_000,
-        max: 64_000,
-        levels: None,
-        compat: Some(r#"{"supportsStrictTools":true}"#),
-    },
-    Spec {
-        id: "claude-haiku-4-5",
-        name: "Claude Haiku 4.5 (latest)",
-        reasoning: true,
-        image: true,
-        cost: [1.0, 5.0, 0.1, 1.25],
-        context: 200_000,
-        max: 64_000,
-        levels: None,
-        compat: Some(r#"{"supportsStrictTools":true}"#),
-    },
-    Spec {
-        id: "claude-haiku-4-5-20251001",
-        name: "Claude Haiku 4.5",
-        reasoning: true,
-        image: true,
-        cost: [1.0, 5.0, 0.1, 1.25],
-        context: 200_000,
-        max: 64_000,
-        levels: None,
-        compat: Some(r#"{"supportsStrictTools":true}"#),
-    },
-    Spec {
-        id: "claude-opus-4-1",
-        name: "Claude Opus 4.1 (latest)",
-        reasoning: true,
-        image: true,
-        cost: [15.0, 75.0, 1.5, 18.75],
-        context: 200_000,
-        max: 32_000,
-        levels: None,
-        compat: None,
-    },
-    Spec {
-        id: "claude-sonnet-4-0",
-        name: "Claude Sonnet 4 (latest)",
-        reasoning: true,
-        image: true,
-        cost: [3.0, 15.0, 0.3, 3.75],
-        context: 200_000,
-        max: 64_000,
-        levels: None,
-        compat: None,
-    },
-    Spec {
-        id: "claude-3-7-sonnet-20250219",
-        name: "Claude Sonnet 3.7",
-        reasoning: true,
-        image: true,
-        cost: [3.0, 15.0, 0.3, 3.75],
-        context: 200_000,
-        max: 64_000,
-        levels: None,
-        compat: None,
-    },
-    Spec {
-        id: "claude-3-5-haiku-20241022",
-        name: "Claude Haiku 3.5",
-        reasoning: false,
-        image: true,
-        cost: [0.8, 4.0, 0.08, 1.0],
-        context: 200_000,
-        max: 8_192,
-        levels: None,
-        compat: None,
-    },
-];
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Index {
+    #[serde(default)]
+    default_order: Vec<String>,
+    #[serde(default)]
+    providers: Vec<BuiltinProvider>,
+}
 
-const OPENAI: &[Spec] = &[
-    Spec {
-        id: "gpt-5.4",
-        name: "GPT-5.4",
-        reasoning: true,
-        image: true,
-        cost: [2.5, 15.0, 0.25, 0.0],
-        context: 272_000,
-        max: 128_000,
-        levels: Some(r#"{"xhigh":"xhigh"}"#),
-        compat: None,
-    },
-    Spec {
-        id: "gpt-5.3-codex",
-        name: "GPT-5.3 Codex",
-        reasoning: true,
-        image: true,
-        cost: [1.75, 14.0, 0.175, 0.0],
-        context: 400_000,
-        max: 128_000,
-        levels: Some(r#"{"xhigh":"xhigh"}"#),
-        compat: None,
-    },
-    Spec {
-        id: "gpt-5.2",
-        name: "GPT-5.2",
-        reasoning: true,
-        image: true,
-        cost: [1.75, 14.0, 0.175, 0.0],
-        context: 400_000,
-        max: 128_000,
-        levels: Some(r#"{"xhigh":"xhigh"}"#),
-        compat: None,
-    },
-    Spec {
-        id: "gpt-5.1",
-        name: "GPT-5.1",
-        reasoning: true,
-        image: true,
-        cost: [1.25, 10.0, 0.13, 0.0],
-        context: 400_000,
-        max: 128_000,
-        levels: None,
-        compat: None,
-    },
-    Spec {
-        id: "gpt-5",
-        name: "GPT-5",
-        reasoning: true,
-        image: true,
-        cost: [1.25, 10.0, 0.125, 0.0],
-        context: 400_000,
-        max: 128_000,
-        levels: None,
-        compat: None,
-    },
-    Spec {
-        id: "gpt-5-mini",
-        name: "GPT-5 Mini",
-        reasoning: true,
-        image: true,
-        cost: [0.25, 2.0, 0.025, 0.0],
-        context: 400_000,
-        max: 128_000,
-        levels: None,
-        compat: None,
-    },
-    Spec {
-        id: "gpt-5-nano",
-        name: "GPT-5 Nano",
-        reasoning: true,
-        image: true,
-        cost: [0.05, 0.4, 0.005, 0.0],
-        context: 400_000,
-        max: 128_000,
-        levels: None,
-        compat: None,
-    },
-    Spec {
-        id: "gpt-4.1",
-        name: "GPT-4.1",
-        reasoning: false,
-        image: true,
-        cost: [2.0, 8.0, 0.5, 0.0],
-        context: 1_047_576,
-        max: 32_768,
-        levels: None,
-        compat: None,
-    },
-    Spec {
-        id: "gpt-4.1-mini",
-        name: "GPT-4.1 mini",
-        reasoning: false,
-        image: true,
-        cost: [0.4, 1.6, 0.1, 0.0],
-        context: 1_047_576,
-        max: 32_768,
-        levels: None,
-        compat: None,
-    },
-    Spec {
-        id: "gpt-4o",
-        name: "GPT-4o",
-        reasoning: false,
-        image: true,
-        cost: [2.5, 10.0, 1.25, 0.0],
-        context: 128_000,
-        max: 16_384,
-        levels: None,
-        compat: None,
-    },
-    Spec {
-        id: "gpt-4o-mini",
-        name: "GPT-4o mini",
-        reasoning: false,
-        image: true,
-        cost: [0.15, 0.6, 0.08, 0.0],
-        context: 128_000,
-        max: 16_384,
-        levels: None,
-        compat: None,
-    },
-    Spec {
-        id: "o3",
-        name: "o3",
-        reasoning: true,
-        image: true,
-        cost: [2.0, 8.0, 0.5, 0.0],
-        context: 200_000,
-        max: 100_000,
-        levels: None,
-        compat: None,
-    },
-    Spec {
-        id: "o4-mini",
-        name: "o4-mini",
-        reasoning: true,
-        image: true,
-        cost: [1.1, 4.4, 0.28, 0.0],
-        context: 200_000,
-        max: 100_000,
-        levels: None,
-        compat: None,
-    },
-];
+fn index() -> &'static Index {
+    static INDEX: OnceLock<Index> = OnceLock::new();
+    // The embedded data is checked by the crate's tests; a broken file reads as empty.
+    INDEX.get_or_init(|| serde_json::from_str(catalogue_data::PROVIDERS_JSON).unwrap_or_default())
+}
 
-fn json_object(text: Option<&str>) -> Option<Map<String, Value>> {
-    match serde_json::from_str(text?) {
-        Ok(Value::Object(m)) => Some(m),
-        _ => None,
+/// Every built-in provider, in upstream's registry order (`builtinProviders()`), including
+/// those without chat models (`typesafe`).
+pub fn builtin_providers() -> &'static [BuiltinProvider] {
+    &index().providers
+}
+
+/// The built-in provider `id`, if any.
+pub fn builtin_provider(id: &str) -> Option<&'static BuiltinProvider> {
+    builtin_providers().iter().find(|p| p.id == id)
+}
+
+/// Upstream's default model id for `provider` (pi-coding-agent `defaultModelPerProvider`).
+pub fn default_model_id(provider: &str) -> Option<&'static str> {
+    builtin_provider(provider)?.default_model.as_deref()
+}
+
+/// The providers in the order upstream tries their default models when picking the initial
+/// model (the key order of `defaultModelPerProvider`).
+pub fn default_model_order() -> &'static [String] {
+    &index().default_order
+}
+
+/// The chat models of built-in provider `provider` in catalogue order, parsed on first use and
+/// then shared; empty for other providers.
+pub fn provider_models(provider: &str) -> &'static [Model] {
+    static PARSED: OnceLock<Vec<OnceLock<Vec<Model>>>> = OnceLock::new();
+    let files = catalogue_data::MODEL_FILES;
+    let slots = PARSED.get_or_init(|| files.iter().map(|_| OnceLock::new()).collect());
+    let Some(pos) = files.iter().position(|(id, _)| *id == provider) else {
+        return &[];
+    };
+    match slots.get(pos) {
+        Some(slot) => slot.get_or_init(|| serde_json::from_str(files[pos].1).unwrap_or_default()),
+        None => &[],
     }
 }
 
-fn build(spec: &Spec, provider: &str, api: &str, base_url: &str) -> Model {
-    let mut input = vec!["text".to_owned()];
-    if spec.image {
-        input.push("image".to_owned());
-    }
-    Model {
-        id: spec.id.to_owned(),
-        name: spec.name.to_owned(),
-        api: api.to_owned(),
-        provider: provider.to_owned(),
-        base_url: base_url.to_owned(),
-        reasoning: spec.reasoning,
-        thinking_level_map: json_object(spec.levels),
-        input,
-        input_limits: None,
-        cost: ModelCost {
-            input: spec.cost[0],
-            output: spec.cost[1],
-            cache_read: spec.cost[2],
-            cache_write: spec.cost[3],
-        },
-        context_window: spec.context,
-        max_tokens: spec.max,
-        headers: None,
-        compat: json_object(spec.compat),
-    }
-}
-
-/// Built-in models of `provider` (`anthropic` or `openai`); empty for other providers.
+/// Built-in models of `provider` (cloned); empty for providers without built-in models.
 pub fn builtin_models_for(provider: &str) -> Vec<Model> {
-    match provider {
-        "anthropic" => ANTHROPIC
-            .iter()
-            .map(|s| build(s, "anthropic", "anthropic-messages", ANTHROPIC_BASE_URL))
-            .collect(),
-        "openai" => OPENAI
-            .iter()
-            .map(|s| build(s, "openai", "openai-completions", OPENAI_BASE_URL))
-            .collect(),
-        _ => Vec::new(),
-    }
+    provider_models(provider).to_vec()
 }
 
-/// All built-in models, grouped by provider in [`BUILTIN_PROVIDERS`] order.
+/// All built-in models, grouped by provider in registry order (parses every file).
 pub fn builtin_models() -> Vec<Model> {
-    BUILTIN_PROVIDERS
+    builtin_providers()
         .iter()
-        .flat_map(|p| builtin_models_for(p))
+        .flat_map(|p| provider_models(&p.id).iter().cloned())
         .collect()
 }
 
 /// The built-in model `provider`/`id`, if any.
 pub fn find_builtin_model(provider: &str, id: &str) -> Option<Model> {
-    builtin_models_for(provider)
-        .into_iter()
+    provider_models(provider)
+        .iter()
         .find(|m| m.id == id)
+        .cloned()
 }
 
 /// Clamp `level` to what `model` supports (spec messages-and-models.md §8.2): the level itself
@@ -417,13 +152,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn catalogue_is_consistent() {
-        let all = builtin_models();
-        assert!(all.len() >= 20);
-        for m in &all {
-            assert!(m.context_window > 0 && m.max_tokens > 0, "{}", m.id);
-            assert!(crate::providers::provider_for_api(&m.api).is_some());
+    fn every_file_parses_and_matches_the_index() {
+        let providers = builtin_providers();
+        assert_eq!(providers.len(), 43);
+        assert_eq!(catalogue_data::MODEL_FILES.len(), providers.len());
+        let mut total = 0;
+        for p in providers {
+            let models = provider_models(&p.id);
+            assert_eq!(models.len(), p.models, "{}", p.id);
+            total += models.len();
+            for m in models {
+                assert_eq!(m.provider, p.id);
+                assert!(m.context_window > 0, "{}/{}", p.id, m.id);
+            }
+            if let Some(d) = &p.default_model {
+                assert!(models.iter().any(|m| &m.id == d), "{}: {d}", p.id);
+            }
         }
+        assert_eq!(total, 1698);
+        assert_eq!(default_model_id("openai"), Some("gpt-6.2-sol"));
         let opus = find_builtin_model("anthropic", "claude-opus-4-7").expect("opus");
         assert!(opus
             .supported_thinking_levels()
@@ -431,22 +178,35 @@ mod tests {
         let json = serde_json::to_value(&opus).expect("serialize");
         assert_eq!(json["baseUrl"], "https://api.anthropic.com");
         assert_eq!(json["cost"]["cacheWrite"], 6.25);
+        assert_eq!(json["type"], "chat");
+    }
+
+    #[test]
+    fn round_trips_the_data_verbatim() {
+        for (id, text) in catalogue_data::MODEL_FILES {
+            let raw: serde_json::Value = serde_json::from_str(text).expect("json");
+            let ours = serde_json::to_value(provider_models(id)).expect("serialize");
+            assert_eq!(raw, ours, "{id}");
+        }
     }
 
     #[test]
     fn clamping() {
         let gpt = find_builtin_model("openai", "gpt-5").expect("gpt-5");
+        let levels = gpt.supported_thinking_levels();
         assert_eq!(
-            clamp_thinking_level(&gpt, ThinkingLevel::Xhigh),
-            ThinkingLevel::High
+            clamp_thinking_level(&gpt, ThinkingLevel::Max),
+            *levels.last().expect("levels")
         );
-        let mini = find_builtin_model("openai", "gpt-4o").expect("gpt-4o");
+        let plain = find_builtin_model("openai", "gpt-4o").expect("gpt-4o");
         assert_eq!(
-            clamp_thinking_level(&mini, ThinkingLevel::High),
+            clamp_thinking_level(&plain, ThinkingLevel::High),
             ThinkingLevel::Off
         );
         let mut m = gpt.clone();
-        m.thinking_level_map = json_object(Some(r#"{"minimal":null}"#));
+        let mut map = serde_json::Map::new();
+        map.insert("minimal".into(), serde_json::Value::Null);
+        m.thinking_level_map = Some(map);
         assert_eq!(
             clamp_thinking_level(&m, ThinkingLevel::Minimal),
             ThinkingLevel::Low

@@ -219,12 +219,29 @@ pub struct Usage {
 
 impl Usage {
     /// Fill `cost` from the model's per-million price table (spec §3 cost formula).
+    /// When the price table has [`ModelCost::tiers`], the tier with the highest
+    /// `inputTokensAbove` that input + cache-read + cache-write tokens exceed gives the rates
+    /// (upstream 1.6 `calculateCost`).
     pub fn compute_cost(&mut self, price: &ModelCost) {
         let m = 1_000_000.0;
-        self.cost.input = price.input / m * self.input as f64;
-        self.cost.output = price.output / m * self.output as f64;
-        self.cost.cache_read = price.cache_read / m * self.cache_read as f64;
-        self.cost.cache_write = price.cache_write / m * self.cache_write as f64;
+        let input_tokens = (self.input + self.cache_read + self.cache_write) as f64;
+        let mut rates = [
+            price.input,
+            price.output,
+            price.cache_read,
+            price.cache_write,
+        ];
+        let mut matched = -1.0;
+        for tier in price.tiers.iter().flatten() {
+            if input_tokens > tier.input_tokens_above && tier.input_tokens_above > matched {
+                rates = [tier.input, tier.output, tier.cache_read, tier.cache_write];
+                matched = tier.input_tokens_above;
+            }
+        }
+        self.cost.input = rates[0] / m * self.input as f64;
+        self.cost.output = rates[1] / m * self.output as f64;
+        self.cost.cache_read = rates[2] / m * self.cache_read as f64;
+        self.cost.cache_write = rates[3] / m * self.cache_write as f64;
         self.cost.total =
             self.cost.input + self.cost.output + self.cost.cache_read + self.cost.cache_write;
     }
@@ -537,6 +554,38 @@ pub struct ModelCost {
     #[serde(serialize_with = "js_f64")]
     #[serde(default)]
     pub cache_write: f64,
+    /// Long-context price tiers (upstream 1.6 `ModelCost.tiers`): the tier with the highest
+    /// `inputTokensAbove` below a request's input tokens replaces the four rates above
+    /// ([`Usage::compute_cost`]). `None` = absent (one flat price).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tiers: Option<Vec<CostTier>>,
+}
+
+/// One long-context price tier of [`ModelCost::tiers`] (upstream 1.6 `ModelCostTier`; US
+/// dollars per million tokens).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CostTier {
+    /// Wire `inputTokensAbove`: the tier applies when input + cache-read + cache-write tokens
+    /// exceed this many tokens.
+    #[serde(serialize_with = "js_f64")]
+    pub input_tokens_above: f64,
+    /// US dollars per million uncached input tokens.
+    #[serde(serialize_with = "js_f64")]
+    #[serde(default)]
+    pub input: f64,
+    /// US dollars per million output tokens.
+    #[serde(serialize_with = "js_f64")]
+    #[serde(default)]
+    pub output: f64,
+    /// Wire `cacheRead`: US dollars per million cache-read tokens.
+    #[serde(serialize_with = "js_f64")]
+    #[serde(default)]
+    pub cache_read: f64,
+    /// Wire `cacheWrite`: US dollars per million cache-write tokens.
+    #[serde(serialize_with = "js_f64")]
+    #[serde(default)]
+    pub cache_write: f64,
 }
 
 /// A model as the registry and RPC expose it (spec §7.1).
@@ -579,6 +628,12 @@ pub struct Model {
     /// API-specific compatibility overrides, passed through opaquely (spec §7.4); `None` = none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compat: Option<Map<String, Value>>,
+    /// Every other field upstream's catalogue gives the model, kept verbatim and written back
+    /// after the fields above (upstream 1.6 built-ins: `type` = `"chat"`, `promptCache`
+    /// `{short, long}` in seconds, and gateway metadata such as `lab`, `enabled`, `providers`,
+    /// `free`). Empty for custom models.
+    #[serde(flatten, default, skip_serializing_if = "Map::is_empty")]
+    pub extra: Map<String, Value>,
 }
 
 impl Model {
@@ -599,6 +654,7 @@ impl Model {
             max_tokens: 0,
             headers: None,
             compat: None,
+            extra: Map::new(),
         }
     }
     /// A number under `inputLimits.images.resize.<key>` (e.g. `maxWidth`, pixels; `maxBytes`,

@@ -1,6 +1,7 @@
 //! `pi-coding-agent` library: tools, sessions, settings, resources and the run modes.
 
 pub mod agent_session;
+pub mod auth_cmd;
 pub mod child_guard;
 pub mod cli;
 pub mod codemode;
@@ -10,6 +11,7 @@ pub mod extensions;
 pub mod file_args;
 pub mod images;
 pub mod json_error;
+pub mod list_models;
 pub mod mcp;
 pub mod models_cmd;
 pub mod output;

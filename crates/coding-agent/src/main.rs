@@ -557,82 +557,22 @@ fn provider_resolver(
     }
 }
 
-/// `--list-models [search]`: the models that have credentials, as a table (provider, model,
-/// context, max-out, thinking, images), filtered by a case-insensitive substring of
-/// `provider/id` or the name.
+/// `pi --list-models [search]` (upstream 1.6 `cli/list-models.ts`): the available models, kept
+/// when every search token fuzzy-matches `"<provider> <id>"` ([`pi_coding_agent::list_models`]),
+/// sorted by provider then id, as a padded table.
 fn list_models(registry: &ModelRegistry, search: &cli::ListModels) -> i32 {
-    let needle = match search {
-        cli::ListModels::All => None,
-        cli::ListModels::Search(s) => Some(s.to_lowercase()),
-    };
-    let models: Vec<Model> = registry
-        .available()
-        .into_iter()
-        .filter(|m| {
-            needle.as_ref().is_none_or(|n| {
-                format!("{}/{}", m.provider, m.id)
-                    .to_lowercase()
-                    .contains(n)
-                    || m.name.to_lowercase().contains(n)
-            })
-        })
-        .collect();
-    if models.is_empty() {
-        match &needle {
-            Some(n) => println!("No models matching \"{n}\""),
-            None => println!("No models available. Set an API key (see --help)."),
-        }
+    let available = registry.available();
+    if available.is_empty() {
+        println!("{}", config::no_models_available_message());
         return 0;
     }
-    let short = |n: u64| {
-        if n >= 1_000_000 && n.is_multiple_of(1_000_000) {
-            format!("{}M", n / 1_000_000)
-        } else if n >= 1000 {
-            format!("{}K", n / 1000)
-        } else {
-            n.to_string()
-        }
+    let search = match search {
+        cli::ListModels::All => None,
+        cli::ListModels::Search(s) => Some(s.as_str()),
     };
-    let rows: Vec<[String; 6]> = models
-        .iter()
-        .map(|m| {
-            [
-                m.provider.clone(),
-                m.id.clone(),
-                short(m.context_window),
-                short(m.max_tokens),
-                if m.reasoning { "yes" } else { "no" }.to_string(),
-                if m.input.iter().any(|i| i == "image") {
-                    "yes"
-                } else {
-                    "no"
-                }
-                .to_string(),
-            ]
-        })
-        .collect();
-    let header = [
-        "provider", "model", "context", "max-out", "thinking", "images",
-    ];
-    let mut widths = header.map(str::len);
-    for r in &rows {
-        for (w, c) in widths.iter_mut().zip(r) {
-            *w = (*w).max(c.len());
-        }
-    }
-    let line = |cells: Vec<&str>| {
-        cells
-            .iter()
-            .zip(widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect::<Vec<_>>()
-            .join("  ")
-            .trim_end()
-            .to_string()
-    };
-    println!("{}", line(header.to_vec()));
-    for r in &rows {
-        println!("{}", line(r.iter().map(String::as_str).collect()));
+    match pi_coding_agent::list_models::table(&available, search) {
+        Some(table) => print!("{table}"),
+        None => println!("No models matching \"{}\"", search.unwrap_or_default()),
     }
     0
 }

@@ -38,6 +38,10 @@ fn usage(command: &str) -> &'static str {
 pub fn run(sub: Subcommand, args: &[String], cwd: &Path, agent_dir: &Path) -> i32 {
     let name = args.first().map(String::as_str).unwrap_or_default();
     let rest = args.get(1..).unwrap_or_default();
+    if sub == Subcommand::Auth {
+        // Its own help and options (auth_cmd.rs).
+        return crate::auth_cmd::run(rest, agent_dir);
+    }
     if sub == Subcommand::Mcp {
         // Its own help and options (`--` ends them: `pi mcp add x -- cmd --help`).
         return crate::mcp::cli::run(rest, cwd, agent_dir);
@@ -47,7 +51,7 @@ pub fn run(sub: Subcommand, args: &[String], cwd: &Path, agent_dir: &Path) -> i3
         return 0;
     }
     match sub {
-        Subcommand::Auth => unsupported("`pi auth`"),
+        Subcommand::Auth => crate::auth_cmd::run(rest, agent_dir),
         Subcommand::Mcp => crate::mcp::cli::run(rest, cwd, agent_dir),
         Subcommand::Config => unsupported("`pi config` (it needs the interactive TUI)"),
         Subcommand::Update => unsupported("`pi update`"),

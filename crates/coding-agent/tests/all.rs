@@ -13,6 +13,10 @@ mod compaction;
 #[path = "all/config_local.rs"]
 mod config_local;
 
+#[path = "all/auth_cmd.rs"]
+mod auth_cmd;
+#[path = "all/catalogue.rs"]
+mod catalogue;
 #[path = "all/config_models.rs"]
 mod config_models;
 

@@ -159,6 +159,7 @@ fn model_for_file(path: &Path) -> Option<Model> {
         max_tokens: context_window.min(MAX_OUTPUT_TOKENS),
         headers: None,
         compat: None,
+        extra: Default::default(),
     })
 }
 

@@ -266,6 +266,7 @@ mod tests {
             max_tokens: 4096,
             headers: None,
             compat: None,
+            extra: Default::default(),
         }
     }
 

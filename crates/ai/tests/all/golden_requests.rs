@@ -111,6 +111,7 @@ fn fake_model(id: &str) -> Model {
         output: cost[1],
         cache_read: cost[2],
         cache_write: cost[3],
+        tiers: None,
     };
     m
 }

@@ -334,6 +334,7 @@ async fn usage_with_cache_read_and_write() {
         output: 4.0,
         cache_read: 0.1,
         cache_write: 1.25,
+        tiers: None,
     };
     let (_, msg) = collect(OpenAiCompletions::default().stream(&model, &ctx("x"), opts())).await;
     let u = &msg.usage;

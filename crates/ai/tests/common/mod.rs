@@ -256,6 +256,7 @@ pub fn model(api: &str, provider: &str, id: &str, base_url: String, reasoning: b
         output: 15.0,
         cache_read: 0.3,
         cache_write: 3.75,
+        tiers: None,
     };
     m
 }

@@ -171,3 +171,106 @@ impl AuthStorage {
             && matches!(self.get(provider), Some(AuthCredential::OAuth { .. }))
     }
 }
+
+/// Why `auth.json` could not be updated.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthFileError {
+    /// Reading, locking or writing failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file involved.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file exists but is not a JSON object.
+    #[error("{0}: not a JSON object; fix or remove it first")]
+    Invalid(PathBuf),
+}
+
+/// An exclusive `flock` on `<agent dir>/auth.json.lock`, released on drop (upstream locks
+/// `auth.json` the same way around every read-modify-write).
+struct AuthLock(std::fs::File);
+
+impl AuthLock {
+    fn acquire(agent_dir: &Path) -> Result<Self, AuthFileError> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = agent_dir.join("auth.json.lock");
+        let io = |source| AuthFileError::Io {
+            path: path.clone(),
+            source,
+        };
+        std::fs::create_dir_all(agent_dir).map_err(io)?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(io)?;
+        use std::os::fd::AsRawFd;
+        // SAFETY: flock on a file descriptor we own; no memory is involved.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
+        if rc != 0 {
+            return Err(io(std::io::Error::last_os_error()));
+        }
+        Ok(AuthLock(file))
+    }
+}
+
+impl Drop for AuthLock {
+    fn drop(&mut self) {
+        use std::os::fd::AsRawFd;
+        // SAFETY: as above; unlocking a descriptor we still own.
+        unsafe {
+            libc::flock(self.0.as_raw_fd(), libc::LOCK_UN);
+        }
+    }
+}
+
+/// The entries of `<agent_dir>/auth.json` as they are on disk now (empty when missing).
+pub fn read_auth_entries(agent_dir: &Path) -> Result<Map<String, Value>, AuthFileError> {
+    let path = agent_dir.join("auth.json");
+    match read_json_file(&path) {
+        JsonFile::Missing => Ok(Map::new()),
+        JsonFile::Parsed(Value::Object(m)) => Ok(m),
+        _ => Err(AuthFileError::Invalid(path)),
+    }
+}
+
+/// Read-modify-write of `<agent_dir>/auth.json` under [`AuthLock`]: the file is re-read under
+/// the lock, `change` edits the entries and answers whether anything changed, and a change is
+/// written whole (pretty JSON) to a temporary file with mode 0600, then renamed over
+/// `auth.json`, so no reader ever sees half a file. Returns the file's path.
+pub fn update_auth_file(
+    agent_dir: &Path,
+    change: impl FnOnce(&mut Map<String, Value>) -> bool,
+) -> Result<PathBuf, AuthFileError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let _lock = AuthLock::acquire(agent_dir)?;
+    let path = agent_dir.join("auth.json");
+    let mut entries = read_auth_entries(agent_dir)?;
+    if !change(&mut entries) {
+        return Ok(path);
+    }
+    let tmp = agent_dir.join(format!("auth.json.{}.tmp", std::process::id()));
+    let io = |p: &Path| {
+        let p = p.to_path_buf();
+        move |source| AuthFileError::Io { path: p, source }
+    };
+    let mut text = serde_json::to_string_pretty(&Value::Object(entries)).unwrap_or_default();
+    text.push('\n');
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(io(&tmp))?;
+    f.write_all(text.as_bytes()).map_err(io(&tmp))?;
+    f.sync_all().map_err(io(&tmp))?;
+    drop(f);
+    std::fs::rename(&tmp, &path).map_err(io(&path))?;
+    Ok(path)
+}

@@ -99,7 +99,8 @@ fn gguf_context_length(path: &Path) -> Option<u64> {
     }
 }
 
-/// The built-in model catalogue (`pi_ai::models::builtin_models`), in catalogue order.
+/// The whole built-in model catalogue (`pi_ai::models::builtin_models`: every provider's file
+/// parsed), in catalogue order.
 pub fn builtin_catalogue() -> Vec<Model> {
     pi_ai::models::builtin_models()
 }
@@ -415,11 +416,13 @@ fn custom_model_fields(provider: &str, p: &ProviderConfig, m: &ModelConfig) -> M
             output: cost.output.unwrap_or(0.0),
             cache_read: cost.cache_read.unwrap_or(0.0),
             cache_write: cost.cache_write.unwrap_or(0.0),
+            tiers: None,
         },
         context_window: DEFAULT_CONTEXT_WINDOW,
         max_tokens: DEFAULT_MAX_TOKENS,
         headers: None,
         compat: merge_maps(p.compat.as_ref(), m.compat.as_ref()),
+        extra: Map::new(),
     }
 }
 
@@ -511,10 +514,33 @@ pub struct RequestAuth {
     pub keyless: bool,
 }
 
+/// Where a model sits in registry order: built-ins by provider rank then catalogue position,
+/// then custom models in `models.json` order, then discovered local models.
+type OrderKey = (u8, usize, usize);
+
+/// One provider's models, assembled on first use.
+#[derive(Debug, Clone, Default)]
+struct Slot {
+    provider: String,
+    /// Whether the provider has built-in models (they are parsed only when the slot is).
+    builtin: bool,
+    models: std::sync::OnceLock<Vec<(OrderKey, Model)>>,
+}
+
 /// All known models with their credential sources.
+///
+/// Built-in models are assembled per provider on first use (the catalogue files are parsed
+/// lazily, `pi_ai::models::provider_models`), so start-up pays only for the providers it
+/// looks at: [`ModelRegistry::available`] assembles the providers with credentials,
+/// [`ModelRegistry::find`] one provider, [`ModelRegistry::all`] everything.
 #[derive(Debug, Clone, Default)]
 pub struct ModelRegistry {
-    models: Vec<Model>,
+    /// Explicit built-in models ([`ModelRegistry::from_parts`]); `None` = the catalogue.
+    explicit_builtin: Option<Vec<Model>>,
+    slots: Vec<Slot>,
+    all: std::sync::OnceLock<Vec<Model>>,
+    local: Vec<Model>,
+    agent_dir: Option<PathBuf>,
     config: ModelsConfig,
     /// `models.json` header configs of individual models, by (provider, id).
     model_headers: HashMap<(String, String), Map<String, Value>>,
@@ -537,12 +563,7 @@ impl ModelRegistry {
                 (ModelsConfig::default(), Some(e))
             }
         };
-        let mut reg = Self::build(
-            builtin_catalogue(),
-            config,
-            AuthStorage::load(agent_dir),
-            Some(agent_dir),
-        );
+        let mut reg = Self::build(None, config, AuthStorage::load(agent_dir), Some(agent_dir));
         reg.add_local_models(discover_local_models(&agent_dir.join("models")));
         reg.error = error;
         reg.models_json = Some(path);
@@ -552,30 +573,128 @@ impl ModelRegistry {
     /// A registry from explicit parts (tests, embedders). Relative local GGUF paths in `config`
     /// stay relative; no folder is searched for GGUF files (see [`ModelRegistry::add_local_models`]).
     pub fn from_parts(builtin: Vec<Model>, config: ModelsConfig, auth: AuthStorage) -> Self {
-        Self::build(builtin, config, auth, None)
+        Self::build(Some(builtin), config, auth, None)
     }
 
     /// Appends `local` (discovered GGUF models) after every other model, skipping those whose
     /// provider/id is already in the registry (a `models.json` entry wins).
     pub fn add_local_models(&mut self, local: Vec<Model>) {
-        for m in local {
-            if self.find(&m.provider, &m.id).is_none() {
-                self.models.push(m);
-            }
-        }
+        self.local.extend(local);
+        self.rebuild_slots();
     }
 
     fn build(
-        builtin: Vec<Model>,
+        explicit_builtin: Option<Vec<Model>>,
         config: ModelsConfig,
         auth: AuthStorage,
         agent_dir: Option<&Path>,
     ) -> Self {
-        let mut models = builtin;
         let mut model_headers = HashMap::new();
         for (provider, p) in &config.providers {
+            for (id, raw) in p.model_overrides.iter().flatten() {
+                if let Ok(ModelConfig {
+                    headers: Some(h), ..
+                }) = serde_json::from_value::<ModelConfig>(raw.clone())
+                {
+                    model_headers.insert((provider.clone(), id.clone()), h);
+                }
+            }
+            for mc in p.models.iter().flatten() {
+                match &mc.headers {
+                    Some(h) => {
+                        model_headers.insert((provider.clone(), mc.id.clone()), h.clone());
+                    }
+                    None => {
+                        model_headers.remove(&(provider.clone(), mc.id.clone()));
+                    }
+                }
+            }
+        }
+        let mut reg = ModelRegistry {
+            explicit_builtin,
+            slots: Vec::new(),
+            all: std::sync::OnceLock::new(),
+            local: Vec::new(),
+            agent_dir: agent_dir.map(Path::to_path_buf),
+            config,
+            model_headers,
+            auth,
+            error: None,
+            models_json: None,
+        };
+        reg.rebuild_slots();
+        reg
+    }
+
+    /// One slot per provider: built-in providers in catalogue order, then the other providers
+    /// of `models.json`, then those of local models.
+    fn rebuild_slots(&mut self) {
+        let mut slots: Vec<Slot> = Vec::new();
+        let add = |provider: &str, builtin: bool, slots: &mut Vec<Slot>| match slots
+            .iter_mut()
+            .find(|s| s.provider == provider)
+        {
+            Some(s) => s.builtin |= builtin,
+            None => slots.push(Slot {
+                provider: provider.to_string(),
+                builtin,
+                models: std::sync::OnceLock::new(),
+            }),
+        };
+        match &self.explicit_builtin {
+            Some(models) => models
+                .iter()
+                .for_each(|m| add(&m.provider, true, &mut slots)),
+            None => pi_ai::models::builtin_providers()
+                .iter()
+                .filter(|p| p.models > 0)
+                .for_each(|p| add(&p.id, true, &mut slots)),
+        }
+        for (provider, _) in &self.config.providers {
+            add(provider, false, &mut slots);
+        }
+        for m in &self.local {
+            add(&m.provider, false, &mut slots);
+        }
+        self.slots = slots;
+        self.all = std::sync::OnceLock::new();
+    }
+
+    /// The models of slot `slot`, assembled now if needed (see [`OrderKey`]).
+    fn slot_models<'a>(&'a self, slot: &'a Slot) -> &'a [(OrderKey, Model)] {
+        slot.models.get_or_init(|| self.assemble(&slot.provider))
+    }
+
+    /// Built-ins of `provider` with `models.json` applied, its custom models, then its local
+    /// models (skipping provider/ids already present).
+    fn assemble(&self, provider: &str) -> Vec<(OrderKey, Model)> {
+        let rank = self
+            .slots
+            .iter()
+            .position(|s| s.provider == provider)
+            .unwrap_or(usize::MAX);
+        let mut models: Vec<(OrderKey, Model)> = match &self.explicit_builtin {
+            // Explicit built-ins keep their list order, whatever it is.
+            Some(list) => list
+                .iter()
+                .enumerate()
+                .filter(|(_, m)| m.provider == provider)
+                .map(|(i, m)| ((0, i, 0), m.clone()))
+                .collect(),
+            None => pi_ai::models::provider_models(provider)
+                .iter()
+                .enumerate()
+                .map(|(i, m)| ((0, rank, i), m.clone()))
+                .collect(),
+        };
+        let mut custom_pos = 0usize;
+        for (name, p) in &self.config.providers {
+            if name != provider {
+                custom_pos += p.models.as_ref().map_or(0, Vec::len);
+                continue;
+            }
             // Provider-level settings apply to the built-in models of that provider.
-            for m in models.iter_mut().filter(|m| &m.provider == provider) {
+            for (_, m) in models.iter_mut() {
                 if let Some(url) = &p.base_url {
                     m.base_url = url.clone();
                 }
@@ -587,37 +706,37 @@ impl ModelRegistry {
                 let Ok(o) = serde_json::from_value::<ModelConfig>(raw.clone()) else {
                     continue;
                 };
-                if let Some(m) = models
-                    .iter_mut()
-                    .find(|m| &m.provider == provider && &m.id == id)
-                {
+                if let Some((_, m)) = models.iter_mut().find(|(_, m)| &m.id == id) {
                     apply_override(m, &o);
-                }
-                if let Some(h) = o.headers {
-                    model_headers.insert((provider.clone(), id.clone()), h);
                 }
             }
             for mc in p.models.iter().flatten() {
-                models.retain(|m| !(&m.provider == provider && m.id == mc.id));
-                models.push(custom_model(provider, p, mc, agent_dir));
-                match &mc.headers {
-                    Some(h) => {
-                        model_headers.insert((provider.clone(), mc.id.clone()), h.clone());
-                    }
-                    None => {
-                        model_headers.remove(&(provider.clone(), mc.id.clone()));
-                    }
-                }
+                models.retain(|(_, m)| m.id != mc.id);
+                models.push((
+                    (1, custom_pos, 0),
+                    custom_model(provider, p, mc, self.agent_dir.as_deref()),
+                ));
+                custom_pos += 1;
             }
         }
-        ModelRegistry {
-            models,
-            config,
-            model_headers,
-            auth,
-            error: None,
-            models_json: None,
+        for (i, m) in self.local.iter().enumerate() {
+            if m.provider == provider && !models.iter().any(|(_, e)| e.id == m.id) {
+                models.push(((2, i, 0), m.clone()));
+            }
         }
+        models
+    }
+
+    /// The models of the providers `keep` accepts, in registry order.
+    fn collect(&self, keep: impl Fn(&Slot) -> bool) -> Vec<&Model> {
+        let mut out: Vec<&(OrderKey, Model)> = self
+            .slots
+            .iter()
+            .filter(|s| keep(s))
+            .flat_map(|s| self.slot_models(s).iter())
+            .collect();
+        out.sort_by_key(|(k, _)| *k);
+        out.into_iter().map(|(_, m)| m).collect()
     }
 
     /// Re-reads `models.json` and `auth.json` (keeping runtime keys is the caller's job).
@@ -635,16 +754,18 @@ impl ModelRegistry {
         self.models_json.as_deref()
     }
 
-    /// Every known model, in registry order.
+    /// Every known model, in registry order (assembles every provider on first call).
     pub fn all(&self) -> &[Model] {
-        &self.models
+        self.all
+            .get_or_init(|| self.collect(|_| true).into_iter().cloned().collect())
     }
 
     /// Models that can be used now ([`ModelRegistry::model_has_auth`]: their provider has
-    /// credentials, or they run in-process), in registry order.
+    /// credentials, or they run in-process), in registry order. Only the providers with
+    /// credentials (and those of `models.json` and local models) are assembled.
     pub fn available(&self) -> Vec<Model> {
-        self.models
-            .iter()
+        self.collect(|s| !s.builtin || self.has_auth(&s.provider))
+            .into_iter()
             .filter(|m| self.model_has_auth(m))
             .cloned()
             .collect()
@@ -656,17 +777,24 @@ impl ModelRegistry {
         is_keyless(model) || self.has_auth(&model.provider)
     }
 
-    /// The model `provider`/`id` (exact, case-sensitive).
+    /// The model `provider`/`id` (exact, case-sensitive); assembles that provider only.
     pub fn find(&self, provider: &str, id: &str) -> Option<&Model> {
-        self.models
+        let slot = self.slots.iter().find(|s| s.provider == provider)?;
+        self.slot_models(slot)
             .iter()
-            .find(|m| m.provider == provider && m.id == id)
+            .map(|(_, m)| m)
+            .find(|m| m.id == id)
     }
 
-    /// Provider ids in registry order, without duplicates.
+    /// The models of `provider` in registry order; assembles that provider only.
+    pub fn provider_models(&self, provider: &str) -> Vec<&Model> {
+        self.collect(|s| s.provider == provider)
+    }
+
+    /// Provider ids in registry order, without duplicates (assembles every provider).
     pub fn providers(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
-        for m in &self.models {
+        for m in self.all() {
             if !out.contains(&m.provider) {
                 out.push(m.provider.clone());
             }
@@ -688,15 +816,22 @@ impl ModelRegistry {
     /// environment key or a `models.json` `apiKey` — or it has models and all of them are
     /// local GGUF models, which need none. Nothing is executed or refreshed.
     pub fn has_auth(&self, provider: &str) -> bool {
-        let mut own = self.models.iter().filter(|m| m.provider == provider);
-        let all_local = own.clone().next().is_some() && own.all(is_keyless);
-        all_local
-            || self.auth.has_entry(provider)
-            || env_api_key(provider).is_some()
+        let all_local = || {
+            let own = self.provider_models(provider);
+            !own.is_empty() && own.into_iter().all(is_keyless)
+        };
+        let customised = self
+            .config
+            .provider(provider)
+            .is_some_and(|p| p.models.as_ref().is_some_and(|m| !m.is_empty()))
+            || self.local.iter().any(|m| m.provider == provider);
+        self.auth.has_entry(provider)
+            || pi_ai::env_has_credentials(provider)
             || self
                 .config
                 .provider(provider)
                 .is_some_and(|p| p.api_key.is_some())
+            || (customised && all_local())
     }
 
     /// The API key for `provider`, resolved now (spec config.md §5.3, 1.6 order): the runtime
@@ -721,8 +856,25 @@ impl ModelRegistry {
     /// when the provider sets `authHeader` but no key resolves (never for a local GGUF model).
     pub fn request_auth(&self, model: &Model) -> Result<RequestAuth, String> {
         let keyless = is_keyless(model);
-        let api_key = self.api_key(&model.provider);
+        let mut api_key = self.api_key(&model.provider);
         let mut headers = model.headers.clone().unwrap_or_default();
+        // `ANTHROPIC_AUTH_TOKEN` (upstream 1.6 anthropic auth): beats the key variables of the
+        // environment, not a stored or models.json key, and goes out as a bearer token.
+        let configured = self.auth.stored_api_key(&model.provider).is_some()
+            || self
+                .config
+                .provider(&model.provider)
+                .is_some_and(|p| p.api_key.is_some());
+        if let (false, Some(token)) = (
+            configured,
+            pi_ai::env_keys::env_bearer_token(&model.provider),
+        ) {
+            headers.insert(
+                "Authorization".into(),
+                Value::String(format!("Bearer {token}")),
+            );
+            api_key = None;
+        }
         let provider = self.config.provider(&model.provider);
         if let Some(h) = provider.and_then(|p| p.headers.as_ref()) {
             headers.extend(resolve_headers(h));

@@ -8,61 +8,19 @@ use pi_ai::{Model, ThinkingLevel};
 /// The level used when nothing else decides (messages-and-models.md §8).
 pub const DEFAULT_THINKING_LEVEL: ThinkingLevel = ThinkingLevel::Medium;
 
-/// Preferred default model per known provider, in the order providers are tried when picking a
-/// startup model (upstream `defaultModelPerProvider`).
-pub const DEFAULT_MODEL_PER_PROVIDER: &[(&str, &str)] = &[
-    ("amazon-bedrock", "us.anthropic.claude-opus-4-6-v1"),
-    ("ant-ling", "Ring-2.6-1T"),
-    ("anthropic", "claude-opus-4-8"),
-    ("openai", "gpt-5.5"),
-    ("ollama-cloud", "glm-5.2"),
-    ("azure-openai-responses", "gpt-5.4"),
-    ("openai-codex", "gpt-5.5"),
-    ("radius", "auto"),
-    ("nvidia", "nvidia/nemotron-3-super-120b-a12b"),
-    ("deepseek", "deepseek-v4-pro"),
-    ("google", "gemini-3.1-pro-preview"),
-    ("google-vertex", "gemini-3.1-pro-preview"),
-    ("github-copilot", "gpt-5.4"),
-    ("openrouter", "moonshotai/kimi-k2.6"),
-    ("vercel-ai-gateway", "zai/glm-5.1"),
-    ("xai", "grok-4.5"),
-    ("groq", "openai/gpt-oss-120b"),
-    ("cerebras", "zai-glm-4.7"),
-    ("zai", "glm-5.1"),
-    ("zai-coding-cn", "glm-5.1"),
-    ("mistral", "devstral-medium-latest"),
-    ("minimax", "MiniMax-M2.7"),
-    ("minimax-cn", "MiniMax-M2.7"),
-    ("moonshotai", "kimi-k2.6"),
-    ("moonshotai-cn", "kimi-k2.6"),
-    ("huggingface", "moonshotai/Kimi-K2.6"),
-    ("fireworks", "accounts/fireworks/models/kimi-k2p6"),
-    ("together", "moonshotai/Kimi-K2.6"),
-    ("baseten", "zai-org/GLM-5.2"),
-    ("opencode", "kimi-k2.6"),
-    ("opencode-go", "kimi-k2.6"),
-    ("kimi-coding", "kimi-for-coding"),
-    ("cloudflare-workers-ai", "@cf/moonshotai/kimi-k2.6"),
-    (
-        "cloudflare-ai-gateway",
-        "workers-ai/@cf/moonshotai/kimi-k2.6",
-    ),
-    ("qwen-token-plan", "qwen3.7-max"),
-    ("qwen-token-plan-cn", "qwen3.7-max"),
-    ("qwen-token-plan-individual", "qwen3.8-max"),
-    ("xiaomi", "mimo-v2.5-pro"),
-    ("xiaomi-token-plan-cn", "mimo-v2.5-pro"),
-    ("xiaomi-token-plan-ams", "mimo-v2.5-pro"),
-    ("xiaomi-token-plan-sgp", "mimo-v2.5-pro"),
-];
-
-/// The preferred default model id of `provider`, if it is a known provider.
+/// Upstream's default model id per provider (pi-coding-agent `defaultModelPerProvider`, from
+/// the generated catalogue, `pi_ai::models::default_model_id`).
 pub fn default_model_for_provider(provider: &str) -> Option<&'static str> {
-    DEFAULT_MODEL_PER_PROVIDER
+    pi_ai::models::default_model_id(provider)
+}
+
+/// `(provider, default model id)` in the order upstream tries them when picking the initial
+/// model (the key order of `defaultModelPerProvider`).
+pub fn default_models_per_provider() -> Vec<(&'static str, &'static str)> {
+    pi_ai::models::default_model_order()
         .iter()
-        .find(|(p, _)| *p == provider)
-        .map(|(_, id)| *id)
+        .filter_map(|p| Some((p.as_str(), default_model_for_provider(p)?)))
+        .collect()
 }
 
 // ------------------------------------------------------------------ user-facing messages
@@ -377,13 +335,406 @@ pub struct CliModel {
     pub warning: Option<String>,
 }
 
-/// `resolveCliModel` (spec config.md §7.3): resolves `--model` (optionally with `--provider`)
-/// against ALL models. `Ok(None)` when no `--model` was given; `Err` carries the error text.
+/// How a `:level` suffix on a model reference is treated (upstream `thinkingSuffix`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SuffixMode {
+    /// No suffix parsing: the text is a model reference as is.
+    None,
+    /// An invalid suffix is dropped with a warning (scopes).
+    Lenient,
+    /// An invalid suffix stays part of the id, which then fails (CLI `--model`).
+    Strict,
+}
+
+/// Where an unresolved reference would land as a custom model id (upstream's `target`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReferenceTarget<'a> {
+    /// The provider the text names (or the `--provider` constraint).
+    pub provider: String,
+    /// That provider's models, the anchor first.
+    pub provider_models: Vec<&'a Model>,
+    /// The text after the provider prefix.
+    pub model_text: String,
+    /// `model_text` without a valid `:level` suffix.
+    pub model_id: String,
+    /// The valid `:level` suffix, if any.
+    pub thinking_level: Option<ThinkingLevel>,
+}
+
+/// Outcome of [`resolve_model_reference`] (upstream `resolveModelReference`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reference<'a> {
+    /// One model.
+    Resolved {
+        /// The model.
+        model: &'a Model,
+        /// A valid `:level` suffix.
+        thinking_level: Option<ThinkingLevel>,
+        /// The invalid-suffix warning (lenient mode).
+        warning: Option<String>,
+    },
+    /// Several providers offer it and credentials do not decide.
+    Ambiguous {
+        /// The candidates.
+        candidates: Vec<&'a Model>,
+        /// How many of them have credentials.
+        usable_count: usize,
+    },
+    /// Nothing matched; `target` when the text names a known provider.
+    NotFound {
+        /// Where a custom id would go.
+        target: Option<ReferenceTarget<'a>>,
+    },
+}
+
+fn lower(s: &str) -> String {
+    s.to_lowercase()
+}
+
+/// `model:level` → `(model, level)` when the part after the last `:` is a thinking level.
+fn split_thinking_suffix(text: &str) -> Option<(&str, ThinkingLevel)> {
+    let (base, suffix) = text.rsplit_once(':')?;
+    Some((base, ThinkingLevel::parse(suffix)?))
+}
+
+/// The longest known provider id that prefixes `text` before a `/` (provider ids may contain
+/// `/` themselves), with the trimmed rest; `None` when the rest is empty.
+fn split_provider_prefix<'t>(text: &'t str, models: &[&Model]) -> Option<(String, &'t str)> {
+    let lower_text = text.to_ascii_lowercase();
+    let mut best: Option<(String, &str)> = None;
+    for m in models {
+        let prefix = m.provider.trim().to_ascii_lowercase();
+        if prefix.is_empty()
+            || best
+                .as_ref()
+                .is_some_and(|(p, _)| p.len() >= m.provider.len())
+        {
+            continue;
+        }
+        let Some(slash) = lower_text
+            .get(prefix.len()..)
+            .and_then(|rest| rest.find('/'))
+            .map(|i| i + prefix.len())
+        else {
+            continue;
+        };
+        if lower_text[..slash].trim() != prefix {
+            continue;
+        }
+        let model_text = text[slash + 1..].trim();
+        if !model_text.is_empty() {
+            best = Some((m.provider.clone(), model_text));
+        }
+    }
+    best
+}
+
+fn fuzzy_matches<'a>(text: &str, models: &[&'a Model]) -> Vec<&'a Model> {
+    let t = lower(text);
+    models
+        .iter()
+        .copied()
+        .filter(|m| lower(&m.id).contains(&t) || lower(&m.name).contains(&t))
+        .collect()
+}
+
+/// Aliases (`claude-sonnet-4-5`) before dated ids (`…-20250929`), then the greatest id in
+/// locale order; the first of equal ids.
+fn best_fuzzy_match<'a>(matches: &[&'a Model]) -> Option<&'a Model> {
+    let aliases: Vec<&Model> = matches
+        .iter()
+        .copied()
+        .filter(|m| is_alias(&m.id))
+        .collect();
+    let pool = if aliases.is_empty() {
+        matches.to_vec()
+    } else {
+        aliases
+    };
+    let mut best: Option<&Model> = None;
+    for m in pool {
+        if best.is_none_or(|b| locale_cmp(&m.id, &b.id) == std::cmp::Ordering::Greater) {
+            best = Some(m);
+        }
+    }
+    best
+}
+
+fn distinct_providers(models: &[&Model]) -> usize {
+    let mut seen: Vec<&str> = Vec::new();
+    for m in models {
+        if !seen.contains(&m.provider.as_str()) {
+            seen.push(&m.provider);
+        }
+    }
+    seen.len()
+}
+
+fn resolved(model: &Model) -> Reference<'_> {
+    Reference::Resolved {
+        model,
+        thinking_level: None,
+        warning: None,
+    }
+}
+
+/// Exact matches: `provider/id` is a hint, the whole text may also be an id elsewhere. The
+/// named provider wins when usable; else a sole usable raw match; else an unusable named match.
+fn select_reference<'a>(
+    text: &str,
+    pool: &[&'a Model],
+    fuzzy: bool,
+    usable: &dyn Fn(&str) -> bool,
+) -> Option<Reference<'a>> {
+    let lower_text = lower(text);
+    let raw: Vec<&Model> = pool
+        .iter()
+        .copied()
+        .filter(|m| lower(&m.id) == lower_text)
+        .collect();
+    let named = split_provider_prefix(text, pool).and_then(|(provider, model_text)| {
+        let own: Vec<&Model> = pool
+            .iter()
+            .copied()
+            .filter(|m| m.provider == provider)
+            .collect();
+        let lmt = lower(model_text);
+        own.iter()
+            .copied()
+            .find(|m| lower(&m.id) == lmt)
+            .or_else(|| raw.iter().copied().find(|m| m.provider == provider))
+            .or_else(|| {
+                fuzzy
+                    .then(|| best_fuzzy_match(&fuzzy_matches(model_text, &own)))
+                    .flatten()
+            })
+    });
+    let others: Vec<&Model> = raw
+        .iter()
+        .copied()
+        .filter(|m| !named.is_some_and(|n| std::ptr::eq(*m, n)))
+        .collect();
+    let mut candidates: Vec<&Model> = named.into_iter().collect();
+    candidates.extend(others.iter().copied());
+    let first = *candidates.first()?;
+    if distinct_providers(&candidates) == 1 {
+        return Some(resolved(first));
+    }
+    if let Some(n) = named.filter(|n| usable(&n.provider)) {
+        return Some(resolved(n));
+    }
+    let usable_others: Vec<&Model> = others
+        .iter()
+        .copied()
+        .filter(|m| usable(&m.provider))
+        .collect();
+    if usable_others.len() == 1 {
+        return Some(resolved(usable_others[0]));
+    }
+    if let (true, Some(n)) = (usable_others.is_empty(), named) {
+        return Some(resolved(n));
+    }
+    Some(Reference::Ambiguous {
+        candidates,
+        usable_count: usable_others.len(),
+    })
+}
+
+/// Partial id/name matches: credentials pick among providers, then [`best_fuzzy_match`]; the
+/// same id on several providers stays ambiguous.
+fn select_fuzzy<'a>(
+    matches: Vec<&'a Model>,
+    usable: &dyn Fn(&str) -> bool,
+) -> Option<Reference<'a>> {
+    if matches.is_empty() {
+        return None;
+    }
+    let usable_matches: Vec<&Model> = if distinct_providers(&matches) > 1 {
+        matches
+            .iter()
+            .copied()
+            .filter(|m| usable(&m.provider))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let pool = if usable_matches.is_empty() {
+        &matches
+    } else {
+        &usable_matches
+    };
+    let best = best_fuzzy_match(pool)?;
+    let tied: Vec<&Model> = pool.iter().copied().filter(|m| m.id == best.id).collect();
+    if distinct_providers(&tied) == 1 {
+        return Some(resolved(best));
+    }
+    let usable_count = if usable_matches.is_empty() {
+        0
+    } else {
+        tied.len()
+    };
+    Some(Reference::Ambiguous {
+        candidates: tied,
+        usable_count,
+    })
+}
+
+fn resolve_text<'a>(
+    text: &str,
+    suffix: SuffixMode,
+    fuzzy: bool,
+    pool: &[&'a Model],
+    usable: &dyn Fn(&str) -> bool,
+) -> Reference<'a> {
+    if let Some(r) = select_reference(text, pool, fuzzy, usable) {
+        return r;
+    }
+    if fuzzy {
+        if let Some(r) = select_fuzzy(fuzzy_matches(text, pool), usable) {
+            return r;
+        }
+    }
+    let not_found = Reference::NotFound { target: None };
+    if suffix == SuffixMode::None {
+        return not_found;
+    }
+    if let Some((base, level)) = split_thinking_suffix(text) {
+        return match resolve_text(base, suffix, fuzzy, pool, usable) {
+            Reference::Resolved { model, warning, .. } => Reference::Resolved {
+                model,
+                thinking_level: if warning.is_some() { None } else { Some(level) },
+                warning,
+            },
+            other => other,
+        };
+    }
+    if suffix == SuffixMode::Strict {
+        return not_found;
+    }
+    let Some((base, bad)) = text.rsplit_once(':') else {
+        return not_found;
+    };
+    match resolve_text(base, suffix, fuzzy, pool, usable) {
+        Reference::Resolved { model, .. } => Reference::Resolved {
+            model,
+            thinking_level: None,
+            warning: Some(format!(
+                "Invalid thinking level \"{bad}\" in pattern \"{text}\". Using default instead."
+            )),
+        },
+        other => other,
+    }
+}
+
+/// Upstream 1.6 `resolveModelReference`: resolves `text` (exact `provider/id` or id, then with
+/// `fuzzy` partial id/name matches, then a `:level` suffix per `suffix`) among `models`,
+/// restricted to provider `provider` (case-insensitive) when given. `usable(provider)` only
+/// breaks ties between providers (whether it has credentials).
+pub fn resolve_model_reference<'a>(
+    text: &str,
+    provider: Option<&str>,
+    suffix: SuffixMode,
+    fuzzy: bool,
+    models: &'a [Model],
+    usable: &dyn Fn(&str) -> bool,
+) -> Reference<'a> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Reference::NotFound { target: None };
+    }
+    let constraint = provider.map(lower);
+    let pool: Vec<&Model> = models
+        .iter()
+        .filter(|m| constraint.as_ref().is_none_or(|c| &lower(&m.provider) == c))
+        .collect();
+    let result = resolve_text(text, suffix, fuzzy, &pool, usable);
+    if !matches!(result, Reference::NotFound { .. }) {
+        return result;
+    }
+    let split = split_provider_prefix(text, &pool);
+    let anchor = match (&constraint, &split) {
+        (Some(_), _) => pool.first().copied(),
+        (None, Some((p, _))) => pool.iter().copied().find(|m| &m.provider == p),
+        (None, None) => None,
+    };
+    let Some(anchor) = anchor else {
+        return result;
+    };
+    let model_text = split.map_or(text, |(_, t)| t).to_string();
+    let parsed = match suffix {
+        SuffixMode::None => None,
+        _ => split_thinking_suffix(&model_text).map(|(b, l)| (b.to_string(), l)),
+    };
+    let mut provider_models = vec![anchor];
+    provider_models.extend(
+        pool.iter()
+            .copied()
+            .filter(|m| m.provider == anchor.provider && !std::ptr::eq(*m, anchor)),
+    );
+    Reference::NotFound {
+        target: Some(ReferenceTarget {
+            provider: anchor.provider.clone(),
+            provider_models,
+            model_id: parsed
+                .as_ref()
+                .map_or(model_text.clone(), |(b, _)| b.clone()),
+            thinking_level: parsed.map(|(_, l)| l),
+            model_text,
+        }),
+    }
+}
+
+/// Compares like JavaScript's `localeCompare` in Node's default (ICU root) collation, as far as
+/// model and provider ids need: punctuation before digits before letters, letters compared
+/// case-insensitively first, then lowercase before uppercase, then by code point.
+pub fn locale_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    const PUNCT: &str = "_-,;:!?.'\"()[]{}@*/\\&#%`^+<=>|~$";
+    fn primary(c: char) -> (u8, u32) {
+        if c.is_whitespace() {
+            (0, c as u32)
+        } else if let Some(i) = PUNCT.find(c) {
+            (1, i as u32)
+        } else if c.is_ascii_digit() {
+            (2, c as u32)
+        } else if c.is_alphabetic() {
+            (3, c.to_lowercase().next().unwrap_or(c) as u32)
+        } else {
+            (4, c as u32)
+        }
+    }
+    let pa: Vec<(u8, u32)> = a.chars().map(primary).collect();
+    let pb: Vec<(u8, u32)> = b.chars().map(primary).collect();
+    pa.cmp(&pb)
+        .then_with(|| {
+            let case = |s: &str| -> Vec<bool> { s.chars().map(char::is_uppercase).collect() };
+            case(a).cmp(&case(b))
+        })
+        .then_with(|| a.cmp(b))
+}
+
+/// `resolveCliModel` (spec config.md §7.3; upstream 1.6 `core/model-resolver.ts`): resolves
+/// `--model` (optionally with `--provider`) against ALL models, credentials only breaking ties
+/// between providers. An unknown id of a known provider becomes a custom model id on that
+/// provider's default model. `Ok(None)` when no `--model` was given; `Err` carries the error
+/// text.
 pub fn resolve_cli_model(
     cli_provider: Option<&str>,
     cli_model: Option<&str>,
     cli_thinking: Option<ThinkingLevel>,
     registry: &ModelRegistry,
+) -> Result<Option<CliModel>, String> {
+    let usable = |p: &str| registry.has_auth(p);
+    resolve_cli_model_with(cli_provider, cli_model, cli_thinking, registry, &usable)
+}
+
+/// [`resolve_cli_model`] with `usable(provider)` deciding ties between providers (`pi auth
+/// check` counts only stored credentials, as upstream's auth-check runtime does).
+pub fn resolve_cli_model_with(
+    cli_provider: Option<&str>,
+    cli_model: Option<&str>,
+    cli_thinking: Option<ThinkingLevel>,
+    registry: &ModelRegistry,
+    usable: &dyn Fn(&str) -> bool,
 ) -> Result<Option<CliModel>, String> {
     let Some(cli_model) = cli_model else {
         return Ok(None);
@@ -394,134 +745,80 @@ pub fn resolve_cli_model(
             "No models available. Check your installation or add models to models.json.".into(),
         );
     }
-    let canonical_provider = |name: &str| {
-        let lower = name.to_lowercase();
-        all.iter()
-            .find(|m| m.provider.to_lowercase() == lower)
-            .map(|m| m.provider.clone())
-    };
-    let mut provider = match cli_provider {
-        Some(p) => Some(canonical_provider(p).ok_or_else(|| {
-            format!(
-                "Unknown provider \"{p}\". Use --list-models to see available providers/models."
+    let provider = match cli_provider {
+        Some(p) => {
+            let wanted = lower(p);
+            Some(
+                all.iter()
+                    .find(|m| lower(&m.provider) == wanted)
+                    .map(|m| m.provider.clone())
+                    .ok_or_else(|| {
+                        format!(
+                            "Unknown provider \"{p}\". Use --list-models to see available providers/models."
+                        )
+                    })?,
             )
-        })?),
+        }
         None => None,
     };
-    let mut pattern = cli_model.to_string();
-    let mut inferred = false;
-    if provider.is_none() {
-        if let Some((maybe, rest)) = cli_model.split_once('/') {
-            if let Some(p) = canonical_provider(maybe) {
-                provider = Some(p);
-                pattern = rest.to_string();
-                inferred = true;
-            }
-        }
-    }
-    let found = |m: &Model| CliModel {
-        model: m.clone(),
-        thinking_level: None,
-        warning: None,
-    };
-    if provider.is_none() {
-        let lower = cli_model.to_lowercase();
-        let exact: Vec<&Model> = all
-            .iter()
-            .filter(|m| {
-                m.id.to_lowercase() == lower
-                    || format!("{}/{}", m.provider, m.id).to_lowercase() == lower
-            })
-            .collect();
-        if exact.len() == 1 {
-            return Ok(Some(found(exact[0])));
-        }
-        if exact.len() > 1 {
-            let authed: Vec<&&Model> = exact
-                .iter()
-                .filter(|m| registry.model_has_auth(m))
-                .collect();
-            if authed.len() == 1 {
-                return Ok(Some(found(authed[0])));
-            }
-            let mut names: Vec<String> = exact
+    match resolve_model_reference(
+        cli_model,
+        provider.as_deref(),
+        SuffixMode::Strict,
+        true,
+        all,
+        usable,
+    ) {
+        Reference::Resolved {
+            model,
+            thinking_level,
+            warning,
+        } => Ok(Some(CliModel {
+            model: model.clone(),
+            thinking_level,
+            warning,
+        })),
+        Reference::Ambiguous {
+            candidates,
+            usable_count,
+        } => {
+            let mut names: Vec<String> = candidates
                 .iter()
                 .map(|m| format!("{}/{}", m.provider, m.id))
                 .collect();
-            names.sort();
-            let hint = if authed.is_empty() {
+            names.sort_by(|a, b| locale_cmp(a, b));
+            let hint = if usable_count == 0 {
                 "No matching provider is authenticated."
             } else {
                 "More than one matching provider is authenticated."
             };
-            return Err(format!(
+            Err(format!(
                 "Model \"{cli_model}\" is ambiguous across providers: {}. {hint} Use --provider or provider/model.",
                 names.join(", ")
-            ));
+            ))
         }
-    }
-    if let (Some(_), Some(p)) = (cli_provider, &provider) {
-        let prefix = format!("{p}/").to_lowercase();
-        if cli_model.to_lowercase().starts_with(&prefix) {
-            pattern = cli_model[prefix.len()..].to_string();
-        }
-    }
-    let candidates: Vec<Model> = match &provider {
-        Some(p) => all.iter().filter(|m| &m.provider == p).cloned().collect(),
-        None => all.to_vec(),
-    };
-    let parsed = parse_model_pattern(&pattern, &candidates, true);
-    if let Some(model) = parsed.model {
-        if inferred && !registry.model_has_auth(&model) {
-            let lower = cli_model.to_lowercase();
-            let raw: Vec<&Model> = all
-                .iter()
-                .filter(|m| m.id.to_lowercase() == lower && !same_model(m, &model))
-                .filter(|m| registry.model_has_auth(m))
-                .collect();
-            if raw.len() == 1 {
-                return Ok(Some(found(raw[0])));
-            }
-        }
-        return Ok(Some(CliModel {
-            model,
-            thinking_level: parsed.thinking_level,
-            warning: parsed.warning,
-        }));
-    }
-    if inferred {
-        let lower = cli_model.to_lowercase();
-        if let Some(m) = all.iter().find(|m| {
-            m.id.to_lowercase() == lower
-                || format!("{}/{}", m.provider, m.id).to_lowercase() == lower
-        }) {
-            return Ok(Some(found(m)));
-        }
-        let fallback = parse_model_pattern(cli_model, all, true);
-        if let Some(model) = fallback.model {
-            return Ok(Some(CliModel {
-                model,
-                thinking_level: fallback.thinking_level,
-                warning: fallback.warning,
-            }));
-        }
-    }
-    if let Some(p) = &provider {
-        let (mut id, mut level) = (pattern.clone(), None);
-        if cli_thinking.is_none() {
-            if let Some((prefix, suffix)) = pattern.rsplit_once(':') {
-                if let Some(l) = ThinkingLevel::parse(suffix) {
-                    id = prefix.to_string();
-                    level = Some(l);
-                }
-            }
-        }
-        let provider_models: Vec<&Model> = all.iter().filter(|m| &m.provider == p).collect();
-        let base = default_model_for_provider(p)
-            .and_then(|d| provider_models.iter().find(|m| m.id == d))
-            .or_else(|| provider_models.first());
-        if let Some(base) = base {
-            let mut model = (*base).clone();
+        Reference::NotFound { target: None } => Err(format!(
+            "Model \"{cli_model}\" not found. Use --list-models to see available models."
+        )),
+        Reference::NotFound {
+            target: Some(target),
+        } => {
+            let id = if cli_thinking.is_some() {
+                target.model_text.clone()
+            } else {
+                target.model_id.clone()
+            };
+            let level = if cli_thinking.is_some() {
+                None
+            } else {
+                target.thinking_level
+            };
+            let first = target.provider_models[0];
+            let base = default_model_for_provider(&first.provider)
+                .and_then(|d| target.provider_models.iter().find(|m| m.id == d))
+                .copied()
+                .unwrap_or(first);
+            let mut model = base.clone();
             model.id = id.clone();
             model.name = id.clone();
             if cli_thinking
@@ -530,22 +827,16 @@ pub fn resolve_cli_model(
             {
                 model.reasoning = true;
             }
-            return Ok(Some(CliModel {
+            Ok(Some(CliModel {
                 model,
                 thinking_level: level,
                 warning: Some(format!(
-                    "Model \"{id}\" not found for provider \"{p}\". Using custom model id."
+                    "Model \"{id}\" not found for provider \"{}\". Using custom model id.",
+                    target.provider
                 )),
-            }));
+            }))
         }
     }
-    let display = match &provider {
-        Some(p) => format!("{p}/{pattern}"),
-        None => cli_model.to_string(),
-    };
-    Err(format!(
-        "Model \"{display}\" not found. Use --list-models to see available models."
-    ))
 }
 
 // ------------------------------------------------------------------ startup selection
@@ -658,9 +949,9 @@ pub fn find_initial_model(
     }
     if model.is_none() {
         let available = registry.available();
-        model = DEFAULT_MODEL_PER_PROVIDER
-            .iter()
-            .find_map(|(p, id)| available.iter().find(|m| &m.provider == p && &m.id == id))
+        model = default_models_per_provider()
+            .into_iter()
+            .find_map(|(p, id)| available.iter().find(|m| m.provider == p && m.id == id))
             .or_else(|| available.iter().find(|m| !is_keyless(m)))
             .or_else(|| available.first())
             .cloned();

@@ -454,12 +454,11 @@ fn subcommands_are_commands_never_prompts() {
         "{}",
         r.stdout
     );
-    for args in [
-        &["mcp", "login", "x"][..],
-        &["auth", "login"],
-        &["update"],
-        &["config"],
-    ] {
+    // `pi auth` is built (issue 14): `login` without a provider is a usage error.
+    let r = run_pi(&root, &["auth", "login"], None, &[]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.starts_with("Usage: pi auth login"), "{}", r.stderr);
+    for args in [&["mcp", "login", "x"][..], &["update"], &["config"]] {
         let r = run_pi(&root, args, None, &[]);
         assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
         assert!(r.stderr.contains("not supported"), "{args:?}: {}", r.stderr);

@@ -27,6 +27,7 @@ fn discovered(id: &str) -> Model {
         max_tokens: 4096,
         headers: None,
         compat: None,
+        extra: Default::default(),
     }
 }
 

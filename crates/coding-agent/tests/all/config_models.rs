@@ -26,11 +26,13 @@ fn builtin(provider: &str, id: &str) -> Model {
             output: 2.0,
             cache_read: 0.1,
             cache_write: 0.2,
+            tiers: None,
         },
         context_window: 100_000,
         max_tokens: 10_000,
         headers: None,
         compat: None,
+        extra: Default::default(),
     }
 }
 

@@ -871,6 +871,7 @@ fn costs_round_trip_exactly_through_a_session_file() {
         output: 15.0,
         cache_read: 0.3,
         cache_write: 3.75,
+        tiers: None,
     };
     let mut written = Vec::new();
     for (input, output, cache_read, cache_write) in [

@@ -1,0 +1,135 @@
+//! `pi auth check|print-api-key|print-bearer-token|logout` against upstream 1.6's answers
+//! (exit code, stdout, stderr) for the same environment and `auth.json`
+//! (`tests/data/upstream_auth/cases.json`, recorded by `record.py` there), plus `login`
+//! storing a key with mode 0600.
+
+use crate::common::RunRoot;
+use serde_json::{json, Value};
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Command, Stdio};
+
+fn bin() -> std::path::PathBuf {
+    std::env::var_os("PI_TEST_BIN")
+        .map(Into::into)
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_pi").into())
+}
+
+fn root_with(auth: &Value) -> RunRoot {
+    let root = RunRoot::new(1);
+    std::fs::remove_file(root.agent_dir.join("models.json")).expect("rm models.json");
+    root.write_agent_file("settings.json", &json!({}));
+    if !auth.is_null() {
+        root.write_agent_file("auth.json", auth);
+    }
+    root
+}
+
+fn run(root: &RunRoot, env: &Value, args: &[&str], stdin: &str) -> (i32, String, String) {
+    use std::io::Write;
+    let mut child = Command::new(bin())
+        .args(args)
+        .current_dir(&root.cwd)
+        .env_clear()
+        .envs(root.env())
+        .envs(
+            env.as_object()
+                .expect("env")
+                .iter()
+                .map(|(k, v)| (k.clone(), v.as_str().expect("str").to_string())),
+        )
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn pi");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin.as_bytes())
+        .expect("write stdin");
+    let out = child.wait_with_output().expect("wait");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn auth_commands_answer_as_upstream() {
+    let path = format!(
+        "{}/tests/data/upstream_auth/cases.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let cases: Vec<Value> =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("cases")).expect("json");
+    let mut failures = Vec::new();
+    for case in &cases {
+        let args: Vec<&str> = case["args"]
+            .as_array()
+            .expect("args")
+            .iter()
+            .map(|a| a.as_str().expect("arg"))
+            .collect();
+        let root = root_with(&case["auth"]);
+        let (rc, stdout, stderr) = run(&root, &case["env"], &args, "");
+        let want = (
+            case["rc"].as_i64().expect("rc") as i32,
+            case["stdout"].as_str().expect("stdout").to_string(),
+            case["stderr"].as_str().expect("stderr").to_string(),
+        );
+        if (rc, &stdout, &stderr) != (want.0, &want.1, &want.2) {
+            failures.push(format!(
+                "{args:?} env={} auth={}\n  ours:     {rc} {stdout:?} {stderr:?}\n  upstream: {} {:?} {:?}",
+                case["env"], case["auth"], want.0, want.1, want.2
+            ));
+        }
+        if args.get(1) == Some(&"logout") && rc == 0 {
+            let left =
+                std::fs::read_to_string(root.agent_dir.join("auth.json")).unwrap_or_default();
+            assert!(!left.contains("sk-stored"), "logout left the key: {left}");
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn login_stores_the_key_mode_0600_and_keeps_other_entries() {
+    let root = root_with(&json!({"anthropic": {"type": "api_key", "key": "sk-ant-old"}}));
+    let (rc, stdout, _) = run(
+        &root,
+        &json!({}),
+        &["auth", "login", "openai", "--api-key"],
+        "sk-new\n",
+    );
+    assert_eq!(rc, 0);
+    let file = root.agent_dir.join("auth.json");
+    assert_eq!(
+        stdout,
+        format!(
+            "Saved API key for OpenAI. Credentials saved to {}\n",
+            file.display()
+        )
+    );
+    let mode = std::fs::metadata(&file)
+        .expect("auth.json")
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o600);
+    let v: Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).expect("read")).expect("json");
+    assert_eq!(v["openai"], json!({"type": "api_key", "key": "sk-new"}));
+    assert_eq!(v["anthropic"]["key"], "sk-ant-old");
+    let (rc, stdout, _) = run(
+        &root,
+        &json!({}),
+        &["auth", "print-api-key", "--provider", "openai"],
+        "",
+    );
+    assert_eq!((rc, stdout.as_str()), (0, "sk-new\n"));
+    let (rc, _, stderr) = run(&root, &json!({}), &["auth", "login", "nope"], "k\n");
+    assert_eq!(rc, 1);
+    assert!(stderr.starts_with("Unknown provider \"nope\"."), "{stderr}");
+}
