@@ -12,6 +12,7 @@
 mod context;
 mod entry;
 mod manager;
+mod scan;
 pub mod resolve;
 mod store;
 

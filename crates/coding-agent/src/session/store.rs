@@ -170,6 +170,28 @@ pub(crate) fn create_exclusive(path: &Path, data: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
+/// [`create_exclusive`] with the data written by `write` (through a buffer) rather than held
+/// in memory: for copies of large files. `write` returns `Ok(false)` to give up, in which case
+/// no file is created and `Ok(false)` is returned.
+pub(crate) fn create_exclusive_with(
+    path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> io::Result<bool>,
+) -> io::Result<bool> {
+    let parent = path.parent().unwrap_or(Path::new("."));
+    fs::create_dir_all(parent)?;
+    let tmp = tempfile::Builder::new()
+        .prefix(".pi-session-")
+        .suffix(".tmp")
+        .tempfile_in(parent)?;
+    let mut out = io::BufWriter::with_capacity(256 * 1024, tmp);
+    if !write(&mut out)? {
+        return Ok(false);
+    }
+    let tmp = out.into_inner().map_err(io::IntoInnerError::into_error)?;
+    tmp.persist_noclobber(path).map_err(|e| e.error)?;
+    Ok(true)
+}
+
 /// Replace `path` with `data` atomically (temp file in the same folder, then rename).
 pub(crate) fn rewrite(path: &Path, data: &[u8]) -> io::Result<()> {
     let parent = path.parent().unwrap_or(Path::new("."));
