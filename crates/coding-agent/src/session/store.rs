@@ -62,6 +62,18 @@ pub(crate) fn for_each_record(
             break;
         }
         last_byte = line.last().copied();
+        if memchr::memchr(0, &line).is_none() {
+            // The common case, one record: found without looking at every byte.
+            let record = line.strip_suffix(b"\n").unwrap_or(&line);
+            if !record.iter().all(u8::is_ascii_whitespace) {
+                summary.records += 1;
+                if !each(record, offset) {
+                    return Ok(summary);
+                }
+            }
+            offset += n as u64;
+            continue;
+        }
         let mut start = 0usize;
         for segment in line.split(|&b| b == 0 || b == b'\n') {
             let at = offset + start as u64;
