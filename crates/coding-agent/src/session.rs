@@ -12,8 +12,8 @@
 mod context;
 mod entry;
 mod manager;
-mod scan;
 pub mod resolve;
+mod scan;
 mod store;
 
 pub use context::{

@@ -389,9 +389,11 @@ pub(crate) fn context_from_path_with(
                     model_id: a.model.clone(),
                 })
             }
-            EntryKind::Stored(stored @ StoredEntry {
-                assistant: true, ..
-            }) => {
+            EntryKind::Stored(
+                stored @ StoredEntry {
+                    assistant: true, ..
+                },
+            ) => {
                 if let Some(SessionEntry {
                     kind: EntryKind::Message(Message::Assistant(a)),
                     ..

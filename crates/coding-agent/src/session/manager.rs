@@ -413,7 +413,9 @@ impl SessionManager {
         };
         let summary = store::for_each_record(&file, |bytes, offset| {
             if header.is_some() && lazy_file.is_some() {
-                if let (Some(head), Ok(len)) = (scan::message_head(bytes), u32::try_from(bytes.len())) {
+                if let (Some(head), Ok(len)) =
+                    (scan::message_head(bytes), u32::try_from(bytes.len()))
+                {
                     if scan::is_complete_object(bytes) {
                         table.push_stored(&head, offset, len);
                         return true;
@@ -1050,8 +1052,8 @@ impl SessionManager {
             Some((cidx, c)) => {
                 selected.push((path[cidx], false));
                 let first_kept = self.ids.find(&c.first_kept_entry_id);
-                if let Some(start) = (0..cidx)
-                    .find(|&p| Some(self.slots[path[p] as usize].id) == first_kept)
+                if let Some(start) =
+                    (0..cidx).find(|&p| Some(self.slots[path[p] as usize].id) == first_kept)
                 {
                     selected.extend(path[start..cidx].iter().map(|&i| (i, true)));
                 }

@@ -104,8 +104,7 @@ impl<'de, 's> Visitor<'de> for Top<'s, 'de> {
                 }
                 "id" => self.state.id = Some(map.next_value::<Str<'de>>()?.0),
                 "parentId" => {
-                    self.state.parent_id =
-                        Some(map.next_value::<Option<Str<'de>>>()?.map(|s| s.0));
+                    self.state.parent_id = Some(map.next_value::<Option<Str<'de>>>()?.map(|s| s.0));
                 }
                 "message" => {
                     // Whatever happens inside, nothing after `message` is needed.

@@ -1147,7 +1147,11 @@ fn lazy_index_takes_only_whole_lines() {
         .map(|e| e.id.clone())
         .collect();
     assert_eq!(children, ["whole001"]);
-    assert_eq!(fs::read_to_string(&file).unwrap(), text, "opening writes nothing");
+    assert_eq!(
+        fs::read_to_string(&file).unwrap(),
+        text,
+        "opening writes nothing"
+    );
 
     // The torn bytes stay; the next entry starts on a line of its own.
     sm.append_message(&Message::user_text("next")).unwrap();
