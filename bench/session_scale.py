@@ -13,7 +13,9 @@ For each file and agent, three processes (spawned directly, clean environment, a
 models.json/settings.json naming a model at http://127.0.0.1:9/v1 that is never called):
 
   open      `<agent> --mode rpc --session FILE`, `get_state` written at once: wall time from
-            spawn to the response line; then exit. Peak RSS = VmHWM of the process.
+            spawn to the response line, and the CPU time (user + system, from /proc/PID/stat)
+            the process had used by then (load on the machine inflates the first, not the
+            second); then exit. Peak RSS = VmHWM of the process.
   messages  the same, then `get_messages`: time from sending it to the end of the response line
             (read and discarded in chunks); peak RSS of that process.
   switch    `<agent> --mode rpc --no-session`, first `get_state` (startup), then
@@ -212,6 +214,16 @@ class Proc:
             pass
         return None
 
+    def cpu_s(self):
+        """CPU time (user + system) the process has used so far: unlike wall time, not
+        inflated by other load on the machine."""
+        try:
+            with open(f"/proc/{self.p.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            return None
+
     def close(self):
         try:
             self.p.stdin.close()
@@ -236,6 +248,7 @@ def measure(agent, file, base, timeout):
             p.send({"id": "s", "type": "get_state"})
             ok, _ = p.response("s")
             out["open_s"] = time.perf_counter() - t0 if ok else "error"
+            out["open_cpu_s"] = p.cpu_s()
             out["open_rss_mb"] = p.hwm_mb()
         except (TimeoutError, EOFError) as e:
             out["open_s"] = type(e).__name__
@@ -300,7 +313,7 @@ def main():
         agents.append(("upstream", a.upstream))
     up_max = parse_size(a.upstream_max_size)
     results = []
-    print(f"{'size':>6} {'shape':<10} {'agent':<9} {'file':>7} {'open':>8} {'openRSS':>8} "
+    print(f"{'size':>6} {'shape':<10} {'agent':<9} {'file':>7} {'open':>8} {'openCPU':>8} {'openRSS':>8} "
           f"{'switch':>8} {'msgs':>8} {'msgsRSS':>8} {'msgsOut':>8}")
     for size in [parse_size(s) for s in a.sizes.split(",")]:
         for shape in a.shapes.split(","):
@@ -322,7 +335,8 @@ def main():
                               "file_changed": changed})
                     results.append(r)
                     print(f"{human(size):>6} {shape:<10} {label:<9} {human(actual):>7} "
-                          f"{fmt(r.get('open_s'), 's'):>8} {fmt(r.get('open_rss_mb'), 'M'):>8} "
+                          f"{fmt(r.get('open_s'), 's'):>8} {fmt(r.get('open_cpu_s'), 's'):>8} "
+                          f"{fmt(r.get('open_rss_mb'), 'M'):>8} "
                           f"{fmt(r.get('switch_s'), 's'):>8} {fmt(r.get('messages_s'), 's'):>8} "
                           f"{fmt(r.get('messages_rss_mb'), 'M'):>8} "
                           f"{human(r['messages_bytes']) if r.get('messages_bytes') else '-':>8}",

@@ -19,28 +19,34 @@
 //!   `PR_SET_PDEATHSIG` = `SIGKILL` bound to the single-threaded supervisor, with the same
 //!   `getppid` race check), while the supervisor never returns from the hook. It closes every
 //!   inherited descriptor (so the standard library's exec-status pipe reports the shell's
-//!   `exec`, and no output pipe is held), resets its signal handlers, and waits on two pidfds:
-//!   the agent's and the shell's. When the agent process exits, for any reason, the supervisor
-//!   `SIGKILL`s its whole process group (itself, the shell and every descendant still in it);
-//!   when the shell exits, the supervisor exits the same way (same exit code, or the same
-//!   signal), so callers see the shell's status under the supervisor's pid, which is also the
-//!   group id. The pidfd watches the agent *process*, so unlike `PR_SET_PDEATHSIG` it does not
+//!   `exec`, and no output pipe is held), resets its signal handlers, ignores the signals that
+//!   end a group politely (`SIGTERM`, `SIGINT`, `SIGHUP`, `SIGQUIT`), makes itself a child
+//!   subreaper (orphaned descendants become its children, so it can reap them: a zombie is
+//!   still a member of its group, and PID 1 of a container may never reap it), and waits on
+//!   two pidfds: the agent's and the shell's. When the agent process exits, for any reason,
+//!   the supervisor `SIGKILL`s its whole process group (itself, the shell and every
+//!   descendant still in it). When the shell exits, the supervisor reaps it and keeps its
+//!   status, then guards the rest of the group until it is gone: it leaves the group (a
+//!   short-lived child creates a fresh group, the supervisor joins it, the child is ended; so
+//!   neither the command's group nor the agent's holds the supervisor), exits at once if the
+//!   group is empty, and otherwise sends it `SIGTERM`, waits until it is empty (reaping what
+//!   dies) or `KILL_GRACE` (crate::tools::shell) has passed, then sends `SIGKILL` — at once if
+//!   the agent exits meanwhile. Only then does it exit the way the shell did (same exit code,
+//!   or the same signal), so callers see the shell's status under the supervisor's pid, which
+//!   is also the group id (valid while the group has members). So a background process of a
+//!   finished command cannot outlive an agent that is `SIGKILL`ed before the engine ended the
+//!   group. The pidfd watches the agent *process*, so unlike `PR_SET_PDEATHSIG` it does not
 //!   depend on which agent thread spawned the command. Without pidfds (Linux < 5.3) the
-//!   supervisor polls `getppid()` and `waitpid(WNOHANG)` every 100 ms instead.
+//!   supervisor polls `getppid()` and `waitpid(WNOHANG)` every 100 ms instead (and sleeps in
+//!   short steps during the grace). If the supervisor cannot leave the group (no `fork`), it
+//!   exits with the shell as before and leaves the group to the engine.
 //!
-//!   The supervisor has to end with the shell (its exit is how the agent learns that the command
-//!   finished), yet background processes of the shell (`sleep 600 &`) are still in the group
-//!   then, until the agent ends the group ([`crate::tools::shell`]: `SIGTERM`, then `SIGKILL`).
-//!   So that a `SIGKILL` of the agent in that window does not leave them running, the supervisor
-//!   first forks a *watchdog* that moves into a process group of its own (it is never counted as
-//!   a member of the command's group, and changes to `/`), keeps the agent's pidfd, and checks
-//!   every 10 ms: once the command's group is empty it exits; if the agent exits first it
-//!   `SIGKILL`s the group.
-//!
-//! Limits: processes that leave the group (`setsid`, job control) are not followed. A
-//! `pre_exec` hook makes the standard library `fork` instead of using `posix_spawn`, and the
-//! supervisor is a forked copy of the agent that shares its pages copy-on-write and never
-//! writes to them.
+//! Limits: processes that leave the group (`setsid`, job control) are not followed (they stay
+//! the supervisor's children only while it lives); a member that ignores `SIGTERM` delays the
+//! command's end by the grace; a `SIGKILL`ed member stuck in the kernel is waited for at most
+//! 100 ms. A `pre_exec` hook makes the standard library `fork` instead of using
+//! `posix_spawn`, and the supervisor is a forked copy of the agent that shares its pages
+//! copy-on-write and never writes to them.
 //!
 //! Everything that runs in a hook, after `fork` in a multi-threaded process, is a plain system
 //! call (no allocation, no locks).
@@ -72,7 +78,9 @@ pub fn die_with_parent(cmd: &mut Command) {
 ///
 /// `cmd` must put the child in its own process group (`process_group(0)`); otherwise the
 /// supervisor only kills the shell, never the group it shares with the agent. The child's pid
-/// (the supervisor's) is the process group id; its exit status mirrors the program's. On
+/// (the supervisor's) is the process group id; its exit status mirrors the program's, and it
+/// exits only once the rest of the group is gone (at once when nothing is left; else after
+/// `SIGTERM`, at most [`crate::tools::shell::KILL_GRACE`] plus 100 ms later, by `SIGKILL`). On
 /// non-Linux platforms this does nothing. Errors: a failing `fork` in the hook makes `spawn`
 /// fail with the OS error.
 pub fn supervise_group(cmd: &mut Command) {
@@ -80,11 +88,13 @@ pub fn supervise_group(cmd: &mut Command) {
     {
         use std::os::unix::process::CommandExt;
         let agent = agent_pid();
+        let grace_ms =
+            i64::try_from(crate::tools::shell::KILL_GRACE.as_millis()).unwrap_or(i64::MAX);
         // SAFETY: the hook only makes async-signal-safe system calls (fork, prctl, getppid,
-        // close_range, pidfd_open, poll, waitpid, sigaction, kill, setpgid, chdir, nanosleep,
-        // _exit); see linux::supervise.
+        // close_range, pidfd_open, poll, waitpid, sigaction, kill, setpgid, pause,
+        // clock_gettime, nanosleep, _exit); see linux::supervise.
         unsafe {
-            cmd.pre_exec(move || linux::fork_supervisor(agent));
+            cmd.pre_exec(move || linux::fork_supervisor(agent, grace_ms));
         }
     }
     #[cfg(not(target_os = "linux"))]
@@ -103,6 +113,16 @@ mod linux {
 
     /// Exit code of a child whose parent died before it could arm the death signal.
     const ORPHANED: c_int = 137;
+
+    /// How often (ms) the supervisor checks whether the rest of a finished command's group is
+    /// gone.
+    const GROUP_POLL_MS: c_int = 2;
+
+    /// How long (ms) the supervisor reaps `SIGKILL`ed members before it exits anyway.
+    const KILLED_REAP_MS: i64 = 100;
+
+    /// How often (ms) the supervisor of a running command reaps orphaned descendants.
+    const REAP_MS: c_int = 1000;
 
     fn errno() -> c_int {
         io::Error::last_os_error().raw_os_error().unwrap_or(0)
@@ -131,7 +151,7 @@ mod linux {
 
     /// In the child of the agent: forks the shell-to-be (which returns `Ok` and goes on to
     /// `exec`) and turns the caller into its supervisor (never returns).
-    pub(super) fn fork_supervisor(agent: pid_t) -> io::Result<()> {
+    pub(super) fn fork_supervisor(agent: pid_t, grace_ms: i64) -> io::Result<()> {
         // SAFETY: fork in a freshly forked, single-threaded child; both sides only make plain
         // system calls until the shell side execs.
         unsafe {
@@ -139,7 +159,7 @@ mod linux {
             match libc::fork() {
                 -1 => Err(io::Error::last_os_error()),
                 0 => set_death_signal(supervisor),
-                shell => supervise(agent, shell),
+                shell => supervise(agent, shell, grace_ms),
             }
         }
     }
@@ -208,64 +228,173 @@ mod linux {
                 rlim_max: 0,
             };
             libc::setrlimit(libc::RLIMIT_CORE, &zero);
+            // The supervisor ignores some signals (see `ignore_group_signals`).
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = libc::SIG_DFL;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
             libc::kill(libc::getpid(), sig);
             libc::_exit(128 + sig);
         }
         libc::_exit(1)
     }
 
-    /// Whether the agent is gone: its pidfd is readable, or (without a pidfd) its pid is.
-    unsafe fn agent_exited(agent: pid_t, agent_fd: c_int, wait_ms: c_int) -> bool {
+    /// Signals that end a whole process group politely (`SIGTERM` from the engine ending the
+    /// command, `SIGINT`/`SIGHUP`/`SIGQUIT` from a terminal) do not end the supervisor: it
+    /// ends only with the shell, then with the rest of the group, or with the agent.
+    unsafe fn ignore_group_signals() {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = libc::SIG_IGN;
+        libc::sigemptyset(&mut sa.sa_mask);
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+
+    /// Reaps every child that has exited (the shell, and, as this process is a child
+    /// subreaper, every orphaned descendant); the shell's status goes to `shell_status`.
+    unsafe fn reap(shell: pid_t, shell_status: &mut Option<c_int>) {
+        loop {
+            let mut st: c_int = 0;
+            let r = libc::waitpid(-1, &mut st, libc::WNOHANG);
+            if r > 0 {
+                if r == shell {
+                    *shell_status = Some(st);
+                }
+                continue;
+            }
+            if !(r < 0 && errno() == libc::EINTR) {
+                return;
+            }
+        }
+    }
+
+    /// Milliseconds on the monotonic clock.
+    // `time_t` and `c_long` are `i64` only on 64-bit targets.
+    #[allow(clippy::useless_conversion)]
+    unsafe fn now_ms() -> i64 {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
+        i64::from(ts.tv_sec) * 1000 + i64::from(ts.tv_nsec) / 1_000_000
+    }
+
+    /// Waits up to `ms` milliseconds for the agent to exit; `true` when it has.
+    unsafe fn agent_exits_within(agent: pid_t, agent_fd: c_int, ms: c_int) -> bool {
         if agent_fd >= 0 {
             let mut fd = libc::pollfd {
                 fd: agent_fd,
                 events: libc::POLLIN,
                 revents: 0,
             };
-            let r = libc::poll(&mut fd, 1, wait_ms);
-            return r > 0 && fd.revents != 0;
+            if libc::poll(&mut fd, 1, ms) >= 0 || errno() == libc::EINTR {
+                return fd.revents != 0;
+            }
         }
         let pause = libc::timespec {
             tv_sec: 0,
-            tv_nsec: libc::c_long::from(wait_ms) * 1_000_000,
+            tv_nsec: libc::c_long::from(ms) * 1_000_000,
         };
         libc::nanosleep(&pause, std::ptr::null_mut());
-        libc::kill(agent, 0) != 0 && errno() == libc::ESRCH
+        libc::getppid() != agent
     }
 
-    /// The shell has exited: before the supervisor ends (and with it the command, for the
-    /// agent), a watchdog takes over the group for as long as anything is left in it (see the
-    /// module documentation). Returns in the supervisor; the watchdog never returns.
-    unsafe fn hand_over_group(agent: pid_t, agent_fd: c_int) {
-        let group = libc::getpgrp();
-        if group != libc::getpid() {
-            // Not the leader of a group of its own: there is no command group to look after.
-            return;
+    /// `true` when the process group `pgid` has no member left (zombies are members).
+    unsafe fn group_empty(pgid: pid_t) -> bool {
+        libc::kill(-pgid, 0) != 0 && errno() == libc::ESRCH
+    }
+
+    /// Moves this process (the leader of the command's group) out of that group and into a
+    /// fresh group of its own: a short-lived child creates the group, this process joins it,
+    /// and the child is ended. Neither the agent's group nor the command's group then holds
+    /// the supervisor, so `kill(-pgid, 0)` on the command's group tells whether anything is
+    /// left in it, and a signal to the agent's group does not reach the supervisor. `false`
+    /// when that failed (this process is then still in the command's group).
+    unsafe fn leave_group() -> bool {
+        let me = libc::getpid();
+        match libc::fork() {
+            -1 => false,
+            0 => {
+                // Lives only until the supervisor joined its group (or the supervisor died).
+                libc::prctl(
+                    libc::PR_SET_PDEATHSIG,
+                    libc::SIGKILL as libc::c_ulong,
+                    0,
+                    0,
+                    0,
+                );
+                if libc::getppid() == me {
+                    loop {
+                        libc::pause();
+                    }
+                }
+                libc::_exit(0)
+            }
+            anchor => {
+                let left = libc::setpgid(anchor, anchor) == 0 && libc::setpgid(0, anchor) == 0;
+                libc::kill(anchor, libc::SIGKILL);
+                let mut st: c_int = 0;
+                while libc::waitpid(anchor, &mut st, 0) < 0 && errno() == libc::EINTR {}
+                left
+            }
         }
-        if libc::fork() != 0 {
-            // The supervisor (or a failed fork: nothing more can be done).
-            return;
+    }
+
+    /// The shell exited with `status`: ends the rest of its group (`SIGTERM`, then `SIGKILL`
+    /// after `grace_ms`; at once if the agent exits meanwhile), then exits like the shell.
+    /// An empty group costs no wait.
+    unsafe fn finish(agent: pid_t, agent_fd: c_int, status: c_int, grace_ms: i64) -> ! {
+        let pgid = libc::getpid();
+        if libc::getpgrp() != pgid || !leave_group() {
+            // Not the leader of the command's group, or unable to leave it: end with the
+            // shell and leave the group to the engine (crate::tools::shell).
+            exit_like(status);
         }
-        // The watchdog: out of the command's group, out of its working directory.
-        libc::setpgid(0, 0);
-        libc::chdir(c"/".as_ptr());
+        let mut ignored = None;
+        if group_empty(pgid) {
+            exit_like(status);
+        }
+        libc::kill(-pgid, libc::SIGTERM);
+        let start = now_ms();
         loop {
-            // A zombie supervisor still counts as a member until the agent reaps it.
-            if libc::kill(-group, 0) != 0 && errno() == libc::ESRCH {
-                libc::_exit(0);
+            reap(0, &mut ignored);
+            if group_empty(pgid) {
+                exit_like(status);
             }
-            if agent_exited(agent, agent_fd, 10) {
-                libc::kill(-group, libc::SIGKILL);
-                libc::_exit(0);
+            if now_ms() - start >= grace_ms {
+                break;
+            }
+            if agent_exits_within(agent, agent_fd, GROUP_POLL_MS) {
+                libc::kill(-pgid, libc::SIGKILL);
+                libc::_exit(ORPHANED);
             }
         }
+        libc::kill(-pgid, libc::SIGKILL);
+        // Killed members are reaped here (orphans are this process's children), so that the
+        // group is gone when the caller looks; bounded, as a member may be stuck in the kernel.
+        let start = now_ms();
+        while !group_empty(pgid) && now_ms() - start < KILLED_REAP_MS {
+            reap(0, &mut ignored);
+            let pause = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: libc::c_long::from(GROUP_POLL_MS) * 1_000_000,
+            };
+            libc::nanosleep(&pause, std::ptr::null_mut());
+        }
+        exit_like(status)
     }
 
-    /// Waits for the shell to exit (mirroring its status) or the agent to exit (killing the
-    /// group). Never returns.
-    unsafe fn supervise(agent: pid_t, shell: pid_t) -> ! {
+    /// Waits for the shell to exit (then ends the rest of its group and mirrors the shell's
+    /// status) or the agent to exit (killing the group). Never returns.
+    pub(super) unsafe fn supervise(agent: pid_t, shell: pid_t, grace_ms: i64) -> ! {
         close_all_fds();
         reset_signals();
+        ignore_group_signals();
+        // Orphaned descendants (a background job of the shell) become this process's children,
+        // so that it can reap them: a zombie stays a member of its group.
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0);
         let agent_fd = pidfd_open(agent);
         let agent_gone = agent_fd < 0 && errno() == libc::ESRCH;
         // Race check: the agent may have died before the pidfd was opened.
@@ -273,7 +402,7 @@ mod linux {
             kill_all(shell);
         }
         let shell_fd = pidfd_open(shell);
-        let mut status: c_int = 0;
+        let mut status: Option<c_int> = None;
         if agent_fd >= 0 && shell_fd >= 0 {
             let mut fds = [
                 libc::pollfd {
@@ -287,22 +416,15 @@ mod linux {
                     revents: 0,
                 },
             ];
-            // Until the shell's pidfd is readable; a failing poll falls back to polling below.
-            while libc::poll(fds.as_mut_ptr(), 2, -1) >= 0 || errno() == libc::EINTR {
+            // Until the shell has exited (woken by its pidfd, and every REAP_MS to reap
+            // orphans); a failing poll falls back to polling below.
+            while libc::poll(fds.as_mut_ptr(), 2, REAP_MS) >= 0 || errno() == libc::EINTR {
                 if fds[0].revents != 0 {
                     kill_all(shell);
                 }
-                if fds[1].revents != 0 {
-                    loop {
-                        let r = libc::waitpid(shell, &mut status, 0);
-                        if r == shell {
-                            hand_over_group(agent, agent_fd);
-                            exit_like(status);
-                        }
-                        if r < 0 && errno() != libc::EINTR {
-                            libc::_exit(1);
-                        }
-                    }
+                reap(shell, &mut status);
+                if let Some(st) = status {
+                    finish(agent, agent_fd, st, grace_ms);
                 }
             }
         }
@@ -312,13 +434,9 @@ mod linux {
             tv_nsec: 100_000_000,
         };
         loop {
-            let r = libc::waitpid(shell, &mut status, libc::WNOHANG);
-            if r == shell {
-                hand_over_group(agent, agent_fd);
-                exit_like(status);
-            }
-            if r < 0 && errno() != libc::EINTR {
-                libc::_exit(1);
+            reap(shell, &mut status);
+            if let Some(st) = status {
+                finish(agent, -1, st, grace_ms);
             }
             if libc::getppid() != agent {
                 kill_all(shell);

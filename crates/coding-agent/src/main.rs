@@ -8,7 +8,7 @@ use pi_coding_agent::cli::{self, Cli};
 use pi_coding_agent::config::{self, InitialModelOptions, ModelRegistry, Settings};
 use pi_coding_agent::output::Output;
 use pi_coding_agent::resources::ResourceOptions;
-use pi_coding_agent::session::{resolve, EntryKind};
+use pi_coding_agent::session::resolve;
 use pi_coding_agent::{extensions, file_args, package_cmd, print_mode, procs, rpc, tools, trust};
 use std::sync::{Arc, RwLock};
 
@@ -221,10 +221,7 @@ async fn run(cli: Cli) -> i32 {
     let cwd = session.cwd().to_path_buf();
     // What the file says about model and thinking level (spec sessions.md §7, §9.2).
     let (resumed_model, resumed_level, has_messages) = session.resume_settings();
-    let has_level_entry = session
-        .branch()
-        .iter()
-        .any(|e| matches!(e.kind, EntryKind::ThinkingLevelChange { .. }));
+    let has_level_entry = session.has_thinking_level_change();
     let session_model = resumed_model
         .filter(|_| has_messages)
         .map(|m| (m.provider, m.model_id));
@@ -302,7 +299,7 @@ async fn run(cli: Cli) -> i32 {
             config::warn(&format!("could not record the session name: {e}"));
         }
     }
-    if session.entries().is_empty() {
+    if session.is_empty() {
         record_start(&mut session, initial.model.as_ref(), initial.thinking_level);
     } else if has_messages && !has_level_entry {
         // An older session without a recorded level gets the one it now runs at (upstream

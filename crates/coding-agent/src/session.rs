@@ -13,6 +13,7 @@ mod context;
 mod entry;
 mod manager;
 pub mod resolve;
+mod scan;
 mod store;
 
 pub use context::{

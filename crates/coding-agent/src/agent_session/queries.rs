@@ -17,7 +17,7 @@ use pi_ai::{Message, Model, StopReason};
 fn compaction_without_usage(store: &crate::session::SessionManager) -> bool {
     for e in store.branch().into_iter().rev() {
         // Large files keep messages on disk (`EntryKind::Stored`): read each back as needed.
-        let e = store.materialize(e);
+        let e = store.materialize(&e);
         match &e.kind {
             EntryKind::Compaction(_) => return true,
             EntryKind::Message(Message::Assistant(a))

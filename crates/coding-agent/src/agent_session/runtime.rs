@@ -5,7 +5,7 @@
 
 use super::factory::{SessionFactory, SessionRequest};
 use super::{AgentSession, EventSink};
-use crate::session::{EntryKind, NewSessionOptions, SessionManager};
+use crate::session::{NewSessionOptions, SessionManager};
 use parking_lot::RwLock;
 use pi_ai::ThinkingLevel;
 use std::path::Path;
@@ -182,11 +182,8 @@ impl AgentSessionRuntime {
             current.thinking_level()
         };
         let level = crate::config::clamp_thinking_level(model.as_ref(), level);
-        let has_level = store
-            .branch()
-            .iter()
-            .any(|e| matches!(e.kind, EntryKind::ThinkingLevelChange { .. }));
-        if store.entries().is_empty() {
+        let has_level = store.has_thinking_level_change();
+        if store.is_empty() {
             record_start(&mut store, model.as_ref(), level);
         } else if !has_level {
             // A session without a recorded level gets the one it now runs at (as upstream 1.6).

@@ -125,7 +125,7 @@ pub fn session_data(
     let header = serde_json::to_value(store.header()).unwrap_or(Value::Null);
     let mut data = json!({
         "header": header,
-        "entries": store.entries(),
+        "entries": store.loaded_entries(),
         "leafId": store.leaf_id(),
     });
     if let Some(sp) = system_prompt {

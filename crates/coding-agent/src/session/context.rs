@@ -232,7 +232,7 @@ fn entry_messages(entry: &SessionEntry, load: StoredLoader<'_>) -> Vec<Message> 
 /// Apply a non-null `context_edit` replacement `{content}` to a user/assistant/toolResult/
 /// custom message; other roles are left alone. A string replacement for assistant/toolResult
 /// becomes one text block.
-fn replace_content(message: Message, replacement: &Value) -> Message {
+pub(crate) fn replace_content(message: Message, replacement: &Value) -> Message {
     let role = message.role().to_string();
     if !matches!(
         role.as_str(),
@@ -389,14 +389,21 @@ pub(crate) fn context_from_path_with(
                     model_id: a.model.clone(),
                 })
             }
-            EntryKind::Stored(StoredEntry {
-                assistant_model: Some((provider, model_id)),
-                ..
-            }) => {
-                model = Some(ModelRef {
-                    provider: provider.clone(),
-                    model_id: model_id.clone(),
-                })
+            EntryKind::Stored(
+                stored @ StoredEntry {
+                    assistant: true, ..
+                },
+            ) => {
+                if let Some(SessionEntry {
+                    kind: EntryKind::Message(Message::Assistant(a)),
+                    ..
+                }) = load(stored)
+                {
+                    model = Some(ModelRef {
+                        provider: a.provider,
+                        model_id: a.model,
+                    })
+                }
             }
             _ => {}
         }

@@ -298,17 +298,16 @@ pub enum EntryKind {
 }
 
 /// Where a [`EntryKind::Stored`] entry's line is in the session file, and the little that is
-/// kept of it.
+/// kept of it. Only `message` lines are stored this way.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredEntry {
-    /// The wire `type` (always `"message"` today).
-    pub entry_type: String,
     /// Byte offset of the line in the file as opened.
     pub offset: u64,
     /// Byte length of the line (without its `\n`).
     pub len: u32,
-    /// For an assistant message: its `(provider, model)`, which the context's model follows.
-    pub assistant_model: Option<(String, String)>,
+    /// Whether the message is an assistant message (its provider and model, which the
+    /// context's model follows, are read back from the line when needed).
+    pub assistant: bool,
 }
 
 impl EntryKind {
@@ -326,7 +325,7 @@ impl EntryKind {
             EntryKind::SessionInfo { .. } => "session_info",
             EntryKind::ContextEdit { .. } => "context_edit",
             EntryKind::Usage(_) => "usage",
-            EntryKind::Stored(s) => &s.entry_type,
+            EntryKind::Stored(_) => "message",
             EntryKind::Unknown { entry_type, .. } => entry_type,
         }
     }
@@ -495,7 +494,7 @@ impl SessionEntry {
     pub fn is_assistant_message(&self) -> bool {
         match &self.kind {
             EntryKind::Message(m) => m.role() == "assistant",
-            EntryKind::Stored(s) => s.assistant_model.is_some(),
+            EntryKind::Stored(s) => s.assistant,
             _ => false,
         }
     }

@@ -13,13 +13,14 @@ use pi_ai::{Message, UserContent};
 use serde_json::Value;
 
 use super::context::{
-    build_index, build_tree, context_from_path_with, current_system_message, path_to,
-    system_message_value, ModelRef, SessionContext, SessionTreeNode,
+    build_tree, current_system_message, system_message_value, ModelRef, SessionContext,
+    SessionTreeNode,
 };
 use super::entry::{
     generate_entry_id, iso_now, BranchSummaryEntry, CompactionEntry, CustomMessageEntry, EntryKind,
     SessionEntry, SessionHeader, StoredEntry, UsageEntry,
 };
+use super::scan::{self, MessageHead};
 use super::store::{self, Repair};
 
 /// Errors of the session store. Display texts match upstream's error messages.
@@ -165,60 +166,97 @@ pub fn find_most_recent_session(dir: &Path, cwd: Option<&Path>) -> Option<PathBu
 /// [`EntryKind::Stored`] (issue 8: memory in proportion to the context, not the file).
 pub const LAZY_MIN_BYTES: u64 = 1 << 20;
 
-/// The little of a `message` line that is kept without its payload; `None` for other types
-/// or lines that need the full parser (the caller then parses them whole).
-fn stub_of(bytes: &[u8], offset: u64) -> Option<SessionEntry> {
-    #[derive(serde::Deserialize)]
-    struct Head {
-        #[serde(rename = "type")]
-        ty: String,
-        id: String,
-        #[serde(rename = "parentId", default)]
-        parent_id: Option<String>,
-        #[serde(default)]
-        timestamp: Option<String>,
-        message: MessageHead,
+/// An entry id in 8 bytes: an id of exactly 8 lowercase hex chars (every id pi writes) is
+/// its value; any other id is interned in [`Ids`] and this is [`Key::LONG`] | its number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Key(u64);
+
+impl Key {
+    /// `parentId: null`.
+    const NONE: Key = Key(u64::MAX);
+    const LONG: u64 = 1 << 62;
+
+    fn short(id: &str) -> Option<Key> {
+        let bytes = id.as_bytes();
+        if bytes.len() != 8 {
+            return None;
+        }
+        let mut v = 0u64;
+        for &c in bytes {
+            let d = match c {
+                b'0'..=b'9' => c - b'0',
+                b'a'..=b'f' => c - b'a' + 10,
+                _ => return None,
+            };
+            v = v << 4 | u64::from(d);
+        }
+        Some(Key(v))
     }
-    #[derive(serde::Deserialize)]
-    struct MessageHead {
-        role: String,
-        #[serde(default)]
-        provider: Option<String>,
-        #[serde(default)]
-        model: Option<String>,
+}
+
+/// The ids that do not fit a [`Key`] by value (full UUIDs after an id collision, ids of
+/// hand-written or foreign files).
+#[derive(Debug, Clone, Default)]
+struct Ids {
+    long: Vec<String>,
+    by_text: HashMap<String, u64>,
+}
+
+impl Ids {
+    fn intern(&mut self, id: &str) -> Key {
+        if let Some(k) = Key::short(id) {
+            return k;
+        }
+        if let Some(&n) = self.by_text.get(id) {
+            return Key(Key::LONG | n);
+        }
+        let n = self.long.len() as u64;
+        self.long.push(id.to_string());
+        self.by_text.insert(id.to_string(), n);
+        Key(Key::LONG | n)
     }
-    // Cheap pre-check before a full scan: only `message` lines are stubbed.
-    const NEEDLE: &[u8] = b"\"type\":\"message\"";
-    let head = bytes.get(..64)?;
-    if !head.windows(NEEDLE.len()).any(|w| w == NEEDLE) {
-        return None;
+
+    /// The key of an id seen before; `None` if no entry can have it.
+    fn find(&self, id: &str) -> Option<Key> {
+        Key::short(id).or_else(|| self.by_text.get(id).map(|&n| Key(Key::LONG | n)))
     }
-    let h: Head = serde_json::from_slice(bytes).ok()?;
-    if h.ty != "message" {
-        return None;
+
+    fn text(&self, key: Key) -> String {
+        if key.0 & Key::LONG != 0 && key != Key::NONE {
+            let n = usize::try_from(key.0 & !Key::LONG).unwrap_or(usize::MAX);
+            return self.long.get(n).cloned().unwrap_or_default();
+        }
+        format!("{:08x}", key.0)
     }
-    let assistant_model = (h.message.role == "assistant").then(|| {
-        (
-            h.message.provider.unwrap_or_default(),
-            h.message.model.unwrap_or_default(),
-        )
-    });
-    Some(SessionEntry {
-        id: h.id,
-        parent_id: h.parent_id,
-        // Not kept: every view that shows it reads the entry back.
-        timestamp: {
-            let _ = h.timestamp;
-            String::new()
-        },
-        kind: EntryKind::Stored(StoredEntry {
-            entry_type: h.ty,
-            offset,
-            len: u32::try_from(bytes.len()).ok()?,
-            assistant_model,
-        }),
-        extra: serde_json::Map::new(),
-    })
+}
+
+/// `Slot::loaded` of an entry whose line stays in the file.
+const STORED: u32 = u32::MAX;
+/// `Slot::role` values of a stored `message` entry.
+const ROLE_OTHER: u8 = 0;
+const ROLE_ASSISTANT: u8 = 1;
+const ROLE_SYSTEM: u8 = 2;
+
+/// One entry of the session in 40 bytes (issue 8): its id and parent as [`Key`]s, and either
+/// its parsed form (`loaded`, an index into `SessionManager::loaded`) or where its `message`
+/// line is in the file (`offset`, `len`) with the message's role.
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    id: Key,
+    parent: Key,
+    offset: u64,
+    len: u32,
+    loaded: u32,
+    role: u8,
+}
+
+/// What [`SessionManager::resume_settings`] and the context read from a path.
+#[derive(Debug, Default)]
+struct PathSettings {
+    model: Option<ModelRef>,
+    thinking_level: String,
+    has_messages: bool,
+    has_level_entry: bool,
 }
 
 fn file_name_for(header: &SessionHeader) -> String {
@@ -241,8 +279,14 @@ fn file_name_for(header: &SessionHeader) -> String {
 #[derive(Debug, Clone)]
 pub struct SessionManager {
     header: SessionHeader,
-    entries: Vec<SessionEntry>,
-    index: HashMap<String, usize>,
+    /// Every entry in file (append) order.
+    slots: Vec<Slot>,
+    /// The parsed entries, in file order (every entry of a small file; in a large one all but
+    /// `message` entries, plus everything appended since it was opened).
+    loaded: Vec<SessionEntry>,
+    ids: Ids,
+    /// Entry id → slot; the last entry wins for duplicate ids.
+    index: HashMap<Key, u32>,
     /// target id → (label, timestamp of the label entry).
     labels: HashMap<String, (String, String)>,
     leaf_id: Option<String>,
@@ -262,7 +306,9 @@ impl SessionManager {
         let cwd = resolve_path(cwd);
         SessionManager {
             header: SessionHeader::new("", cwd.to_string_lossy(), None),
-            entries: Vec::new(),
+            slots: Vec::new(),
+            loaded: Vec::new(),
+            ids: Ids::default(),
             index: HashMap::new(),
             labels: HashMap::new(),
             leaf_id: None,
@@ -357,7 +403,8 @@ impl SessionManager {
         let mut header: Option<SessionHeader> = None;
         let mut first_invalid = false;
         let mut needs_migration = false;
-        let mut entries: Vec<SessionEntry> = Vec::new();
+        // Entries go into this table (only its slots, loaded entries and ids are used).
+        let mut table = Self::blank(Path::new("/"), None, true);
         // Large files keep `message` payloads in the file (read back on demand through a
         // handle that stays open, so even a file deleted later can still be read).
         let lazy_file = match std::fs::metadata(&file) {
@@ -366,9 +413,13 @@ impl SessionManager {
         };
         let summary = store::for_each_record(&file, |bytes, offset| {
             if header.is_some() && lazy_file.is_some() {
-                if let Some(stub) = stub_of(bytes, offset) {
-                    entries.push(stub);
-                    return true;
+                if let (Some(head), Ok(len)) =
+                    (scan::message_head(bytes), u32::try_from(bytes.len()))
+                {
+                    if scan::is_complete_object(bytes) {
+                        table.push_stored(&head, offset, len);
+                        return true;
+                    }
                 }
             }
             let Some(v) = store::parse_record(bytes) else {
@@ -390,7 +441,7 @@ impl SessionManager {
             }
             if v.get("type").and_then(Value::as_str) != Some("session") {
                 if let Some(e) = SessionEntry::from_value(v) {
-                    entries.push(e);
+                    table.push_entry(e);
                 }
             }
             true
@@ -422,10 +473,11 @@ impl SessionManager {
                 .next()
                 .and_then(|v| SessionHeader::from_value(&v))
                 .ok_or_else(|| SessionError::InvalidFile(file.clone()))?;
-            entries = values
+            table = Self::blank(Path::new("/"), None, true);
+            values
                 .filter(|v| v.get("type").and_then(Value::as_str) != Some("session"))
                 .filter_map(SessionEntry::from_value)
-                .collect();
+                .for_each(|e| table.push_entry(e));
             repair = None;
         }
         let cwd = match cwd_override {
@@ -435,7 +487,9 @@ impl SessionManager {
         };
         let mut sm = Self::blank(&cwd, dir, true);
         sm.header = header;
-        sm.entries = entries;
+        sm.slots = table.slots;
+        sm.loaded = table.loaded;
+        sm.ids = table.ids;
         sm.lazy_file = if needs_migration { None } else { lazy_file };
         sm.session_file = Some(file.clone());
         sm.rebuild_index();
@@ -470,16 +524,6 @@ impl SessionManager {
             validate_session_id(id)?;
         }
         let source = resolve_path(source);
-        let raw = store::read_raw(&source)
-            .map_err(|_| SessionError::ForkSourceInvalid(source.clone()))?;
-        if raw
-            .values
-            .first()
-            .and_then(SessionHeader::from_value)
-            .is_none()
-        {
-            return Err(SessionError::ForkSourceInvalid(source));
-        }
         let target_cwd = resolve_path(target_cwd);
         let header = SessionHeader::new(
             id.unwrap_or_else(|| uuid::Uuid::now_v7().to_string()),
@@ -488,16 +532,43 @@ impl SessionManager {
         );
         let dir = resolve_path(session_dir);
         let file = dir.join(file_name_for(&header));
-        let mut data = header.to_value().to_string();
-        data.push('\n');
-        for v in raw.values.iter().skip(1) {
-            if v.get("type").and_then(Value::as_str) == Some("session") {
-                continue;
+        // Streamed, one record at a time (the source may be large): the first record that
+        // parses must be a header; every later one that parses, but headers, is copied.
+        let mut source_ok = true;
+        let mut write_error = None;
+        let created = store::create_exclusive_with(&file, |w| {
+            let mut line = header.to_value().to_string();
+            line.push('\n');
+            w.write_all(line.as_bytes())?;
+            let mut first = true;
+            let read = store::for_each_value(&source, |v| {
+                if std::mem::take(&mut first) {
+                    source_ok = SessionHeader::from_value(&v).is_some();
+                    return source_ok;
+                }
+                if v.get("type").and_then(Value::as_str) == Some("session") {
+                    return true;
+                }
+                line.clear();
+                line.push_str(&v.to_string());
+                line.push('\n');
+                match w.write_all(line.as_bytes()) {
+                    Ok(()) => true,
+                    Err(e) => {
+                        write_error = Some(e);
+                        false
+                    }
+                }
+            });
+            if let Some(e) = write_error.take() {
+                return Err(e);
             }
-            data.push_str(&v.to_string());
-            data.push('\n');
+            source_ok &= read.is_ok() && !first;
+            Ok(source_ok)
+        })?;
+        if !created {
+            return Err(SessionError::ForkSourceInvalid(source));
         }
-        store::create_exclusive(&file, data.as_bytes())?;
         Self::open_with(&file, Some(&dir), Some(&target_cwd))
     }
 
@@ -518,7 +589,9 @@ impl SessionManager {
     fn start_new(&mut self, id: Option<String>, parent_session: Option<String>) {
         let id = id.unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
         self.header = SessionHeader::new(id, self.cwd.to_string_lossy(), parent_session);
-        self.entries.clear();
+        self.slots.clear();
+        self.loaded.clear();
+        self.ids = Ids::default();
         self.index.clear();
         self.labels.clear();
         self.leaf_id = None;
@@ -532,20 +605,161 @@ impl SessionManager {
         };
     }
 
+    // ---------------------------------------------------------------- the entry table
+
+    /// Appends a parsed entry to the table (the index is not touched).
+    fn push_entry(&mut self, entry: SessionEntry) {
+        let id = self.ids.intern(&entry.id);
+        let parent = match &entry.parent_id {
+            Some(p) => self.ids.intern(p),
+            None => Key::NONE,
+        };
+        self.slots.push(Slot {
+            id,
+            parent,
+            offset: 0,
+            len: 0,
+            loaded: u32::try_from(self.loaded.len()).unwrap_or(STORED - 1),
+            role: ROLE_OTHER,
+        });
+        self.loaded.push(entry);
+    }
+
+    /// Appends a `message` entry whose line stays in the file (the index is not touched).
+    fn push_stored(&mut self, head: &MessageHead<'_>, offset: u64, len: u32) {
+        let id = self.ids.intern(&head.id);
+        let parent = match &head.parent_id {
+            Some(p) => self.ids.intern(p),
+            None => Key::NONE,
+        };
+        let role = match head.role.as_ref() {
+            "assistant" => ROLE_ASSISTANT,
+            "system" => ROLE_SYSTEM,
+            _ => ROLE_OTHER,
+        };
+        self.slots.push(Slot {
+            id,
+            parent,
+            offset,
+            len,
+            loaded: STORED,
+            role,
+        });
+    }
+
+    /// Removes the last slot (a commit that could not be written).
+    fn pop_entry(&mut self) {
+        if let Some(slot) = self.slots.pop() {
+            if slot.loaded != STORED {
+                self.loaded.pop();
+            }
+            if self.index.get(&slot.id) == Some(&(self.slots.len() as u32)) {
+                self.index.remove(&slot.id);
+            }
+        }
+    }
+
+    /// The parsed entry of a slot, if it is loaded.
+    fn loaded_of(&self, slot: &Slot) -> Option<&SessionEntry> {
+        (slot.loaded != STORED)
+            .then(|| self.loaded.get(slot.loaded as usize))
+            .flatten()
+    }
+
+    fn stored_of(slot: &Slot) -> StoredEntry {
+        StoredEntry {
+            offset: slot.offset,
+            len: slot.len,
+            assistant: slot.role == ROLE_ASSISTANT,
+        }
+    }
+
+    /// The entry of slot `i`: the parsed one, or for a stored one a stub ([`EntryKind::Stored`]:
+    /// id, parent and type right, no timestamp).
+    fn stub(&self, i: usize) -> Cow<'_, SessionEntry> {
+        let slot = &self.slots[i];
+        if let Some(e) = self.loaded_of(slot) {
+            return Cow::Borrowed(e);
+        }
+        Cow::Owned(SessionEntry {
+            id: self.ids.text(slot.id),
+            parent_id: (slot.parent != Key::NONE).then(|| self.ids.text(slot.parent)),
+            timestamp: String::new(),
+            kind: EntryKind::Stored(Self::stored_of(slot)),
+            extra: serde_json::Map::new(),
+        })
+    }
+
+    /// The entry of slot `i` with its payload (a stored one read back; the stub if that fails).
+    fn full(&self, i: usize) -> Cow<'_, SessionEntry> {
+        let slot = &self.slots[i];
+        if let Some(e) = self.loaded_of(slot) {
+            return Cow::Borrowed(e);
+        }
+        match self.load_stored(&Self::stored_of(slot)) {
+            Some(e) => Cow::Owned(e),
+            None => self.stub(i),
+        }
+    }
+
+    /// The slot of entry `id` (the last one of a duplicated id).
+    fn slot_of(&self, id: &str) -> Option<usize> {
+        let key = self.ids.find(id)?;
+        self.index.get(&key).map(|&i| i as usize)
+    }
+
+    fn contains(&self, id: &str) -> bool {
+        self.slot_of(id).is_some()
+    }
+
+    /// Root-first slots from `leaf` following parent links; stops at a missing parent and at
+    /// a cycle (malformed files), so it always terminates (spec §4.3).
+    fn path_slots(&self, leaf: Option<&str>) -> Vec<u32> {
+        let mut path = Vec::new();
+        let Some(mut current) = leaf.and_then(|id| self.slot_of(id)) else {
+            return path;
+        };
+        let mut seen = vec![0u64; self.slots.len().div_ceil(64)];
+        loop {
+            let (word, bit) = (current / 64, 1u64 << (current % 64));
+            if seen[word] & bit != 0 {
+                break;
+            }
+            seen[word] |= bit;
+            path.push(current as u32);
+            let parent = self.slots[current].parent;
+            match (parent != Key::NONE)
+                .then(|| self.index.get(&parent))
+                .flatten()
+            {
+                Some(&p) => current = p as usize,
+                None => break,
+            }
+        }
+        path.reverse();
+        path
+    }
+
     fn rebuild_index(&mut self) {
-        self.index = build_index(&self.entries);
+        self.index = HashMap::with_capacity(self.slots.len());
+        for (i, slot) in self.slots.iter().enumerate() {
+            self.index.insert(slot.id, i as u32);
+        }
         self.labels.clear();
         for (target, label, ts) in self.ordered_labels() {
             self.labels.insert(target, (label, ts));
         }
-        self.leaf_id = self.entries.last().map(|e| e.id.clone());
-        self.has_assistant = self.entries.iter().any(SessionEntry::is_assistant_message);
+        self.leaf_id = self.slots.last().map(|s| self.ids.text(s.id));
+        self.has_assistant = self.slots.iter().any(|s| match self.loaded_of(s) {
+            Some(e) => e.is_assistant_message(),
+            None => s.role == ROLE_ASSISTANT,
+        });
     }
 
     /// Labels resolved by replaying label entries in file order, in JS `Map` insertion order.
     fn ordered_labels(&self) -> Vec<(String, String, String)> {
         let mut out: Vec<(String, String, String)> = Vec::new();
-        for e in &self.entries {
+        for e in &self.loaded {
             if let EntryKind::Label { target_id, label } = &e.kind {
                 match label.as_deref().filter(|l| !l.is_empty()) {
                     Some(l) => match out.iter_mut().find(|x| x.0 == *target_id) {
@@ -565,14 +779,14 @@ impl SessionManager {
     fn all_lines(&self) -> String {
         let mut data = self.header.to_value().to_string();
         data.push('\n');
-        for e in &self.entries {
-            data.push_str(&self.materialize(e).to_line());
+        for i in 0..self.slots.len() {
+            data.push_str(&self.full(i).to_line());
         }
         data
     }
 
-    /// Reads a [`EntryKind::Stored`] entry back from the file as opened.
-    fn load_stored(&self, stored: &StoredEntry) -> Option<SessionEntry> {
+    /// Reads the line of a [`EntryKind::Stored`] entry from the file as opened.
+    fn read_stored(&self, stored: &StoredEntry) -> Option<Vec<u8>> {
         use std::os::unix::fs::FileExt;
         let file = self.lazy_file.as_ref()?;
         let mut buf = vec![0u8; stored.len as usize];
@@ -580,82 +794,107 @@ impl SessionManager {
             tracing::warn!("could not read a session entry back: {e}");
             return None;
         }
+        Some(buf)
+    }
+
+    /// Reads a [`EntryKind::Stored`] entry back from the file as opened.
+    fn load_stored(&self, stored: &StoredEntry) -> Option<SessionEntry> {
+        let buf = self.read_stored(stored)?;
         store::parse_record(&buf).and_then(SessionEntry::from_value)
     }
 
-    /// Reads a stored `message` entry back for the context: the message is deserialised
-    /// straight from the line (no intermediate JSON tree), falling back to the full reader.
-    fn load_stored_message(&self, stored: &StoredEntry, id: &str) -> Option<SessionEntry> {
-        use std::os::unix::fs::FileExt;
+    /// The context messages of a stored `message` entry: the message is deserialised straight
+    /// from the line (no intermediate JSON tree), falling back to the full reader.
+    fn stored_context_messages(&self, stored: &StoredEntry) -> Vec<Message> {
         #[derive(serde::Deserialize)]
         struct Line {
             message: Message,
         }
-        let file = self.lazy_file.as_ref()?;
-        let mut buf = vec![0u8; stored.len as usize];
-        if let Err(e) = file.read_exact_at(&mut buf, stored.offset) {
-            tracing::warn!("could not read a session entry back: {e}");
-            return None;
-        }
+        let Some(buf) = self.read_stored(stored) else {
+            return Vec::new();
+        };
         match serde_json::from_slice::<Line>(&buf) {
-            Ok(line) => Some(SessionEntry {
-                id: id.to_string(),
-                parent_id: None,
-                timestamp: String::new(),
-                kind: EntryKind::Message(line.message),
-                extra: serde_json::Map::new(),
-            }),
-            Err(_) => store::parse_record(&buf).and_then(SessionEntry::from_value),
+            Ok(line) => vec![line.message],
+            Err(_) => store::parse_record(&buf)
+                .and_then(SessionEntry::from_value)
+                .filter(|e| !matches!(e.kind, EntryKind::Stored(_)))
+                .map(|e| super::context::entry_context_messages(&e))
+                .unwrap_or_default(),
         }
     }
 
-    /// Model, thinking level and whether there are messages on the active branch, without
-    /// reading stored payloads back (start-up and `switch_session` decide the model from this;
-    /// spec `sessions.md` §7, §9.2).
-    pub fn resume_settings(&self) -> (Option<ModelRef>, String, bool) {
-        let branch = self.branch();
-        let has_messages = branch.iter().any(|e| {
-            matches!(
-                e.kind,
-                EntryKind::Message(_)
-                    | EntryKind::Stored(_)
-                    | EntryKind::CustomMessage(_)
-                    | EntryKind::BranchSummary(_)
-                    | EntryKind::Compaction(_)
-            )
-        });
-        // The same rule as the context's (§9.2): the last model_change or assistant message
-        // names the model; the last thinking_level_change the level ("off" without one).
-        let mut model = None;
-        let mut level = "off".to_string();
-        for e in &branch {
+    /// Thinking level, model and what else resuming needs from the path `path` (slots), without
+    /// reading stored payloads back except the one assistant message that names the model.
+    fn path_settings(&self, path: &[u32]) -> PathSettings {
+        let mut out = PathSettings {
+            thinking_level: "off".to_string(),
+            ..PathSettings::default()
+        };
+        // The last model_change or assistant message names the model; the last
+        // thinking_level_change the level ("off" without one): spec §9.2.
+        let mut model_at = None;
+        for &i in path {
+            let slot = &self.slots[i as usize];
+            let Some(e) = self.loaded_of(slot) else {
+                out.has_messages = true;
+                if slot.role == ROLE_ASSISTANT {
+                    model_at = Some(i as usize);
+                }
+                continue;
+            };
             match &e.kind {
-                EntryKind::ThinkingLevelChange { thinking_level } => level = thinking_level.clone(),
-                EntryKind::ModelChange { provider, model_id } => {
-                    model = Some(ModelRef {
-                        provider: provider.clone(),
-                        model_id: model_id.clone(),
-                    })
+                EntryKind::ThinkingLevelChange { thinking_level } => {
+                    out.thinking_level = thinking_level.clone();
+                    out.has_level_entry = true;
                 }
-                EntryKind::Message(Message::Assistant(a)) => {
-                    model = Some(ModelRef {
-                        provider: a.provider.clone(),
-                        model_id: a.model.clone(),
-                    })
+                EntryKind::ModelChange { .. } => model_at = Some(i as usize),
+                EntryKind::Message(m) => {
+                    out.has_messages = true;
+                    if matches!(m, Message::Assistant(_)) {
+                        model_at = Some(i as usize);
+                    }
                 }
-                EntryKind::Stored(StoredEntry {
-                    assistant_model: Some((provider, model_id)),
-                    ..
-                }) => {
-                    model = Some(ModelRef {
-                        provider: provider.clone(),
-                        model_id: model_id.clone(),
-                    })
+                EntryKind::Stored(s) => {
+                    out.has_messages = true;
+                    if s.assistant {
+                        model_at = Some(i as usize);
+                    }
                 }
+                EntryKind::CustomMessage(_)
+                | EntryKind::BranchSummary(_)
+                | EntryKind::Compaction(_) => out.has_messages = true,
                 _ => {}
             }
         }
-        (model, level, has_messages)
+        out.model = model_at.and_then(|i| match &self.full(i).kind {
+            EntryKind::ModelChange { provider, model_id } => Some(ModelRef {
+                provider: provider.clone(),
+                model_id: model_id.clone(),
+            }),
+            EntryKind::Message(Message::Assistant(a)) => Some(ModelRef {
+                provider: a.provider.clone(),
+                model_id: a.model.clone(),
+            }),
+            _ => None,
+        });
+        out
+    }
+
+    /// Model, thinking level and whether there are messages on the active branch, without
+    /// reading stored payloads back (but the last assistant message's, when it names the
+    /// model): start-up and `switch_session` decide the model from this (spec `sessions.md`
+    /// §7, §9.2).
+    pub fn resume_settings(&self) -> (Option<ModelRef>, String, bool) {
+        let s = self.path_settings(&self.path_slots(self.leaf_id.as_deref()));
+        (s.model, s.thinking_level, s.has_messages)
+    }
+
+    /// Whether the active branch has a `thinking_level_change` entry.
+    pub fn has_thinking_level_change(&self) -> bool {
+        self.path_slots(self.leaf_id.as_deref())
+            .iter()
+            .filter_map(|&i| self.loaded_of(&self.slots[i as usize]))
+            .any(|e| matches!(e.kind, EntryKind::ThinkingLevelChange { .. }))
     }
 
     /// The entry with its payload: a [`EntryKind::Stored`] entry is read back from the file
@@ -673,16 +912,15 @@ impl SessionManager {
     /// Calls `f` with every entry in file order, payloads read back one at a time (memory stays
     /// bounded on large files).
     pub fn visit_entries(&self, mut f: impl FnMut(&SessionEntry)) {
-        for e in &self.entries {
-            f(&self.materialize(e));
+        for i in 0..self.slots.len() {
+            f(&self.full(i));
         }
     }
 
     /// Every entry in file order with its payload (owned; for `get_entries`).
     pub fn loaded_entries(&self) -> Vec<SessionEntry> {
-        self.entries
-            .iter()
-            .map(|e| self.materialize(e).into_owned())
+        (0..self.slots.len())
+            .map(|i| self.full(i).into_owned())
             .collect()
     }
 
@@ -716,34 +954,47 @@ impl SessionManager {
     pub fn is_flushed(&self) -> bool {
         self.flushed
     }
+    /// Number of entries (header excluded).
+    pub fn entry_count(&self) -> usize {
+        self.slots.len()
+    }
+    /// Whether the session has no entries yet.
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
     /// All entries in append (file) order, header excluded. In a large file `message` entries
     /// are [`EntryKind::Stored`] stubs (ids, parents and type are right; see
     /// [`materialize`](Self::materialize), [`loaded_entries`](Self::loaded_entries)).
-    pub fn entries(&self) -> &[SessionEntry] {
-        &self.entries
+    pub fn entries(&self) -> Vec<Cow<'_, SessionEntry>> {
+        (0..self.slots.len()).map(|i| self.stub(i)).collect()
     }
     /// Entries strictly after `id` in append order (RPC `get_entries.since`); `None` if the
     /// id is unknown.
     pub fn entries_since(&self, id: &str) -> Option<Vec<SessionEntry>> {
-        let pos = *self.index.get(id)?;
+        let pos = self.slot_of(id)?;
         Some(
-            self.entries[pos + 1..]
-                .iter()
-                .map(|e| self.materialize(e).into_owned())
+            (pos + 1..self.slots.len())
+                .map(|i| self.full(i).into_owned())
                 .collect(),
         )
     }
     /// The entry with this id, with its payload.
     pub fn entry(&self, id: &str) -> Option<Cow<'_, SessionEntry>> {
-        self.index
-            .get(id)
-            .map(|&i| self.materialize(&self.entries[i]))
+        self.slot_of(id).map(|i| self.full(i))
     }
-    /// Direct children of `parent_id` (`None` = roots), in file order.
-    pub fn children(&self, parent_id: Option<&str>) -> Vec<&SessionEntry> {
-        self.entries
-            .iter()
-            .filter(|e| e.parent_id.as_deref() == parent_id)
+    /// Direct children of `parent_id` (`None` = roots), in file order (stubs as in
+    /// [`entries`](Self::entries)).
+    pub fn children(&self, parent_id: Option<&str>) -> Vec<Cow<'_, SessionEntry>> {
+        let want = match parent_id {
+            None => Key::NONE,
+            Some(p) => match self.ids.find(p) {
+                Some(k) => k,
+                None => return Vec::new(),
+            },
+        };
+        (0..self.slots.len())
+            .filter(|&i| self.slots[i].parent == want)
+            .map(|i| self.stub(i))
             .collect()
     }
     /// Current leaf id; `None` before the first entry or after [`reset_leaf`](Self::reset_leaf).
@@ -758,15 +1009,25 @@ impl SessionManager {
     pub fn label(&self, id: &str) -> Option<&str> {
         self.labels.get(id).map(|l| l.0.as_str())
     }
-    /// The active branch, root first, ending at the leaf (spec §4.3).
-    pub fn branch(&self) -> Vec<&SessionEntry> {
-        path_to(&self.entries, &self.index, self.leaf_id.as_deref())
+    /// The active branch, root first, ending at the leaf (spec §4.3); stubs as in
+    /// [`entries`](Self::entries).
+    pub fn branch(&self) -> Vec<Cow<'_, SessionEntry>> {
+        self.branch_of(self.leaf_id.as_deref())
     }
-    /// The path from the root to `id` (empty if unknown).
-    pub fn branch_to(&self, id: &str) -> Vec<&SessionEntry> {
-        path_to(&self.entries, &self.index, Some(id))
+    /// The path from the root to `id` (empty if unknown); stubs as in
+    /// [`entries`](Self::entries).
+    pub fn branch_to(&self, id: &str) -> Vec<Cow<'_, SessionEntry>> {
+        self.branch_of(Some(id))
     }
-    /// Messages, thinking level and model of the active branch (spec §9).
+    fn branch_of(&self, leaf: Option<&str>) -> Vec<Cow<'_, SessionEntry>> {
+        self.path_slots(leaf)
+            .into_iter()
+            .map(|i| self.stub(i as usize))
+            .collect()
+    }
+    /// Messages, thinking level and model of the active branch (spec §9), built from the
+    /// table: only the entries the context selects are read (a stored message once, moved
+    /// into the context), so a compacted large file costs the context, not the file.
     pub fn build_session_context(&self) -> SessionContext {
         if self.leaf_id.is_none() {
             return SessionContext {
@@ -774,18 +1035,80 @@ impl SessionManager {
                 ..SessionContext::default()
             };
         }
-        let branch = self.branch();
-        let ids: HashMap<(u64, u32), &str> = branch
-            .iter()
-            .filter_map(|e| match &e.kind {
-                EntryKind::Stored(s) => Some(((s.offset, s.len), e.id.as_str())),
+        let path = self.path_slots(self.leaf_id.as_deref());
+        let settings = self.path_settings(&path);
+        let loaded_at = |p: usize| self.loaded_of(&self.slots[path[p] as usize]);
+        // The selection of upstream `buildContextEntries`: the whole path, or with a compaction
+        // C on it `[C, path[firstKept..C] minus system messages, path[C+1..]]`.
+        let compaction = (0..path.len())
+            .rev()
+            .find_map(|p| match loaded_at(p).map(|e| &e.kind) {
+                Some(EntryKind::Compaction(c)) => Some((p, c)),
                 _ => None,
-            })
-            .collect();
-        context_from_path_with(&branch, &|s| {
-            let id = ids.get(&(s.offset, s.len)).copied().unwrap_or_default();
-            self.load_stored_message(s, id)
-        })
+            });
+        let mut selected: Vec<(u32, bool)> = Vec::new();
+        match compaction {
+            None => selected.extend(path.iter().map(|&i| (i, false))),
+            Some((cidx, c)) => {
+                selected.push((path[cidx], false));
+                let first_kept = self.ids.find(&c.first_kept_entry_id);
+                if let Some(start) =
+                    (0..cidx).find(|&p| Some(self.slots[path[p] as usize].id) == first_kept)
+                {
+                    selected.extend(path[start..cidx].iter().map(|&i| (i, true)));
+                }
+                selected.extend(path[cidx + 1..].iter().map(|&i| (i, false)));
+            }
+        }
+        let mut edits: HashMap<Key, &Option<Value>> = HashMap::new();
+        for &(i, _) in &selected {
+            if let Some(EntryKind::ContextEdit {
+                target_id,
+                replacement,
+            }) = self.loaded_of(&self.slots[i as usize]).map(|e| &e.kind)
+            {
+                if let Some(k) = self.ids.find(target_id) {
+                    edits.insert(k, replacement);
+                }
+            }
+        }
+        let mut messages = Vec::with_capacity(selected.len());
+        for (n, &(i, drop_system)) in selected.iter().enumerate() {
+            let slot = &self.slots[i as usize];
+            let produced = match self.loaded_of(slot) {
+                Some(e) => {
+                    // An older compaction inside the kept range contributes nothing; only the
+                    // newest (selected first) provides the summary.
+                    if n > 0 && matches!(e.kind, EntryKind::Compaction(_)) {
+                        continue;
+                    }
+                    if drop_system && matches!(&e.kind, EntryKind::Message(Message::System(_))) {
+                        continue;
+                    }
+                    super::context::entry_context_messages(e)
+                }
+                None => {
+                    if drop_system && slot.role == ROLE_SYSTEM {
+                        continue;
+                    }
+                    self.stored_context_messages(&Self::stored_of(slot))
+                }
+            };
+            match edits.get(&slot.id) {
+                None => messages.extend(produced),
+                Some(None) => {}
+                Some(Some(replacement)) => messages.extend(
+                    produced
+                        .into_iter()
+                        .map(|m| super::context::replace_content(m, replacement)),
+                ),
+            }
+        }
+        SessionContext {
+            messages,
+            thinking_level: settings.thinking_level,
+            model: settings.model,
+        }
     }
     /// The context projection of the active branch: every selected entry with the messages it
     /// contributes (see [`super::project_path`]); empty before the first entry.
@@ -793,14 +1116,16 @@ impl SessionManager {
         if self.leaf_id.is_none() {
             return Vec::new();
         }
-        super::context::project_path_with(&self.branch(), &|s| self.load_stored(s))
+        let branch = self.branch();
+        let refs: Vec<&SessionEntry> = branch.iter().map(|e| e.as_ref()).collect();
+        super::context::project_path_with(&refs, &|s| self.load_stored(s))
     }
     /// The active branch, root first, with every payload read back (large files keep message
     /// entries on disk as [`EntryKind::Stored`]); for compaction, which reads roles and contents.
     pub fn loaded_branch(&self) -> Vec<SessionEntry> {
-        self.branch()
+        self.path_slots(self.leaf_id.as_deref())
             .into_iter()
-            .map(|e| self.materialize(e).into_owned())
+            .map(|i| self.full(i as usize).into_owned())
             .collect()
     }
     /// The agent messages of the active branch (spec §9): compaction applied, `context_edit`
@@ -811,7 +1136,7 @@ impl SessionManager {
     /// Display name: the latest `session_info` entry decides; empty/whitespace clears
     /// (spec §3.9, newer semantics).
     pub fn session_name(&self) -> Option<String> {
-        self.entries.iter().rev().find_map(|e| match &e.kind {
+        self.loaded.iter().rev().find_map(|e| match &e.kind {
             EntryKind::SessionInfo { name } => Some(
                 name.as_deref()
                     .map(str::trim)
@@ -826,14 +1151,14 @@ impl SessionManager {
         if self.lazy_file.is_some() {
             return build_tree(&self.loaded_entries(), &self.labels);
         }
-        build_tree(&self.entries, &self.labels)
+        build_tree(&self.loaded, &self.labels)
     }
 
     // ---------------------------------------------------------------- leaf movement
 
     /// Move the leaf to `id` so the next append branches from there (spec §4.2 `branch`).
     pub fn set_leaf(&mut self, id: &str) -> Result<(), SessionError> {
-        if !self.index.contains_key(id) {
+        if !self.contains(id) {
             return Err(SessionError::EntryNotFound(id.to_string()));
         }
         self.leaf_id = Some(id.to_string());
@@ -855,7 +1180,7 @@ impl SessionManager {
         };
         if self.flushed {
             let line = self
-                .entries
+                .loaded
                 .last()
                 .map(SessionEntry::to_line)
                 .unwrap_or_default();
@@ -886,21 +1211,22 @@ impl SessionManager {
         let prev_leaf = self.leaf_id.replace(entry.id.clone());
         let prev_assistant = self.has_assistant;
         self.has_assistant |= entry.is_assistant_message();
-        let id = entry.id.clone();
-        self.index.insert(id.clone(), self.entries.len());
-        self.entries.push(entry);
+        let at = self.slots.len() as u32;
+        self.push_entry(entry);
+        if let Some(slot) = self.slots.last() {
+            self.index.insert(slot.id, at);
+        }
         if let Err(e) = self.persist_last() {
-            self.entries.pop();
-            self.index.remove(&id);
+            self.pop_entry();
             self.leaf_id = prev_leaf;
             self.has_assistant = prev_assistant;
             return Err(e);
         }
-        let last = self.entries.len() - 1;
-        if let EntryKind::Label { target_id, label } = &self.entries[last].kind {
+        let last = self.loaded.len() - 1;
+        if let EntryKind::Label { target_id, label } = &self.loaded[last].kind {
             match label.as_deref().filter(|l| !l.is_empty()) {
                 Some(l) => {
-                    let ts = self.entries[last].timestamp.clone();
+                    let ts = self.loaded[last].timestamp.clone();
                     self.labels.insert(target_id.clone(), (l.to_string(), ts));
                 }
                 None => {
@@ -908,11 +1234,11 @@ impl SessionManager {
                 }
             }
         }
-        Ok(&self.entries[last])
+        Ok(&self.loaded[last])
     }
 
     fn new_id(&self) -> String {
-        generate_entry_id(|c| self.index.contains_key(c))
+        generate_entry_id(|c| self.contains(c))
     }
 
     /// Append any entry kind as a child of the current leaf; it becomes the leaf. Returns the
@@ -1062,7 +1388,12 @@ impl SessionManager {
             EntryKind::Message(m) => m.role().to_string(),
             _ => String::new(),
         };
-        if !self.branch().iter().any(|e| e.id == target_id) {
+        let on_branch = self.ids.find(target_id).is_some_and(|k| {
+            self.path_slots(self.leaf_id.as_deref())
+                .iter()
+                .any(|&i| self.slots[i as usize].id == k)
+        });
+        if !on_branch {
             return Err(SessionError::NotOnBranch(target_id.to_string()));
         }
         if !matches!(
@@ -1092,7 +1423,7 @@ impl SessionManager {
         target_id: &str,
         label: Option<&str>,
     ) -> Result<&SessionEntry, SessionError> {
-        if !self.index.contains_key(target_id) {
+        if !self.contains(target_id) {
             return Err(SessionError::EntryNotFound(target_id.to_string()));
         }
         Ok(self.append_entry(EntryKind::Label {
@@ -1112,7 +1443,7 @@ impl SessionManager {
         usage: Option<pi_ai::Usage>,
     ) -> Result<&SessionEntry, SessionError> {
         if let Some(id) = branch_from {
-            if !self.index.contains_key(id) {
+            if !self.contains(id) {
                 return Err(SessionError::EntryNotFound(id.to_string()));
             }
         }
@@ -1131,8 +1462,8 @@ impl SessionManager {
             self.leaf_id = prev_leaf;
             return Err(e.into());
         }
-        let last = self.entries.len() - 1;
-        Ok(&self.entries[last])
+        let last = self.loaded.len() - 1;
+        Ok(&self.loaded[last])
     }
 
     // ---------------------------------------------------------------- branching
@@ -1148,9 +1479,9 @@ impl SessionManager {
         leaf_id: &str,
     ) -> Result<Option<PathBuf>, SessionError> {
         let path: Vec<SessionEntry> = self
-            .branch_to(leaf_id)
+            .path_slots(Some(leaf_id))
             .into_iter()
-            .map(|e| self.materialize(e).into_owned())
+            .map(|i| self.full(i as usize).into_owned())
             .collect();
         if path.is_empty() {
             return Err(SessionError::EntryNotFound(leaf_id.to_string()));
@@ -1205,7 +1536,9 @@ impl SessionManager {
             None
         };
         self.start_new(None, parent_session);
-        self.entries = kept;
+        for e in kept {
+            self.push_entry(e);
+        }
         self.rebuild_index();
         if self.persist && self.has_assistant {
             if let Some(file) = self.session_file.clone() {

@@ -62,6 +62,18 @@ pub(crate) fn for_each_record(
             break;
         }
         last_byte = line.last().copied();
+        if memchr::memchr(0, &line).is_none() {
+            // The common case, one record: found without looking at every byte.
+            let record = line.strip_suffix(b"\n").unwrap_or(&line);
+            if !record.iter().all(u8::is_ascii_whitespace) {
+                summary.records += 1;
+                if !each(record, offset) {
+                    return Ok(summary);
+                }
+            }
+            offset += n as u64;
+            continue;
+        }
         let mut start = 0usize;
         for segment in line.split(|&b| b == 0 || b == b'\n') {
             let at = offset + start as u64;
@@ -168,6 +180,28 @@ pub(crate) fn create_exclusive(path: &Path, data: &[u8]) -> io::Result<()> {
     tmp.write_all(data)?;
     tmp.persist_noclobber(path).map_err(|e| e.error)?;
     Ok(())
+}
+
+/// [`create_exclusive`] with the data written by `write` (through a buffer) rather than held
+/// in memory: for copies of large files. `write` returns `Ok(false)` to give up, in which case
+/// no file is created and `Ok(false)` is returned.
+pub(crate) fn create_exclusive_with(
+    path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> io::Result<bool>,
+) -> io::Result<bool> {
+    let parent = path.parent().unwrap_or(Path::new("."));
+    fs::create_dir_all(parent)?;
+    let tmp = tempfile::Builder::new()
+        .prefix(".pi-session-")
+        .suffix(".tmp")
+        .tempfile_in(parent)?;
+    let mut out = io::BufWriter::with_capacity(256 * 1024, tmp);
+    if !write(&mut out)? {
+        return Ok(false);
+    }
+    let tmp = out.into_inner().map_err(io::IntoInnerError::into_error)?;
+    tmp.persist_noclobber(path).map_err(|e| e.error)?;
+    Ok(true)
 }
 
 /// Replace `path` with `data` atomically (temp file in the same folder, then rename).

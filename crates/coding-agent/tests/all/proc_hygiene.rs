@@ -129,31 +129,55 @@ fn rpc_bash_processes_die_with_the_agent() {
     kill_agent_and_expect_no_survivors(agent, &m);
 }
 
-/// The window between the shell's exit and the agent ending the group: the shell has exited
-/// (and with it the supervisor), the agent has not yet sent its `SIGTERM` to the group (it is
-/// stopped here), and it is `SIGKILL`ed then. The shell's background child must still go (the
-/// supervisor's watchdog, crate::child_guard); this once left `sleep &` children of the SIGKILL
-/// test running under load.
+/// The window between the shell's exit and the end of what it left in its group: the shell
+/// has exited, the agent is stopped (it cannot end the group itself), the background child
+/// ignores `SIGTERM` (so the group is not empty at once), and the agent is `SIGKILL`ed then.
+/// The child must still go (the supervisor outlives the shell until the group is empty,
+/// crate::child_guard); this once left `sleep &` children of the SIGKILL test running under
+/// load. Should the supervisor's grace run out first, it has killed the child itself, which is
+/// as good.
 #[test]
 fn background_child_dies_when_the_agent_is_killed_after_the_shell_exited() {
     let m = marker(614);
     let (_fake, root) = setup(Script::new([Turn::text("unused")]), DEFAULT_MODEL);
     let mut agent = root.spawn();
-    agent.send(json!({"id": "b1", "type": "bash", "command": format!("sleep {m} & sleep 0.3")}));
+    agent.send(json!({"id": "b1", "type": "bash",
+        "command": format!("(trap '' TERM; exec sleep {m}) & sleep 0.3")}));
     wait_for_sleep(&m, &agent);
     let pid = libc::pid_t::try_from(agent.pid()).expect("pid fits pid_t");
     // SAFETY: kill(2) on our own child, which has not been reaped yet.
     unsafe {
         libc::kill(pid, libc::SIGSTOP);
     }
-    // Until the shell (`bash -c "sleep <m> & sleep 0.3"`) is gone and only its child is left.
+    // Until the shell (`bash -c "… & sleep 0.3"`) is gone and only its child is left.
     let want = format!("sleep {m}");
     let deadline = Instant::now() + LIVENESS;
     while processes_with(&m).iter().any(|(_, c)| c.trim_end() != want) {
         assert!(Instant::now() < deadline, "the shell did not exit");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // SAFETY: kill(2) on our own child, which has not been reaped yet.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+    assert!(agent.wait_exit(LIVENESS).is_some(), "pi did not die");
+    let deadline = Instant::now() + GONE;
+    loop {
+        let left = processes_with(&m);
+        if left.is_empty() {
+            break;
+        }
+        if Instant::now() >= deadline {
+            for (pid, _) in &left {
+                // SAFETY: kill(2) on a pid we just found running our unique marker.
+                unsafe {
+                    libc::kill(*pid, libc::SIGKILL);
+                }
+            }
+            panic!("processes survived the agent's SIGKILL for {GONE:?}: {left:?}");
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
-    kill_agent_and_expect_no_survivors(agent, &m);
 }
 
 /// A command that finishes normally still reports its own exit code and output through the

@@ -252,3 +252,55 @@ fn sigkill_during_session_swaps_leaves_only_complete_files() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(files_checked >= RUNS, "only {files_checked} files checked");
 }
+
+/// The window between a shell command's end and the ending of what it left in its group: the
+/// shell of an RPC `bash` command has exited, its background `sleep` (which ignores `SIGTERM`,
+/// so that the group is still being ended when `pi` dies) still runs, and `pi` is `SIGKILL`ed
+/// then. The command's supervisor must still be there to end the group. Repeated, as the
+/// window is short without the `SIGTERM`-ignoring sleep.
+#[test]
+fn sigkill_after_the_shell_exited_leaves_no_background_process() {
+    let fake = FakeLlm::spawn(Script::new(vec![])).unwrap();
+    let root = RunRoot::new(fake.port());
+    let cwd = root.cwd.canonicalize().unwrap();
+    for round in 0..4 {
+        let mut agent = root.spawn();
+        let trap = round % 2 == 0;
+        let command = if trap {
+            format!("(trap '' TERM; exec sleep 603{round}) & echo started")
+        } else {
+            format!("sleep 603{round} & echo started")
+        };
+        agent.send(json!({"id": format!("b{round}"), "type": "bash", "command": command}));
+        let sleep_cmd = format!("sleep 603{round}");
+        // Until the shell is gone and only its background sleep (and the supervisor, a copy
+        // of `pi`) run in the cwd.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let procs = processes_in(&cwd);
+            let sleeping = procs.iter().any(|(_, c)| c.trim_end() == sleep_cmd);
+            let shell = procs.iter().any(|(_, c)| c.contains(" -c "));
+            if sleeping && !shell {
+                break;
+            }
+            if agent.records().iter().any(|r| {
+                r.value
+                    .as_ref()
+                    .is_some_and(|v| v["id"] == format!("b{round}"))
+            }) {
+                // Without the trap the response may come first (and a slow scan of /proc
+                // may miss the trap's 500 ms window); kill right after it.
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "round {round}: never saw the shell exit: {procs:?}"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        agent.kill();
+        if let Err(left) = wait_no_process_in(&cwd) {
+            panic!("round {round} ({command}): processes outlived pi: {left:?}");
+        }
+    }
+}

@@ -143,9 +143,8 @@ fn in_memory_never_touches_disk() {
         .unwrap();
     assert_eq!(sm.entries().len(), 2);
     assert!(files_in(tmp.path()).is_empty());
-    let path = sm
-        .create_branched_session(&sm.entries()[1].id.clone())
-        .unwrap();
+    let second = sm.entries()[1].id.clone();
+    let path = sm.create_branched_session(&second).unwrap();
     assert!(path.is_none());
     assert!(files_in(tmp.path()).is_empty());
     assert_eq!(sm.entries().len(), 2);
@@ -390,7 +389,8 @@ fn entry_ids_are_unique_short_hex() {
     for i in 0..3000 {
         sm.append_custom_entry("t", Some(json!(i))).unwrap();
     }
-    let mut ids: Vec<&str> = sm.entries().iter().map(|e| e.id.as_str()).collect();
+    let entries = sm.entries();
+    let mut ids: Vec<&str> = entries.iter().map(|e| e.id.as_str()).collect();
     assert!(ids.iter().all(|id| id.len() == 8
         && id
             .chars()
@@ -464,7 +464,7 @@ fn branching_tree_and_context() {
         texts(&sm.build_context()),
         ["user:one", "assistant:A1", "user:two-b"]
     );
-    let branch: Vec<&str> = sm.branch().iter().map(|e| e.id.as_str()).collect();
+    let branch: Vec<String> = sm.branch().iter().map(|e| e.id.clone()).collect();
     assert_eq!(branch.len(), 4);
     assert_eq!(branch[1], u1);
 
@@ -498,7 +498,7 @@ fn branching_tree_and_context() {
     assert_eq!(sm.get_tree().len(), 2);
 
     // free function, unknown leaf falls back to the last entry
-    let ctx = build_session_context(sm.entries(), Some("unknown"));
+    let ctx = build_session_context(&sm.loaded_entries(), Some("unknown"));
     assert_eq!(texts(&ctx.messages), ["user:root2"]);
 }
 
@@ -680,7 +680,7 @@ fn unknown_entries_are_preserved() {
     assert_eq!(sm.entries()[1].entry_type(), "future_thing");
     assert_eq!(sm.entries()[1].to_value().to_string(), weird);
     let back: SessionEntry = serde_json::from_str(weird).unwrap();
-    assert_eq!(back, sm.entries()[1]);
+    assert_eq!(back, *sm.entries()[1]);
     sm.append_message(&Message::user_text("q")).unwrap();
     assert!(fs::read_to_string(&file).unwrap().contains(weird));
 }
@@ -973,7 +973,7 @@ fn large_files_open_lazily_with_the_same_views() {
         "message payloads stay in the file"
     );
     assert_eq!(re.build_session_context(), sm.build_session_context());
-    assert_eq!(re.loaded_entries(), sm.entries());
+    assert_eq!(re.loaded_entries(), sm.loaded_entries());
     assert_eq!(re.get_tree(), sm.get_tree());
     assert_eq!(
         re.entries_since(&last).unwrap(),
@@ -1009,5 +1009,157 @@ fn large_files_open_lazily_with_the_same_views() {
     assert_eq!(lines(&file).len(), sm.entries().len() + 2);
     assert!(again.len() > bytes.len() / 2);
     let back = SessionManager::open(&file).unwrap();
-    assert_eq!(back.loaded_entries()[..sm.entries().len()], *sm.entries());
+    assert_eq!(
+        back.loaded_entries()[..sm.entry_count()],
+        *sm.loaded_entries()
+    );
+}
+
+/// A system message inside a compaction's kept range is replaced by the compaction's snapshot,
+/// also when the file is large enough to be opened lazily and the message's line stays on
+/// disk (it used to come back twice: the stub did not look like a system message).
+#[test]
+fn lazy_context_drops_system_messages_in_the_kept_range() {
+    use pi_coding_agent::session::LAZY_MIN_BYTES;
+    let tmp = tempfile::tempdir().unwrap();
+    let mut sm = SessionManager::create(tmp.path(), tmp.path());
+    sm.append_model_change("p", "m").unwrap();
+    let filler = "y".repeat(8000);
+    let mut kept = String::new();
+    let mut i = 0;
+    let size = |sm: &SessionManager| {
+        fs::metadata(sm.session_file().unwrap())
+            .map(|m| m.len())
+            .unwrap_or(0)
+    };
+    while size(&sm) < LAZY_MIN_BYTES + 1000 {
+        let id = sm
+            .append_message(&Message::user_text(format!("q{i} {filler}")))
+            .unwrap();
+        if i == 10 {
+            kept = id;
+            sm.append_message(&Message::System(pi_ai::SystemMessage {
+                content: pi_ai::UserContent::Text("be brief".into()),
+                sections: None,
+                timestamp: 1,
+                tools_added: None,
+                tools_removed: None,
+                replace: None,
+                extra: Default::default(),
+            }))
+            .unwrap();
+        }
+        sm.append_message(&assistant(&format!("a{i}"), StopReason::Stop))
+            .unwrap();
+        i += 1;
+    }
+    sm.append_compaction("summary", Some(&kept), 1000, None, None, None)
+        .unwrap();
+    sm.append_message(&Message::user_text("after")).unwrap();
+    let eager = sm.build_session_context();
+    let systems = eager
+        .messages
+        .iter()
+        .filter(|m| matches!(m, Message::System(_)))
+        .count();
+    assert_eq!(systems, 1, "only the compaction's snapshot");
+    let re = SessionManager::open(sm.session_file().unwrap()).unwrap();
+    assert!(re
+        .entries()
+        .iter()
+        .any(|e| matches!(e.kind, EntryKind::Stored(_))));
+    assert_eq!(re.build_session_context(), eager);
+}
+
+/// A large file's `message` lines are indexed without being parsed; still, a torn one (cut
+/// before a NUL run, or last without a newline) is never taken for an entry, ids that are not
+/// 8 hex chars resolve, and a message line with its keys in another order is read whole.
+#[test]
+fn lazy_index_takes_only_whole_lines() {
+    use pi_coding_agent::session::LAZY_MIN_BYTES;
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("big.jsonl");
+    let filler = "z".repeat(4000);
+    let mut text = json!({"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00.000Z","cwd":tmp.path()}).to_string() + "\n";
+    let mut parent = Value::Null;
+    let mut ids = Vec::new();
+    let mut n = 0;
+    while text.len() < LAZY_MIN_BYTES as usize + 1000 {
+        // 8 hex chars, a full UUID, and upper case hex (not packed: kept as text).
+        let id = match n % 3 {
+            0 => format!("{n:08x}"),
+            1 => format!("0193a000-0000-7000-8000-{n:012x}"),
+            _ => format!("{n:08X}"),
+        };
+        let message = if n % 2 == 0 {
+            json!({"role":"user","content":format!("q{n} {filler}"),"timestamp":1})
+        } else {
+            serde_json::to_value(assistant(&format!("a{n}"), StopReason::Stop)).unwrap()
+        };
+        text += &json!({"type":"message","id":id,"parentId":parent,"timestamp":"2026-01-01T00:00:01.000Z","message":message}).to_string();
+        text += "\n";
+        parent = json!(id);
+        ids.push(id);
+        n += 1;
+    }
+    // Keys in another order: parsed whole.
+    text += &json!({"message":{"role":"user","content":"reordered","timestamp":1},"parentId":parent,"id":"reord001","type":"message","timestamp":"2026-01-01T00:00:02.000Z"}).to_string();
+    text += "\n";
+    ids.push("reord001".into());
+    // Torn before a NUL run, then a whole entry glued behind it.
+    let torn = json!({"type":"message","id":"torn0001","parentId":"reord001","timestamp":"t","message":{"role":"user","content":"cut here and more"}}).to_string();
+    text += &torn[..torn.len() - 12];
+    text += "\0\0\0\0";
+    text += &json!({"type":"message","id":"whole001","parentId":"reord001","timestamp":"2026-01-01T00:00:03.000Z","message":{"role":"user","content":"glued","timestamp":1}}).to_string();
+    text += "\n";
+    ids.push("whole001".into());
+    // A torn last line.
+    let last = json!({"type":"message","id":"torn0002","parentId":"whole001","timestamp":"t","message":{"role":"user","content":"never ends"}}).to_string();
+    text += &last[..last.len() - 3];
+    fs::write(&file, &text).unwrap();
+
+    let mut sm = SessionManager::open(&file).unwrap();
+    assert!(sm
+        .entries()
+        .iter()
+        .any(|e| matches!(e.kind, EntryKind::Stored(_))));
+    let got: Vec<String> = sm.entries().iter().map(|e| e.id.clone()).collect();
+    assert_eq!(got, ids, "every whole entry, no torn one");
+    assert_eq!(sm.leaf_id(), Some("whole001"));
+    assert!(sm.entry("torn0001").is_none() && sm.entry("torn0002").is_none());
+    for id in &ids {
+        assert_eq!(sm.entry(id).unwrap().id, *id);
+    }
+    let branch: Vec<String> = sm.branch().iter().map(|e| e.id.clone()).collect();
+    assert_eq!(branch, ids, "one chain");
+    let ctx = sm.build_session_context();
+    let t = texts(&ctx.messages);
+    assert_eq!(t.len(), branch.len());
+    assert_eq!(t[0], format!("user:q0 {filler}"));
+    assert_eq!(t[1], "assistant:a1");
+    assert_eq!(t[t.len() - 2..], ["user:reordered", "user:glued"]);
+    assert_eq!(
+        ctx.model.map(|m| m.model_id).as_deref(),
+        Some("fake-gpt-mini")
+    );
+    let children: Vec<String> = sm
+        .children(Some("reord001"))
+        .iter()
+        .map(|e| e.id.clone())
+        .collect();
+    assert_eq!(children, ["whole001"]);
+    assert_eq!(
+        fs::read_to_string(&file).unwrap(),
+        text,
+        "opening writes nothing"
+    );
+
+    // The torn bytes stay; the next entry starts on a line of its own.
+    sm.append_message(&Message::user_text("next")).unwrap();
+    let after = fs::read_to_string(&file).unwrap();
+    assert!(after.starts_with(&text));
+    let appended: Value = serde_json::from_str(after[text.len()..].trim()).unwrap();
+    assert_eq!(appended["parentId"], "whole001");
+    let re = SessionManager::open(&file).unwrap();
+    assert_eq!(re.entry_count(), ids.len() + 1);
 }

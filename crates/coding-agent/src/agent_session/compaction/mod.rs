@@ -165,7 +165,11 @@ impl AgentSession {
         let branch: Vec<SessionEntry> = if loaded {
             store.loaded_branch()
         } else {
-            store.branch().into_iter().cloned().collect()
+            store
+                .branch()
+                .into_iter()
+                .map(std::borrow::Cow::into_owned)
+                .collect()
         };
         (branch, store.build_projection())
     }
