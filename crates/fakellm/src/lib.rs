@@ -4,7 +4,9 @@
 //! harness's `fakellm.py` does:
 //!
 //! * OpenAI chat completions SSE: `POST /v1/chat/completions` (also `/chat/completions`);
-//! * Anthropic Messages SSE: `POST /v1/messages` (a query such as `?beta=true` is accepted).
+//! * Anthropic Messages SSE: `POST /v1/messages` (a query such as `?beta=true` is accepted);
+//! * OpenAI Responses SSE: `POST …/responses` (also `?api-version=…` and `/codex/responses`;
+//!   see [`wire_responses`]).
 //!
 //! Replies come from a [`Script`]: a list of [`Turn`]s, each consumed once by the first request
 //! it fits (optional `match` substring and `api` constraints); when none fits, the script's
@@ -27,6 +29,7 @@
 mod script;
 mod server;
 pub mod wire;
+pub mod wire_responses;
 
 pub use script::{Api, Block, ErrorSpec, MatchSpec, Script, Turn, Usage, EXHAUSTED_TEXT};
 pub use server::{FakeLlm, Options, RecordedRequest};

@@ -33,6 +33,8 @@ pub enum Api {
     Openai,
     /// Anthropic Messages (`POST …/messages`).
     Anthropic,
+    /// OpenAI Responses (`POST …/responses`, also Azure and Codex).
+    Responses,
 }
 
 impl Api {
@@ -41,6 +43,7 @@ impl Api {
         match self {
             Api::Openai => "openai",
             Api::Anthropic => "anthropic",
+            Api::Responses => "responses",
         }
     }
 }

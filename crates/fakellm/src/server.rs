@@ -382,6 +382,8 @@ async fn handle(
         Some(Api::Openai)
     } else if uri.path().ends_with("/messages") {
         Some(Api::Anthropic)
+    } else if uri.path().ends_with("/responses") {
+        Some(Api::Responses)
     } else {
         None
     };
@@ -452,6 +454,9 @@ async fn serve_turn(shared: Arc<Shared>, api: Api, turn: Turn, req: Value, seq: 
         (Some(raw), _) => raw.clone(),
         (None, Api::Openai) => wire::openai_events(&turn, &model, seq, chunk_size, &req),
         (None, Api::Anthropic) => wire::anthropic_events(&turn, &model, seq, chunk_size),
+        (None, Api::Responses) => {
+            crate::wire_responses::responses_events(&turn, &model, seq, chunk_size)
+        }
     };
 
     // Capacity 1: a send completes only once hyper has taken the previous chunk, so a failed
@@ -478,7 +483,7 @@ async fn serve_turn(shared: Arc<Shared>, api: Api, turn: Turn, req: Value, seq: 
     if let Ok(rid) = HeaderValue::try_from(format!("req_fake_{seq}")) {
         match api {
             Api::Anthropic => h.insert("request-id", rid),
-            Api::Openai => h.insert("x-request-id", rid),
+            Api::Openai | Api::Responses => h.insert("x-request-id", rid),
         };
     }
     resp

@@ -2,11 +2,17 @@
 //! HTTP client settings they share.
 
 pub mod anthropic_messages;
+pub mod azure_openai_responses;
 mod common;
+pub mod openai_codex_responses;
 pub mod openai_completions;
+pub mod openai_responses;
 mod proxy;
 
 pub use anthropic_messages::AnthropicMessages;
+pub use azure_openai_responses::AzureOpenAiResponses;
+pub use openai_codex_responses::OpenAiCodexResponses;
+pub use openai_responses::OpenAiResponses;
 pub use common::parse_streaming_json;
 pub use openai_completions::OpenAiCompletions;
 pub use proxy::set_http_proxy;
@@ -72,12 +78,16 @@ impl Default for HttpOptions {
     }
 }
 
-/// The adapter for a model's `api` value (`"openai-completions"` or `"anthropic-messages"`)
+/// The adapter for a model's `api` value (`"openai-completions"`, `"anthropic-messages"`,
+/// `"openai-responses"`, `"azure-openai-responses"` or `"openai-codex-responses"`)
 /// with the default [`HttpOptions`]; `None` for APIs this port does not speak.
 pub fn provider_for_api(api: &str) -> Option<Arc<dyn Provider>> {
     match api {
         openai_completions::API => Some(Arc::new(OpenAiCompletions::default())),
         anthropic_messages::API => Some(Arc::new(AnthropicMessages::default())),
+        openai_responses::API => Some(Arc::new(OpenAiResponses::default())),
+        azure_openai_responses::API => Some(Arc::new(AzureOpenAiResponses::default())),
+        openai_codex_responses::API => Some(Arc::new(OpenAiCodexResponses::default())),
         _ => None,
     }
 }
@@ -89,6 +99,9 @@ pub fn provider_for_api(api: &str) -> Option<Arc<dyn Provider>> {
 pub struct BuiltinProviders {
     openai_completions: Arc<OpenAiCompletions>,
     anthropic_messages: Arc<AnthropicMessages>,
+    openai_responses: Arc<OpenAiResponses>,
+    azure_openai_responses: Arc<AzureOpenAiResponses>,
+    openai_codex_responses: Arc<OpenAiCodexResponses>,
 }
 
 impl BuiltinProviders {
@@ -98,7 +111,10 @@ impl BuiltinProviders {
         let client = common::LazyClient::configured(http);
         BuiltinProviders {
             openai_completions: Arc::new(OpenAiCompletions::with_lazy(client.clone())),
-            anthropic_messages: Arc::new(AnthropicMessages::with_lazy(client)),
+            anthropic_messages: Arc::new(AnthropicMessages::with_lazy(client.clone())),
+            openai_responses: Arc::new(OpenAiResponses::with_lazy(client.clone())),
+            azure_openai_responses: Arc::new(AzureOpenAiResponses::with_lazy(client.clone())),
+            openai_codex_responses: Arc::new(OpenAiCodexResponses::with_lazy(client)),
         }
     }
 
@@ -108,6 +124,9 @@ impl BuiltinProviders {
         match api {
             openai_completions::API => Some(self.openai_completions.clone()),
             anthropic_messages::API => Some(self.anthropic_messages.clone()),
+            openai_responses::API => Some(self.openai_responses.clone()),
+            azure_openai_responses::API => Some(self.azure_openai_responses.clone()),
+            openai_codex_responses::API => Some(self.openai_codex_responses.clone()),
             _ => None,
         }
     }
