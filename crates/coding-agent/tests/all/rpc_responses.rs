@@ -301,13 +301,13 @@ fn retry_after_and_overflow_reach_retry_and_compaction() {
     let fake = FakeLlm::spawn(Script::new([
         Turn::error(429).error_header("retry-after-ms", "1200"),
         Turn::text("after retry"),
-        Turn::text("second answer"),
+        Turn::text("second answer").usage(pi_fakellm::Usage::new(1000, 10)),
         Turn::text("").error_body(400, overflow),
     ]))
     .unwrap();
     let root = responses_root(&fake);
     root.merge_settings(json!({"retry": {"enabled": true, "maxRetries": 2, "baseDelayMs": 10, "provider": {"maxRetries": 0}},
-                               "compaction": {"enabled": true}}));
+                               "compaction": {"enabled": true, "keepRecentTokens": 10}}));
     let mut agent = root.spawn();
     let from = agent.len();
     agent.request(json!({"id": "p1", "type": "prompt", "message": "hi"}));
@@ -317,7 +317,8 @@ fn retry_after_and_overflow_reach_retry_and_compaction() {
     let _ = end;
     prompt_and_settle(&mut agent, "p2-", "more");
     let from = agent.len();
-    agent.request(json!({"id": "p3", "type": "prompt", "message": "big"}));
+    agent.request(json!({"id": "p3", "type": "prompt",
+        "message": "A prompt long enough to exceed keepRecentTokens on its own"}));
     let (_, c) = agent.wait_from(from, LIVENESS, |v| kind(v) == "compaction_start");
     assert_eq!(c["reason"], "overflow", "{c}");
 }
