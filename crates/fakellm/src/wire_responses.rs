@@ -64,18 +64,27 @@ pub fn responses_events(turn: &Turn, model: &str, seq: u64, chunk_size: usize) -
                     "response.output_item.added",
                     json!({"output_index": oi, "item": {"id": id, "type": "reasoning", "summary": []}}),
                 ));
-                out.push(event(&mut n, "response.reasoning_summary_part.added",
+                out.push(event(
+                    &mut n,
+                    "response.reasoning_summary_part.added",
                     json!({"item_id": id, "output_index": oi, "summary_index": 0,
-                           "part": {"type": "summary_text", "text": ""}})));
+                           "part": {"type": "summary_text", "text": ""}}),
+                ));
                 for piece in chunks(text, chunk_size) {
                     out.push(event(&mut n, "response.reasoning_summary_text.delta",
                         json!({"item_id": id, "output_index": oi, "summary_index": 0, "delta": piece})));
                 }
-                out.push(event(&mut n, "response.reasoning_summary_text.done",
-                    json!({"item_id": id, "output_index": oi, "summary_index": 0, "text": text})));
-                out.push(event(&mut n, "response.reasoning_summary_part.done",
+                out.push(event(
+                    &mut n,
+                    "response.reasoning_summary_text.done",
+                    json!({"item_id": id, "output_index": oi, "summary_index": 0, "text": text}),
+                ));
+                out.push(event(
+                    &mut n,
+                    "response.reasoning_summary_part.done",
                     json!({"item_id": id, "output_index": oi, "summary_index": 0,
-                           "part": {"type": "summary_text", "text": text}})));
+                           "part": {"type": "summary_text", "text": text}}),
+                ));
                 let enc = signature
                     .clone()
                     .unwrap_or_else(|| format!("enc_fake_{seq}_{oi}"));
@@ -87,18 +96,27 @@ pub fn responses_events(turn: &Turn, model: &str, seq: u64, chunk_size: usize) -
                 out.push(event(&mut n, "response.output_item.added",
                     json!({"output_index": oi, "item": {"id": id, "type": "message", "status": "in_progress",
                            "content": [], "role": "assistant"}})));
-                out.push(event(&mut n, "response.content_part.added",
+                out.push(event(
+                    &mut n,
+                    "response.content_part.added",
                     json!({"item_id": id, "output_index": oi, "content_index": 0,
-                           "part": {"type": "output_text", "annotations": [], "text": ""}})));
+                           "part": {"type": "output_text", "annotations": [], "text": ""}}),
+                ));
                 for piece in chunks(text, chunk_size) {
                     out.push(event(&mut n, "response.output_text.delta",
                         json!({"item_id": id, "output_index": oi, "content_index": 0, "delta": piece})));
                 }
-                out.push(event(&mut n, "response.output_text.done",
-                    json!({"item_id": id, "output_index": oi, "content_index": 0, "text": text})));
-                out.push(event(&mut n, "response.content_part.done",
+                out.push(event(
+                    &mut n,
+                    "response.output_text.done",
+                    json!({"item_id": id, "output_index": oi, "content_index": 0, "text": text}),
+                ));
+                out.push(event(
+                    &mut n,
+                    "response.content_part.done",
                     json!({"item_id": id, "output_index": oi, "content_index": 0,
-                           "part": {"type": "output_text", "annotations": [], "text": text}})));
+                           "part": {"type": "output_text", "annotations": [], "text": text}}),
+                ));
                 json!({"id": id, "type": "message", "status": "completed", "role": "assistant",
                        "content": [{"type": "output_text", "annotations": [], "text": text}]})
             }
@@ -108,17 +126,25 @@ pub fn responses_events(turn: &Turn, model: &str, seq: u64, chunk_size: usize) -
                 id,
             } => {
                 let item_id = format!("fc_fake_{seq}_{oi}");
-                let call_id = id.clone().unwrap_or_else(|| format!("call_fake_{seq}_{oi}"));
+                let call_id = id
+                    .clone()
+                    .unwrap_or_else(|| format!("call_fake_{seq}_{oi}"));
                 let args = arguments_text(arguments);
                 out.push(event(&mut n, "response.output_item.added",
                     json!({"output_index": oi, "item": {"id": item_id, "type": "function_call",
                            "status": "in_progress", "arguments": "", "call_id": call_id, "name": name}})));
                 for piece in chunks(&args, chunk_size) {
-                    out.push(event(&mut n, "response.function_call_arguments.delta",
-                        json!({"item_id": item_id, "output_index": oi, "delta": piece})));
+                    out.push(event(
+                        &mut n,
+                        "response.function_call_arguments.delta",
+                        json!({"item_id": item_id, "output_index": oi, "delta": piece}),
+                    ));
                 }
-                out.push(event(&mut n, "response.function_call_arguments.done",
-                    json!({"item_id": item_id, "output_index": oi, "arguments": args})));
+                out.push(event(
+                    &mut n,
+                    "response.function_call_arguments.done",
+                    json!({"item_id": item_id, "output_index": oi, "arguments": args}),
+                ));
                 json!({"id": item_id, "type": "function_call", "status": "completed",
                        "arguments": args, "call_id": call_id, "name": name})
             }
@@ -184,8 +210,10 @@ mod tests {
         assert!(ev
             .iter()
             .any(|e| e.contains("\"encrypted_content\":\"e1\"")));
-        assert!(ev.iter().any(|e| e.contains("\"call_id\":\"call_fake_2_2\"")
-            && e.contains("\"id\":\"fc_fake_2_2\"")));
+        assert!(ev
+            .iter()
+            .any(|e| e.contains("\"call_id\":\"call_fake_2_2\"")
+                && e.contains("\"id\":\"fc_fake_2_2\"")));
         let last = ev.last().unwrap();
         assert!(last.starts_with("event: response.completed\n"));
         assert!(last.contains("\"input_tokens\":250"));

@@ -18,12 +18,10 @@
 //! * `supportsStrictMode` defaults to `true` (tools carry `strict: false`); `prompt_cache_key`
 //!   is the session id unless compat `promptCacheKeyMode` is `disabled`.
 
-use super::common::{
-    self, apply_headers, event_stream, extra_headers, resolve_api_key, Emitter,
-};
+use super::common::{self, apply_headers, event_stream, extra_headers, resolve_api_key, Emitter};
 use super::openai_responses::{
-    clamp_cache_key, convert_input, convert_tools, max_output_tokens, off_effort,
-    reasoning_effort, run, Compat, Flavor, ResponsesRequest,
+    clamp_cache_key, convert_input, convert_tools, max_output_tokens, off_effort, reasoning_effort,
+    run, Compat, Flavor, ResponsesRequest,
 };
 use super::HttpOptions;
 use crate::error::ProviderError;
@@ -109,9 +107,13 @@ pub fn azure_base_url(
     let mut url = reqwest::Url::parse(trimmed)
         .map_err(|_| format!("Invalid Azure OpenAI base URL: {chosen}"))?;
     let host = url.host_str().unwrap_or("");
-    let azure = [".openai.azure.com", ".cognitiveservices.azure.com", ".ai.azure.com"]
-        .iter()
-        .any(|h| host.ends_with(h));
+    let azure = [
+        ".openai.azure.com",
+        ".cognitiveservices.azure.com",
+        ".ai.azure.com",
+    ]
+    .iter()
+    .any(|h| host.ends_with(h));
     let path = url.path().trim_end_matches('/').to_owned();
     if azure && ["", "/", "/openai", "/openai/v1/responses"].contains(&path.as_str()) {
         url.set_path("/openai/v1");
@@ -183,7 +185,12 @@ fn prepare(
     body.insert("model".into(), json!(deployment));
     body.insert(
         "input".into(),
-        Value::Array(convert_input(model, context, &compat, &AZURE_TOOL_CALL_PROVIDERS)),
+        Value::Array(convert_input(
+            model,
+            context,
+            &compat,
+            &AZURE_TOOL_CALL_PROVIDERS,
+        )),
     );
     body.insert("stream".into(), json!(true));
     if compat.prompt_cache_key {
@@ -242,7 +249,10 @@ mod tests {
     fn deployment_map_and_base_url() {
         let map = " gpt-5=prod-gpt5 , bad, o3=o3-dep";
         assert_eq!(deployment_from_map(map, "o3").as_deref(), Some("o3-dep"));
-        assert_eq!(deployment_from_map(map, "gpt-5").as_deref(), Some("prod-gpt5"));
+        assert_eq!(
+            deployment_from_map(map, "gpt-5").as_deref(),
+            Some("prod-gpt5")
+        );
         assert_eq!(deployment_from_map(map, "x"), None);
         assert_eq!(
             azure_base_url("", None, Some("res")).unwrap(),

@@ -11,10 +11,10 @@ mod proxy;
 
 pub use anthropic_messages::AnthropicMessages;
 pub use azure_openai_responses::AzureOpenAiResponses;
-pub use openai_codex_responses::OpenAiCodexResponses;
-pub use openai_responses::OpenAiResponses;
 pub use common::parse_streaming_json;
+pub use openai_codex_responses::OpenAiCodexResponses;
 pub use openai_completions::OpenAiCompletions;
+pub use openai_responses::OpenAiResponses;
 pub use proxy::set_http_proxy;
 
 use crate::stream::Provider;

@@ -154,7 +154,12 @@ fn prepare(
     body.insert("stream".into(), json!(true));
     body.insert(
         "input".into(),
-        Value::Array(convert_input(model, context, &compat, &OPENAI_TOOL_CALL_PROVIDERS)),
+        Value::Array(convert_input(
+            model,
+            context,
+            &compat,
+            &OPENAI_TOOL_CALL_PROVIDERS,
+        )),
     );
     body.insert("text".into(), json!({"verbosity": "low"}));
     body.insert("include".into(), json!(["reasoning.encrypted_content"]));

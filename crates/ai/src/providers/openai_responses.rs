@@ -263,7 +263,12 @@ pub fn build_request_body(
     body.insert("model".into(), json!(model.id));
     body.insert(
         "input".into(),
-        Value::Array(convert_input(model, context, &compat, &OPENAI_TOOL_CALL_PROVIDERS)),
+        Value::Array(convert_input(
+            model,
+            context,
+            &compat,
+            &OPENAI_TOOL_CALL_PROVIDERS,
+        )),
     );
     body.insert("stream".into(), json!(true));
     if tuning.cache_retention != CacheRetention::None && compat.prompt_cache_key {
@@ -472,8 +477,7 @@ fn make_strict(node: &mut Value) -> Result<(), UnsupportedStrictSchema> {
     if !is_object {
         return Ok(());
     }
-    if m
-        .get("additionalProperties")
+    if m.get("additionalProperties")
         .is_some_and(|a| *a != Value::Bool(false))
     {
         return Err(UnsupportedStrictSchema(
@@ -882,9 +886,10 @@ impl StreamState {
                 }
             }
             "response.output_item.added" => {
-                if let (Some(oi), Some(item)) =
-                    (event.get("output_index").and_then(Value::as_i64), event.get("item"))
-                {
+                if let (Some(oi), Some(item)) = (
+                    event.get("output_index").and_then(Value::as_i64),
+                    event.get("item"),
+                ) {
                     self.create_slot(oi, item, out, em);
                 }
             }
@@ -901,7 +906,8 @@ impl StreamState {
                 }
             }
             "response.output_text.delta" | "response.refusal.delta" => {
-                if let (Some(ci), Some(d)) = (self.slot(event, SlotKind::Text), str_of(event, "delta"))
+                if let (Some(ci), Some(d)) =
+                    (self.slot(event, SlotKind::Text), str_of(event, "delta"))
                 {
                     self.append_text(out, em, ci, d);
                 }
@@ -935,9 +941,10 @@ impl StreamState {
                 }
             }
             "response.output_item.done" => {
-                let (Some(oi), Some(item)) =
-                    (event.get("output_index").and_then(Value::as_i64), event.get("item"))
-                else {
+                let (Some(oi), Some(item)) = (
+                    event.get("output_index").and_then(Value::as_i64),
+                    event.get("item"),
+                ) else {
                     return Ok(());
                 };
                 if str_of(item, "type") == Some("message")
@@ -993,7 +1000,9 @@ impl StreamState {
                 return Err(match (error, reason) {
                     (Some(e), _) => format!(
                         "{}: {}",
-                        str_of(e, "code").filter(|s| !s.is_empty()).unwrap_or("unknown"),
+                        str_of(e, "code")
+                            .filter(|s| !s.is_empty())
+                            .unwrap_or("unknown"),
                         str_of(e, "message")
                             .filter(|s| !s.is_empty())
                             .unwrap_or("no message")
@@ -1137,9 +1146,8 @@ impl StreamState {
             out.usage.output = json_u64(u.get("output_tokens")).unwrap_or(0);
             out.usage.cache_read = cached;
             out.usage.cache_write = write;
-            out.usage.reasoning = Some(
-                json_u64(u.pointer("/output_tokens_details/reasoning_tokens")).unwrap_or(0),
-            );
+            out.usage.reasoning =
+                Some(json_u64(u.pointer("/output_tokens_details/reasoning_tokens")).unwrap_or(0));
             out.usage.total_tokens = json_u64(u.get("total_tokens")).unwrap_or(0);
         }
         out.usage.cost.total_from_provider.get_or_insert(false);
@@ -1157,9 +1165,7 @@ impl StreamState {
             None | Some("completed") | Some("in_progress") | Some("queued") => {
                 (StopReason::Stop, None)
             }
-            Some("incomplete") if reason == Some("max_output_tokens") => {
-                (StopReason::Length, None)
-            }
+            Some("incomplete") if reason == Some("max_output_tokens") => (StopReason::Length, None),
             Some("incomplete") => (
                 StopReason::Error,
                 Some(match reason {
@@ -1193,7 +1199,9 @@ fn replace_arguments(slot: &mut Slot, full: &str, out: &mut AssistantMessage, em
     if full == slot.arguments {
         return;
     }
-    let tail = full.strip_prefix(slot.arguments.as_str()).map(str::to_owned);
+    let tail = full
+        .strip_prefix(slot.arguments.as_str())
+        .map(str::to_owned);
     slot.arguments = full.to_owned();
     if let Some(Content::ToolCall(tc)) = out.content.get_mut(slot.content_index) {
         tc.arguments = parse_streaming_json(&slot.arguments);
@@ -1236,7 +1244,10 @@ fn http_error_text(flavor: &Flavor, status: u16, body: &str) -> String {
             format!("{prefix} ({status}): {detail}")
         }
         Flavor::Codex => {
-            let err = parsed.as_ref().and_then(|v| v.get("error")).filter(|e| e.is_object());
+            let err = parsed
+                .as_ref()
+                .and_then(|v| v.get("error"))
+                .filter(|e| e.is_object());
             let Some(err) = err else {
                 return if trimmed.is_empty() {
                     "Request failed".to_owned()
@@ -1249,9 +1260,13 @@ fn http_error_text(flavor: &Flavor, status: u16, body: &str) -> String {
                 .unwrap_or("");
             let lower = code.to_ascii_lowercase();
             let friendly = (status == 429
-                || ["usage_limit_reached", "usage_not_included", "rate_limit_exceeded"]
-                    .iter()
-                    .any(|c| lower.contains(c)))
+                || [
+                    "usage_limit_reached",
+                    "usage_not_included",
+                    "rate_limit_exceeded",
+                ]
+                .iter()
+                .any(|c| lower.contains(c)))
             .then(|| {
                 let plan = str_of(err, "plan_type")
                     .map(|p| format!(" ({} plan)", p.to_lowercase()))
@@ -1348,7 +1363,9 @@ pub(crate) async fn run(
     };
 
     match end {
-        StreamEnd::Failed(error) => em.fail(output, error.aborted_if(cancel.is_cancelled()), started),
+        StreamEnd::Failed(error) => {
+            em.fail(output, error.aborted_if(cancel.is_cancelled()), started)
+        }
         StreamEnd::Aborted => em.fail(output, common::aborted(), started),
         StreamEnd::Finished => {
             if cancel.is_cancelled() {

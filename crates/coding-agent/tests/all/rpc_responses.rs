@@ -31,7 +31,10 @@ fn root_for(provider: &Value, fake: &FakeLlm) -> RunRoot {
         .unwrap()
         .replace("{port}", &fake.port().to_string());
     provider["baseUrl"] = json!(base);
-    root.write_agent_file("models.json", &json!({"providers": {"fake-resp": provider}}));
+    root.write_agent_file(
+        "models.json",
+        &json!({"providers": {"fake-resp": provider}}),
+    );
     root.merge_settings(json!({
         "defaultThinkingLevel": "off",
         "compaction": {"enabled": false},
@@ -170,7 +173,9 @@ fn json_diff(path: &str, ours: &Value, theirs: &Value, out: &mut Vec<String>) {
                     b.get(k).unwrap_or(&Value::Null),
                 );
                 if a.contains_key(k) != b.contains_key(k) {
-                    out.push(format!("{path}/{k}: ours {x} | upstream {y} (key missing on one side)"));
+                    out.push(format!(
+                        "{path}/{k}: ours {x} | upstream {y} (key missing on one side)"
+                    ));
                 } else {
                     json_diff(&format!("{path}/{k}"), x, y, out);
                 }
@@ -224,11 +229,7 @@ fn matches_upstream(api: &str) {
     for (i, (o, t)) in ours.iter().zip(&theirs).enumerate() {
         assert_eq!(o.path, t["path"].as_str().unwrap(), "request {i}: path");
         let o_json = serde_json::to_value(o).unwrap();
-        assert_eq!(
-            key_headers(&o_json),
-            key_headers(t),
-            "request {i}: headers"
-        );
+        assert_eq!(key_headers(&o_json), key_headers(t), "request {i}: headers");
         let (ob, tb) = (mask_body(&o.body), mask_body(&t["body"]));
         let mut diffs = Vec::new();
         json_diff("", &ob, &tb, &mut diffs);
@@ -321,4 +322,54 @@ fn retry_after_and_overflow_reach_retry_and_compaction() {
         "message": "A prompt long enough to exceed keepRecentTokens on its own"}));
     let (_, c) = agent.wait_from(from, LIVENESS, |v| kind(v) == "compaction_start");
     assert_eq!(c["reason"], "overflow", "{c}");
+}
+
+#[test]
+fn incomplete_responses_map_to_upstreams_stop_reasons() {
+    // `incomplete` for another reason than max_output_tokens is an error with upstream's text;
+    // the fake's `content_filter` stop reason sends that.
+    let fake = FakeLlm::spawn(Script::new([
+        Turn::text("partial").stop_reason("content_filter")
+    ]))
+    .unwrap();
+    let root = responses_root(&fake);
+    let mut agent = root.spawn();
+    let m = prompt_and_settle(&mut agent, "p", "a");
+    assert_eq!(m[0]["stopReason"], "error", "{}", m[0]);
+    assert_eq!(m[0]["errorMessage"], "Response incomplete: content_filter");
+    assert_eq!(m[0]["content"][0]["text"], "partial");
+}
+
+#[test]
+fn azure_base_url_comes_from_the_environment() {
+    // AZURE_OPENAI_BASE_URL wins over the model's baseUrl; the default api-version is v1 and
+    // the body's model is the model id without a deployment map. (The key of a custom provider
+    // comes from models.json; AZURE_OPENAI_API_KEY belongs to the catalogue's `azure-openai-responses`
+    // provider.)
+    let fake = FakeLlm::spawn(Script::new([Turn::text("b")])).unwrap();
+    let root = root_for(&recording("azure-openai-responses")["provider"], &fake);
+    let base = format!("http://127.0.0.1:{}/custom/openai/v1/", fake.port());
+    let mut agent = root.spawn_with_env(false, &[], &[("AZURE_OPENAI_BASE_URL", base.as_str())]);
+    let m = prompt_and_settle(&mut agent, "q", "b");
+    assert_eq!(m[0]["stopReason"], "stop", "{}", m[0]);
+    let req = &fake.llm_requests()[0];
+    assert_eq!(req.path, "/custom/openai/v1/responses?api-version=v1");
+    assert_eq!(req.header("api-key"), Some("azure-fake-key"));
+    assert_eq!(req.header("authorization"), None);
+    assert_eq!(req.body["model"], "fake-gpt5");
+}
+
+#[test]
+fn codex_needs_an_account_id_in_the_token() {
+    let fake = FakeLlm::spawn(Script::new([Turn::text("a")])).unwrap();
+    let mut provider = recording("openai-codex-responses")["provider"].clone();
+    provider["apiKey"] = json!("not-a-jwt");
+    let root = root_for(&provider, &fake);
+    let mut agent = root.spawn();
+    let m = prompt_and_settle(&mut agent, "p", "a");
+    assert_eq!(
+        m[0]["errorMessage"],
+        "Failed to extract accountId from token"
+    );
+    assert!(fake.llm_requests().is_empty());
 }
