@@ -959,7 +959,7 @@ impl StreamState {
             }
             "response.completed" | "response.incomplete" | "response.done" => {
                 let response = event.get("response").cloned().unwrap_or(Value::Null);
-                self.finalize(&response, out, model);
+                self.finalize(&response, out, model, flavor);
             }
             "error" => {
                 return Err(match flavor {
@@ -1105,7 +1105,13 @@ impl StreamState {
         self.slots.remove(&oi);
     }
 
-    fn finalize(&mut self, response: &Value, out: &mut AssistantMessage, model: &Model) {
+    fn finalize(
+        &mut self,
+        response: &Value,
+        out: &mut AssistantMessage,
+        model: &Model,
+        flavor: &Flavor,
+    ) {
         self.terminal = true;
         // Encrypted reasoning only in the terminal response (Azure): backfill the signatures.
         if let Some(items) = response.get("output").and_then(Value::as_array) {
@@ -1152,6 +1158,16 @@ impl StreamState {
         }
         out.usage.cost.total_from_provider.get_or_insert(false);
         out.usage.compute_cost(&model.cost);
+        let tier = str_of(response, "service_tier").unwrap_or("");
+        let factor = service_tier_multiplier(flavor, &model.id, tier);
+        if factor != 1.0 {
+            let c = &mut out.usage.cost;
+            c.input *= factor;
+            c.output *= factor;
+            c.cache_read *= factor;
+            c.cache_write *= factor;
+            c.total = c.input + c.output + c.cache_read + c.cache_write;
+        }
         let status = str_of(response, "status");
         let reason = response
             .pointer("/incomplete_details/reason")
@@ -1180,6 +1196,19 @@ impl StreamState {
         if stop == StopReason::Stop && out.tool_calls().next().is_some() {
             out.stop_reason = StopReason::ToolUse;
         }
+    }
+}
+
+/// Cost factor of the service tier a response reports (upstream `applyServiceTierPricing`):
+/// `flex` 0.5, `priority` (and for OpenAI `fast`) 2, or 2.5 for `gpt-5.5`; Azure prices every
+/// tier alike.
+fn service_tier_multiplier(flavor: &Flavor, model_id: &str, tier: &str) -> f64 {
+    let priority = if model_id == "gpt-5.5" { 2.5 } else { 2.0 };
+    match (flavor, tier) {
+        (Flavor::Azure, _) => 1.0,
+        (_, "flex") => 0.5,
+        (_, "priority") | (Flavor::OpenAi { .. }, "fast") => priority,
+        _ => 1.0,
     }
 }
 
@@ -1435,6 +1464,25 @@ mod tests {
             ),
             "You have hit your ChatGPT usage limit (plus plan)."
         );
+    }
+
+    #[test]
+    fn service_tiers_scale_the_cost() {
+        let f = Flavor::OpenAi {
+            prefix: String::new(),
+        };
+        assert_eq!(service_tier_multiplier(&f, "gpt-5", "flex"), 0.5);
+        assert_eq!(service_tier_multiplier(&f, "gpt-5", "fast"), 2.0);
+        assert_eq!(service_tier_multiplier(&f, "gpt-5.5", "priority"), 2.5);
+        assert_eq!(
+            service_tier_multiplier(&Flavor::Codex, "gpt-5", "fast"),
+            1.0
+        );
+        assert_eq!(
+            service_tier_multiplier(&Flavor::Azure, "gpt-5", "flex"),
+            1.0
+        );
+        assert_eq!(service_tier_multiplier(&f, "gpt-5", "default"), 1.0);
     }
 
     #[test]
