@@ -72,6 +72,9 @@ mod rpc_images;
 #[path = "all/rpc_models.rs"]
 mod rpc_models;
 
+#[path = "all/rpc_responses.rs"]
+mod rpc_responses;
+
 #[path = "all/rpc_retry.rs"]
 mod rpc_retry;
 

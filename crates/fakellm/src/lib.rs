@@ -9,6 +9,8 @@
 //!   (Google Generative AI and Vertex AI paths alike), plus an OAuth token endpoint
 //!   (`POST …/token`) for Vertex application-default credentials.
 //! * Native Mistral SSE ([`wire_mistral`]): `POST /mistral/v1/chat/completions`.
+//! * OpenAI Responses SSE: `POST …/responses` (also `?api-version=…` and `/codex/responses`;
+//!   see [`wire_responses`]).
 //!
 //! Replies come from a [`Script`]: a list of [`Turn`]s, each consumed once by the first request
 //! it fits (optional `match` substring and `api` constraints); when none fits, the script's
@@ -33,6 +35,7 @@ mod server;
 pub mod wire;
 pub mod wire_gemini;
 pub mod wire_mistral;
+pub mod wire_responses;
 
 pub use script::{Api, Block, ErrorSpec, MatchSpec, Script, Turn, Usage, EXHAUSTED_TEXT};
 pub use server::{FakeLlm, Options, RecordedRequest};

@@ -39,6 +39,8 @@ pub enum Api {
     /// Native Mistral chat completions (`POST /mistral/…/chat/completions`: the `/mistral`
     /// prefix of the base URL tells it from the OpenAI wire).
     Mistral,
+    /// OpenAI Responses (`POST …/responses`, also Azure and Codex).
+    Responses,
 }
 
 impl Api {
@@ -49,6 +51,7 @@ impl Api {
             Api::Anthropic => "anthropic",
             Api::Google => "google",
             Api::Mistral => "mistral",
+            Api::Responses => "responses",
         }
     }
 }

@@ -409,6 +409,8 @@ async fn handle(
         Some(Api::Openai)
     } else if uri.path().ends_with("/messages") {
         Some(Api::Anthropic)
+    } else if uri.path().ends_with("/responses") {
+        Some(Api::Responses)
     } else {
         None
     };
@@ -495,6 +497,9 @@ async fn serve_turn(
         (None, Api::Anthropic) => wire::anthropic_events(&turn, &model, seq, chunk_size),
         (None, Api::Google) => crate::wire_gemini::gemini_events(&turn, &model, seq, chunk_size),
         (None, Api::Mistral) => crate::wire_mistral::mistral_events(&turn, &model, seq, chunk_size),
+        (None, Api::Responses) => {
+            crate::wire_responses::responses_events(&turn, &model, seq, chunk_size)
+        }
     };
 
     // Capacity 1: a send completes only once hyper has taken the previous chunk, so a failed
@@ -521,7 +526,9 @@ async fn serve_turn(
     if let Ok(rid) = HeaderValue::try_from(format!("req_fake_{seq}")) {
         match api {
             Api::Anthropic => h.insert("request-id", rid),
-            Api::Openai | Api::Google | Api::Mistral => h.insert("x-request-id", rid),
+            Api::Openai | Api::Google | Api::Mistral | Api::Responses => {
+                h.insert("x-request-id", rid)
+            }
         };
     }
     resp

@@ -92,7 +92,7 @@ pub fn default_error_body(api: Api, status: u16) -> Value {
             };
             json!({"type": "error", "error": {"type": t, "message": m}})
         }
-        Api::Openai => {
+        Api::Openai | Api::Responses => {
             let (t, m, c) = match status {
                 400 => (
                     "invalid_request_error",

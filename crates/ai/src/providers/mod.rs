@@ -2,22 +2,28 @@
 //! HTTP client settings they share.
 
 pub mod anthropic_messages;
+pub mod azure_openai_responses;
 mod common;
 pub mod google_auth;
 pub mod google_generative_ai;
 mod google_shared;
 pub mod google_vertex;
 pub mod mistral_conversations;
+pub mod openai_codex_responses;
 pub mod openai_completions;
+pub mod openai_responses;
 mod proxy;
 mod strict_schema;
 
 pub use anthropic_messages::AnthropicMessages;
+pub use azure_openai_responses::AzureOpenAiResponses;
 pub use common::parse_streaming_json;
 pub use google_generative_ai::GoogleGenerativeAi;
 pub use google_vertex::GoogleVertex;
 pub use mistral_conversations::MistralConversations;
+pub use openai_codex_responses::OpenAiCodexResponses;
 pub use openai_completions::OpenAiCompletions;
+pub use openai_responses::OpenAiResponses;
 pub use proxy::set_http_proxy;
 
 use crate::stream::Provider;
@@ -82,7 +88,8 @@ impl Default for HttpOptions {
 }
 
 /// The adapter for a model's `api` value (`"openai-completions"`, `"anthropic-messages"`,
-/// `"google-generative-ai"`, `"google-vertex"`, `"mistral-conversations"`)
+/// `"google-generative-ai"`, `"google-vertex"`, `"mistral-conversations"`, `"openai-responses"`,
+/// `"azure-openai-responses"` or `"openai-codex-responses"`)
 /// with the default [`HttpOptions`]; `None` for APIs this port does not speak.
 pub fn provider_for_api(api: &str) -> Option<Arc<dyn Provider>> {
     match api {
@@ -91,6 +98,9 @@ pub fn provider_for_api(api: &str) -> Option<Arc<dyn Provider>> {
         google_generative_ai::API => Some(Arc::new(GoogleGenerativeAi::default())),
         google_vertex::API => Some(Arc::new(GoogleVertex::default())),
         mistral_conversations::API => Some(Arc::new(MistralConversations::default())),
+        openai_responses::API => Some(Arc::new(OpenAiResponses::default())),
+        azure_openai_responses::API => Some(Arc::new(AzureOpenAiResponses::default())),
+        openai_codex_responses::API => Some(Arc::new(OpenAiCodexResponses::default())),
         _ => None,
     }
 }
@@ -105,6 +115,9 @@ pub struct BuiltinProviders {
     google_generative_ai: Arc<GoogleGenerativeAi>,
     google_vertex: Arc<GoogleVertex>,
     mistral_conversations: Arc<MistralConversations>,
+    openai_responses: Arc<OpenAiResponses>,
+    azure_openai_responses: Arc<AzureOpenAiResponses>,
+    openai_codex_responses: Arc<OpenAiCodexResponses>,
 }
 
 impl BuiltinProviders {
@@ -117,7 +130,10 @@ impl BuiltinProviders {
             anthropic_messages: Arc::new(AnthropicMessages::with_lazy(client.clone())),
             google_generative_ai: Arc::new(GoogleGenerativeAi::with_lazy(client.clone())),
             google_vertex: Arc::new(GoogleVertex::with_lazy(client.clone())),
-            mistral_conversations: Arc::new(MistralConversations::with_lazy(client)),
+            mistral_conversations: Arc::new(MistralConversations::with_lazy(client.clone())),
+            openai_responses: Arc::new(OpenAiResponses::with_lazy(client.clone())),
+            azure_openai_responses: Arc::new(AzureOpenAiResponses::with_lazy(client.clone())),
+            openai_codex_responses: Arc::new(OpenAiCodexResponses::with_lazy(client)),
         }
     }
 
@@ -130,6 +146,9 @@ impl BuiltinProviders {
             google_generative_ai::API => Some(self.google_generative_ai.clone()),
             google_vertex::API => Some(self.google_vertex.clone()),
             mistral_conversations::API => Some(self.mistral_conversations.clone()),
+            openai_responses::API => Some(self.openai_responses.clone()),
+            azure_openai_responses::API => Some(self.azure_openai_responses.clone()),
+            openai_codex_responses::API => Some(self.openai_codex_responses.clone()),
             _ => None,
         }
     }
