@@ -37,6 +37,12 @@ mod local_model;
 #[path = "all/mcp.rs"]
 mod mcp;
 
+#[path = "all/mcp_ops.rs"]
+mod mcp_ops;
+
+#[path = "all/mcp_reference.rs"]
+mod mcp_reference;
+
 #[path = "all/models_pull.rs"]
 mod models_pull;
 

@@ -8,8 +8,7 @@
 //! named `mcp__<server>__<tool>`), `hidden`, per-tool `toolExposure`, and the resource tools
 //! (declared when a `direct` server offers resources). Not yet: `codemode` (upstream's default
 //! exposure: the `codemode` scripting tool) and `deferred` (`tool_search`); tools with those
-//! exposures are listed by `pi mcp list` but not reachable by the model. OAuth (`pi mcp
-//! login`) and the `/mcp` command are not built either.
+//! exposures are listed by `pi mcp list` but not reachable by the model. OAuth sign-in: [`oauth`]; `/mcp` over RPC: agent_session/commands.rs.
 
 pub mod cli;
 pub mod client;
@@ -17,6 +16,7 @@ pub mod config;
 pub mod convert;
 pub mod log;
 pub mod manager;
+pub mod oauth;
 pub mod tools;
 
 pub use manager::{McpManager, ServerState, ToolFilter, DIRECT_WAIT};
@@ -38,7 +38,13 @@ pub fn start(
     if cfg.servers.is_empty() && cfg.errors.is_empty() {
         return None;
     }
-    let mut manager = McpManager::new(cfg, cwd, log::McpLog::new(agent_dir.join("mcp.log")), true);
+    let mut manager = McpManager::new(
+        cfg,
+        cwd,
+        agent_dir,
+        log::McpLog::new(agent_dir.join("mcp.log")),
+        true,
+    );
     if let Some(m) = Arc::get_mut(&mut manager) {
         m.filter = filter;
     }

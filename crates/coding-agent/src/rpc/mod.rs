@@ -229,8 +229,11 @@ fn dispatch(
                 }
             }
             // Built-in commands run at once, even during a run (upstream: extension commands).
-            if session.run_builtin_command(&text, &runtime.factory().agent_dir) {
-                return reply(some(disposition(Disposition::Handled)));
+            if let Some(run) = session.builtin_command(&text, &runtime.factory().agent_dir) {
+                return answer_later(tasks, out, call, async move {
+                    run.await;
+                    Ok(Some(disposition(Disposition::Handled)))
+                });
             }
             // `input` handlers may transform or handle the text first (then the response waits
             // for them; upstream's order: extension commands, input, templates/skills).
