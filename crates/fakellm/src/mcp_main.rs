@@ -15,7 +15,8 @@
 //!   `notifications/tools/list_changed`.
 //!   With `--ops` only: `progress {ms, steps}` → sends `steps` progress notifications `ms` apart, then `progressed`.
 //! * HTTP only: `--fail-first N` answers the first N requests with status `--fail-status`
-//!   (default 503) before serving; `--oauth` requires `Authorization: Bearer <token>` from its
+//!   (default 503) before serving; `--fail-method METHOD:N` answers the first N POSTs of
+//!   JSON-RPC method METHOD (e.g. `resources/read:1`) so; `--oauth` requires `Authorization: Bearer <token>` from its
 //!   own OAuth authorization server on the same address (protected resource metadata at
 //!   `/.well-known/oauth-protected-resource/mcp`, metadata at
 //!   `/.well-known/oauth-authorization-server`, `/register`, `/authorize` (redirects at once to
@@ -330,6 +331,10 @@ async fn main() {
         let ttl: u64 = opt("--token-ttl")
             .and_then(|n| n.parse().ok())
             .unwrap_or(3600);
+        let fail_method = opt("--fail-method").and_then(|v| {
+            let (m, n) = v.rsplit_once(':')?;
+            Some((m.to_string(), n.parse::<usize>().ok()?))
+        });
         let listener = match tokio::net::TcpListener::bind(&addr).await {
             Ok(l) => l,
             Err(e) => {
@@ -341,7 +346,11 @@ async fn main() {
             Ok(a) => format!("http://{a}"),
             Err(_) => String::new(),
         };
-        let auth = oauth::Auth::new(base.clone(), ttl, flag("--oauth"), fail_first, fail_status);
+        let mut auth =
+            oauth::Auth::new(base.clone(), ttl, flag("--oauth"), fail_first, fail_status);
+        if let Some((m, n)) = fail_method {
+            auth = auth.fail_method(m, n);
+        }
         let router = oauth::wrap(router, auth);
         println!("{base}/mcp");
         let _ = std::io::stdout().flush();
@@ -388,6 +397,7 @@ mod oauth {
         required: bool,
         fail_left: Arc<AtomicUsize>,
         fail_status: u16,
+        fail_method: Option<(String, Arc<AtomicUsize>)>,
         mcp_requests: Arc<AtomicUsize>,
         tokens: Arc<Mutex<Tokens>>,
     }
@@ -406,9 +416,15 @@ mod oauth {
                 required,
                 fail_left: Arc::new(AtomicUsize::new(fail_first)),
                 fail_status,
+                fail_method: None,
                 mcp_requests: Arc::default(),
                 tokens: Arc::default(),
             }
+        }
+
+        pub fn fail_method(mut self, method: String, n: usize) -> Self {
+            self.fail_method = Some((method, Arc::new(AtomicUsize::new(n))));
+            self
         }
 
         fn issue(&self, t: &mut Tokens) -> Value {
@@ -445,6 +461,28 @@ mod oauth {
                 StatusCode::from_u16(auth.fail_status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
             return (status, "failing as asked").into_response();
         }
+        let req = match &auth.fail_method {
+            Some((method, left)) if req.method() == axum::http::Method::POST => {
+                let (parts, body) = req.into_parts();
+                let bytes = axum::body::to_bytes(body, 16 << 20)
+                    .await
+                    .unwrap_or_default();
+                let called = serde_json::from_slice::<Value>(&bytes)
+                    .ok()
+                    .and_then(|v| v.get("method").and_then(Value::as_str).map(str::to_string));
+                if called.as_deref() == Some(method.as_str())
+                    && left
+                        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                        .is_ok()
+                {
+                    let status = StatusCode::from_u16(auth.fail_status)
+                        .unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+                    return (status, "failing as asked").into_response();
+                }
+                Request::from_parts(parts, Body::from(bytes))
+            }
+            _ => req,
+        };
         if auth.required {
             let ok = req
                 .headers()

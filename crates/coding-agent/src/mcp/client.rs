@@ -126,14 +126,18 @@ fn classify_transport(e: &rmcp::transport::DynamicTransportError) -> HttpClass {
 /// An HTTP connect failure as an [`McpError`].
 fn http_connect_error(e: rmcp::service::ClientInitializeError) -> McpError {
     use rmcp::service::ClientInitializeError;
-    let class = match &e {
-        ClientInitializeError::TransportError { error, .. } => classify_transport(error),
-        other => classify_dyn(other),
+    // The transport's own error, without rmcp's type names.
+    let (class, text) = match &e {
+        ClientInitializeError::TransportError { error, context } => (
+            classify_transport(error),
+            format!("{}, when {context}", error.error),
+        ),
+        other => (classify_dyn(other), other.to_string()),
     };
     match class {
         HttpClass::Auth(h) => McpError::AuthRequired(h),
-        HttpClass::Transient => McpError::Transient(format!("failed to connect: {e}")),
-        HttpClass::Other => McpError::Connect(e.to_string()),
+        HttpClass::Transient => McpError::Transient(format!("failed to connect: {text}")),
+        HttpClass::Other => McpError::Connect(text),
     }
 }
 
@@ -397,7 +401,7 @@ fn request_error(e: rmcp::service::ServiceError) -> McpError {
     match e {
         ServiceError::TransportSend(t) => match classify_transport(&t) {
             HttpClass::Auth(h) => McpError::AuthRequired(h),
-            HttpClass::Transient => McpError::Transient(format!("request failed: {t}")),
+            HttpClass::Transient => McpError::Transient(format!("request failed: {}", t.error)),
             HttpClass::Other => McpError::Closed,
         },
         ServiceError::TransportClosed => McpError::Closed,

@@ -583,3 +583,104 @@ fn tools_list_changed_adds_the_new_tool() {
     assert_eq!(end["toolName"], "mcp__fake__late");
     assert_eq!(end["result"]["content"][0]["text"], "late ran");
 }
+
+#[test]
+fn resource_reads_are_retried_once_after_a_transient_failure_tool_calls_never() {
+    // The first resources/read and the first tools/call are answered 503.
+    let reads = HttpServer::start(&["--fail-method", "resources/read:1"]);
+    let calls = HttpServer::start(&["--fail-method", "tools/call:1"]);
+    let (_fake, root) = setup(
+        Script::new([
+            Turn::text("")
+                .with_tool_call(
+                    "read_mcp_resource",
+                    json!({"server": "reads", "uri": "fake://readme"}),
+                )
+                .with_tool_call("mcp__calls__echo", json!({"text": "once"})),
+            Turn::text("").with_tool_call("mcp__calls__echo", json!({"text": "twice"})),
+            Turn::text("done"),
+        ]),
+        DEFAULT_MODEL,
+    );
+    let h = json!({"Authorization": "Bearer x"});
+    write_mcp(
+        &root,
+        json!({
+            "reads": {"url": reads.url, "exposure": "direct", "headers": h},
+            "calls": {"url": calls.url, "exposure": "direct", "headers": h},
+        }),
+    );
+    let mut agent = root.spawn();
+    let from = agent.len();
+    agent.send(json!({"id": "p", "type": "prompt", "message": "go"}));
+    let (end, _) = agent.wait_from(from, LIVENESS, |v| kind(v) == "agent_settled");
+    let ends: Vec<Value> = agent.events()[from..=end]
+        .iter()
+        .filter(|v| kind(v) == "tool_execution_end")
+        .cloned()
+        .collect();
+    let by = |id: &str| {
+        ends.iter()
+            .find(|e| e["toolCallId"] == id)
+            .cloned()
+            .unwrap_or_else(|| panic!("{id}: {ends:?}"))
+    };
+    let read = by("call_fake_1_0");
+    assert_eq!(read["isError"], false, "{read}");
+    assert_eq!(
+        read["result"]["content"][0]["text"],
+        "Read me: fake resource text"
+    );
+    // The failed call is not sent again; the model's next call works.
+    let first = by("call_fake_1_1");
+    assert_eq!(first["isError"], true, "{first}");
+    assert_eq!(
+        first["result"]["content"][0]["text"],
+        "MCP server \"calls\": request failed: HTTP 503"
+    );
+    let second = by("call_fake_2_0");
+    assert_eq!(second["isError"], false, "{second}");
+    assert_eq!(second["result"]["content"][0]["text"], "echo: twice");
+}
+
+#[test]
+fn an_expired_token_is_refreshed_between_calls_of_a_session() {
+    let server = HttpServer::start(&["--oauth", "--token-ttl", "2"]);
+    let (_fake, root) = setup(
+        Script::new([
+            Turn::text("").with_tool_call("mcp__web__echo", json!({"text": "one"})),
+            Turn::text("ok"),
+            Turn::text("").with_tool_call("mcp__web__echo", json!({"text": "two"})),
+            Turn::text("ok"),
+        ]),
+        DEFAULT_MODEL,
+    );
+    write_mcp(
+        &root,
+        json!({"web": {"url": server.url, "exposure": "direct"}}),
+    );
+    cli_login(&root, "web");
+    let mut agent = root.spawn();
+    let mut results = Vec::new();
+    for (i, id) in ["p1", "p2"].iter().enumerate() {
+        if i == 1 {
+            // Past the token's 2 s life.
+            std::thread::sleep(Duration::from_millis(2500));
+        }
+        let from = agent.len();
+        agent.send(json!({"id": id, "type": "prompt", "message": "go"}));
+        let (_, end) = agent.wait_from(from, LIVENESS, |v| kind(v) == "tool_execution_end");
+        agent.wait_from(from, LIVENESS, |v| kind(v) == "agent_settled");
+        results.push(end);
+    }
+    for (end, want) in results.iter().zip(["echo: one", "echo: two"]) {
+        assert_eq!(end["isError"], false, "{end} {}", agent.stderr());
+        assert_eq!(end["result"]["content"][0]["text"], want);
+    }
+    assert!(
+        server.stats()["tokenRequests"]["refresh_token"]
+            .as_u64()
+            .unwrap()
+            >= 1
+    );
+}
