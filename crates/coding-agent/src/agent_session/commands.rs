@@ -46,6 +46,20 @@ impl AgentSession {
         }))
     }
 
+    /// Upstream's startup report over RPC: once every server's first connect attempt has
+    /// settled, one `notify` (`warning`) listing the configuration errors and the servers that
+    /// failed or need a sign-in, if any (docs/mcp.md: problems are reported once after
+    /// startup).
+    pub async fn report_mcp_startup(&self) {
+        let Some(mcp) = self.inner.services.mcp.clone() else {
+            return;
+        };
+        mcp.wait_for_all(std::time::Duration::from_secs(600)).await;
+        if let Some(text) = mcp.attention_text() {
+            self.notify(text, "warning");
+        }
+    }
+
     /// Emits one extension-UI `notify` request (`kind`: `info`, `warning`, `error`).
     fn notify(&self, message: String, kind: &str) {
         self.emit(RpcEvent::ExtensionUiRequest(

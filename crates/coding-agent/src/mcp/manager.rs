@@ -667,6 +667,31 @@ impl McpManager {
             .cloned()
     }
 
+    /// The startup report (upstream `reportProblems`): `MCP servers need attention:`, one
+    /// indented line per configuration error (`config: …`) and per server that failed or
+    /// needs a sign-in (`<name>: <short state>`), then `Run /mcp to fix.`; `None` when all is
+    /// well.
+    pub fn attention_text(&self) -> Option<String> {
+        let mut lines: Vec<String> = self
+            .config_errors
+            .iter()
+            .map(|e| format!("config: {e}"))
+            .collect();
+        for s in &self.slots {
+            if matches!(s.state(), ServerState::Failed(_) | ServerState::NeedsAuth) {
+                lines.push(format!("{}: {}", s.cfg.name, s.describe_state()));
+            }
+        }
+        if lines.is_empty() {
+            return None;
+        }
+        let body: Vec<String> = lines.iter().map(|l| format!("  {l}")).collect();
+        Some(format!(
+            "MCP servers need attention:\n{}\nRun /mcp to fix.",
+            body.join("\n")
+        ))
+    }
+
     /// `/mcp` without arguments: every server's [`ServerSlot::status_line`], then the
     /// configuration errors.
     pub fn status_text(&self) -> String {

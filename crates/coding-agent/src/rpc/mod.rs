@@ -35,6 +35,9 @@ pub fn strip_cr(line: &[u8]) -> &[u8] {
 pub async fn run(runtime: AgentSessionRuntime, out: Output) -> std::io::Result<()> {
     let mut reader = BufReader::new(tokio::io::stdin());
     let mut tasks = Tasks::default();
+    // MCP problems found at startup are reported once, in a `notify` (not awaited at EOF).
+    let first = runtime.session();
+    tokio::spawn(async move { first.report_mcp_startup().await });
     let mut buf = Vec::new();
     loop {
         buf.clear();

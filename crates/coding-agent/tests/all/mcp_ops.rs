@@ -137,6 +137,13 @@ fn slash(agent: &mut RpcAgent, id: &str, text: &str) -> Vec<(String, String)> {
     events[from..end]
         .iter()
         .filter(|v| kind(v) == "extension_ui_request" && v["method"] == "notify")
+        // The startup report may land in between (tested on its own).
+        .filter(|v| {
+            !v["message"]
+                .as_str()
+                .unwrap_or("")
+                .starts_with("MCP servers need attention:")
+        })
         .map(|v| {
             (
                 v["message"].as_str().unwrap_or("").to_string(),
@@ -193,7 +200,31 @@ fn slash_mcp_shows_each_servers_state_tools_and_errors() {
             .any(|l| l.starts_with("config error: ") && l.contains("bad name!")),
         "{text}"
     );
-    // Reported once on stderr as well.
+    // Reported once after startup, in a notify, and once on stderr.
+    let (_, report) = agent.wait_from(0, LIVENESS, |v| {
+        v["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("MCP servers need attention:"))
+    });
+    assert_eq!(report["notifyType"], "warning");
+    let report = report["message"].as_str().unwrap();
+    assert!(report.contains("\n  config: "), "{report}");
+    assert!(
+        report.contains("\n  broken: failed: failed to connect"),
+        "{report}"
+    );
+    assert!(!report.contains("good:"), "{report}");
+    assert!(report.ends_with("\nRun /mcp to fix."), "{report}");
+    let reports = agent
+        .events()
+        .iter()
+        .filter(|v| {
+            v["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("MCP servers need attention:"))
+        })
+        .count();
+    assert_eq!(reports, 1);
     let err = agent.stderr();
     assert_eq!(
         err.matches("MCP server \"broken\" failed to connect")
