@@ -541,10 +541,10 @@ async fn discover(
     )))
 }
 
-fn client_auth<'a>(
-    client: &'a Value,
-    method_hint: Option<&str>,
-) -> (Option<(&'a str, &'a str)>, Vec<(&'static str, &'a str)>) {
+/// How a token request authenticates the client: HTTP Basic `(id, secret)`, and form fields.
+type ClientAuth<'a> = (Option<(&'a str, &'a str)>, Vec<(&'static str, &'a str)>);
+
+fn client_auth<'a>(client: &'a Value, method_hint: Option<&str>) -> ClientAuth<'a> {
     let id = client
         .get("client_id")
         .and_then(Value::as_str)
