@@ -45,6 +45,12 @@ mod mcp;
 #[path = "all/mcp_exposures.rs"]
 mod mcp_exposures;
 
+#[path = "all/mcp_ops.rs"]
+mod mcp_ops;
+
+#[path = "all/mcp_reference.rs"]
+mod mcp_reference;
+
 #[path = "all/models_pull.rs"]
 mod models_pull;
 

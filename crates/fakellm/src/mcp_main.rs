@@ -1,7 +1,7 @@
 //! `fake-mcp`: a scripted MCP server for tests, on `rmcp`'s server side (issue 13).
 //!
 //! Usage: `fake-mcp [--http 127.0.0.1:0] [--tools N] [--pidfile PATH] [--hang] [--garbage]
-//! [--exit] [--instructions TEXT]`.
+//! [--exit] [--instructions TEXT] [--fail-first N] [--fail-status S] [--oauth] [--token-ttl SECS] [--ops]`.
 //!
 //! * stdio by default; `--http ADDR` serves streamable HTTP at `http://ADDR/mcp` and prints that
 //!   URL as the first stdout line.
@@ -11,6 +11,18 @@
 //!   `crash` → the process exits mid-call; `log {text}` → a log notification, then `logged`;
 //!   `dash-name` and `dash_name` (collide once sanitised); plus `tool_0`…`tool_<N-1>` (`--tools N`).
 //! * Resources: `fake://readme` (text) and `fake://logo.png` (image); template `fake://item/{id}`.
+//! * With `--ops` only: `grow` → lists the tool `late` (→ `late ran`) from then on and sends
+//!   `notifications/tools/list_changed`.
+//!   With `--ops` only: `progress {ms, steps}` → sends `steps` progress notifications `ms` apart, then `progressed`.
+//! * HTTP only: `--fail-first N` answers the first N requests with status `--fail-status`
+//!   (default 503) before serving; `--fail-method METHOD:N` answers the first N POSTs of
+//!   JSON-RPC method METHOD (e.g. `resources/read:1`) so; `--oauth` requires `Authorization: Bearer <token>` from its
+//!   own OAuth authorization server on the same address (protected resource metadata at
+//!   `/.well-known/oauth-protected-resource/mcp`, metadata at
+//!   `/.well-known/oauth-authorization-server`, `/register`, `/authorize` (redirects at once to
+//!   the redirect URI with a code: no login page), `/token` (PKCE S256 checked; grants
+//!   `authorization_code` and `refresh_token`); access tokens live `--token-ttl` seconds
+//!   (default 3600); `GET /stats` answers `{"tokenRequests": {...}, "mcpRequests": n}`).
 //! * `--hang`: never answers (reads stdin forever); `--garbage`: writes non-JSON lines and
 //!   exits; `--exit`: writes to stderr and exits 3 at once; `--pidfile`: writes its pid first.
 
@@ -30,6 +42,11 @@ const PNG_1X1: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42
 struct Fake {
     extra_tools: usize,
     instructions: Option<String>,
+    /// `--ops`: also list `progress` and `grow` (kept out of the default list, which a test
+    /// compares with an upstream recording).
+    ops: bool,
+    /// Set by the `grow` tool: the tool `late` is listed from then on.
+    grown: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 fn from<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, ErrorData> {
@@ -83,6 +100,23 @@ impl Fake {
             json!({"name": "dash-name", "inputSchema": {"type": "object"}}),
             json!({"name": "dash_name", "inputSchema": {"type": "object"}}),
         ];
+        if self.ops {
+            t.push(tool(
+                "progress",
+                "Report progress, then answer",
+                json!({"ms": {"type": "number"}, "steps": {"type": "number"}}),
+                &["ms", "steps"],
+            ));
+            t.push(tool(
+                "grow",
+                "Add the tool late and announce the changed list",
+                json!({}),
+                &[],
+            ));
+        }
+        if self.grown.load(std::sync::atomic::Ordering::SeqCst) {
+            t.push(tool("late", "Listed after grow", json!({}), &[]));
+        }
         for i in 0..self.extra_tools {
             t.push(tool(
                 &format!("tool_{i}"),
@@ -157,6 +191,25 @@ impl ServerHandler for Fake {
                 text_result(&format!("slept {}", n("ms")), false)
             }
             "fail" => text_result("it failed", true),
+            "grow" => {
+                self.grown.store(true, std::sync::atomic::Ordering::SeqCst);
+                let _ = context.peer.notify_tool_list_changed().await;
+                text_result("grown", false)
+            }
+            "late" => text_result("late ran", false),
+            "progress" => {
+                let token = context.meta.get_progress_token();
+                let steps = n("steps") as u64;
+                for i in 0..steps {
+                    tokio::time::sleep(std::time::Duration::from_millis(n("ms") as u64)).await;
+                    if let Some(t) = &token {
+                        let p =
+                            from(json!({"progressToken": t, "progress": i + 1, "total": steps}))?;
+                        let _ = context.peer.notify_progress(p).await;
+                    }
+                }
+                text_result("progressed", false)
+            }
             "crash" => std::process::exit(7),
             #[allow(deprecated)]
             "log" => {
@@ -256,6 +309,8 @@ async fn main() {
     let fake = Fake {
         extra_tools: opt("--tools").and_then(|n| n.parse().ok()).unwrap_or(0),
         instructions: opt("--instructions"),
+        ops: flag("--ops"),
+        grown: Default::default(),
     };
     if let Some(addr) = opt("--http") {
         use rmcp::transport::streamable_http_server::{
@@ -267,6 +322,19 @@ async fn main() {
             StreamableHttpServerConfig::default(),
         );
         let router = axum::Router::new().nest_service("/mcp", service);
+        let fail_first: usize = opt("--fail-first")
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        let fail_status: u16 = opt("--fail-status")
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(503);
+        let ttl: u64 = opt("--token-ttl")
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(3600);
+        let fail_method = opt("--fail-method").and_then(|v| {
+            let (m, n) = v.rsplit_once(':')?;
+            Some((m.to_string(), n.parse::<usize>().ok()?))
+        });
         let listener = match tokio::net::TcpListener::bind(&addr).await {
             Ok(l) => l,
             Err(e) => {
@@ -274,10 +342,18 @@ async fn main() {
                 std::process::exit(1);
             }
         };
-        if let Ok(a) = listener.local_addr() {
-            println!("http://{a}/mcp");
-            let _ = std::io::stdout().flush();
+        let base = match listener.local_addr() {
+            Ok(a) => format!("http://{a}"),
+            Err(_) => String::new(),
+        };
+        let mut auth =
+            oauth::Auth::new(base.clone(), ttl, flag("--oauth"), fail_first, fail_status);
+        if let Some((m, n)) = fail_method {
+            auth = auth.fail_method(m, n);
         }
+        let router = oauth::wrap(router, auth);
+        println!("{base}/mcp");
+        let _ = std::io::stdout().flush();
         let _ = axum::serve(listener, router).await;
         return;
     }
@@ -286,5 +362,299 @@ async fn main() {
             let _ = running.waiting().await;
         }
         Err(e) => eprintln!("fake-mcp: {e}"),
+    }
+}
+
+/// The fake OAuth authorization server and the bearer check (`--oauth`), and `--fail-first`.
+mod oauth {
+    use axum::body::Body;
+    use axum::extract::{Form, Query, State};
+    use axum::http::{HeaderMap, Request, StatusCode};
+    use axum::middleware::Next;
+    use axum::response::{IntoResponse, Response};
+    use axum::routing::{get, post};
+    use axum::{Json, Router};
+    use serde_json::{json, Value};
+    use std::collections::HashMap;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    #[derive(Default)]
+    struct Tokens {
+        /// code → (code_challenge, redirect_uri, client_id)
+        codes: HashMap<String, (String, String, String)>,
+        access: HashMap<String, Instant>,
+        refresh: HashMap<String, String>,
+        counter: usize,
+        grants: HashMap<String, usize>,
+    }
+
+    #[derive(Clone)]
+    pub struct Auth {
+        base: String,
+        ttl: u64,
+        required: bool,
+        fail_left: Arc<AtomicUsize>,
+        fail_status: u16,
+        fail_method: Option<(String, Arc<AtomicUsize>)>,
+        mcp_requests: Arc<AtomicUsize>,
+        tokens: Arc<Mutex<Tokens>>,
+    }
+
+    impl Auth {
+        pub fn new(
+            base: String,
+            ttl: u64,
+            required: bool,
+            fail_first: usize,
+            fail_status: u16,
+        ) -> Self {
+            Auth {
+                base,
+                ttl,
+                required,
+                fail_left: Arc::new(AtomicUsize::new(fail_first)),
+                fail_status,
+                fail_method: None,
+                mcp_requests: Arc::default(),
+                tokens: Arc::default(),
+            }
+        }
+
+        pub fn fail_method(mut self, method: String, n: usize) -> Self {
+            self.fail_method = Some((method, Arc::new(AtomicUsize::new(n))));
+            self
+        }
+
+        fn issue(&self, t: &mut Tokens) -> Value {
+            t.counter += 1;
+            let access = format!("at-{}", t.counter);
+            let refresh = format!("rt-{}", t.counter);
+            t.access.insert(
+                access.clone(),
+                Instant::now() + Duration::from_secs(self.ttl),
+            );
+            t.refresh.insert(refresh.clone(), access.clone());
+            json!({"access_token": access, "token_type": "Bearer", "expires_in": self.ttl, "refresh_token": refresh, "scope": "mcp"})
+        }
+    }
+
+    fn b64url_sha256(v: &str) -> String {
+        use base64::Engine;
+        use sha2::Digest;
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(sha2::Sha256::digest(v.as_bytes()))
+    }
+
+    async fn gate(State(auth): State<Auth>, req: Request<Body>, next: Next) -> Response {
+        let path = req.uri().path().to_string();
+        if !path.starts_with("/mcp") {
+            return next.run(req).await;
+        }
+        auth.mcp_requests.fetch_add(1, Ordering::SeqCst);
+        if auth
+            .fail_left
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            let status =
+                StatusCode::from_u16(auth.fail_status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+            return (status, "failing as asked").into_response();
+        }
+        let req = match &auth.fail_method {
+            Some((method, left)) if req.method() == axum::http::Method::POST => {
+                let (parts, body) = req.into_parts();
+                let bytes = axum::body::to_bytes(body, 16 << 20)
+                    .await
+                    .unwrap_or_default();
+                let called = serde_json::from_slice::<Value>(&bytes)
+                    .ok()
+                    .and_then(|v| v.get("method").and_then(Value::as_str).map(str::to_string));
+                if called.as_deref() == Some(method.as_str())
+                    && left
+                        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                        .is_ok()
+                {
+                    let status = StatusCode::from_u16(auth.fail_status)
+                        .unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+                    return (status, "failing as asked").into_response();
+                }
+                Request::from_parts(parts, Body::from(bytes))
+            }
+            _ => req,
+        };
+        if auth.required {
+            let ok = req
+                .headers()
+                .get("authorization")
+                .and_then(|h| h.to_str().ok())
+                .and_then(|h| h.strip_prefix("Bearer "))
+                .is_some_and(|t| {
+                    auth.tokens
+                        .lock()
+                        .map(|g| g.access.get(t).is_some_and(|exp| *exp > Instant::now()))
+                        .unwrap_or(false)
+                });
+            if !ok {
+                let challenge = format!(
+                    "Bearer resource_metadata=\"{}/.well-known/oauth-protected-resource/mcp\", scope=\"mcp\"",
+                    auth.base
+                );
+                return (
+                    StatusCode::UNAUTHORIZED,
+                    [("www-authenticate", challenge)],
+                    "",
+                )
+                    .into_response();
+            }
+        }
+        next.run(req).await
+    }
+
+    async fn resource(State(a): State<Auth>) -> Json<Value> {
+        Json(
+            json!({"resource": format!("{}/mcp", a.base), "authorization_servers": [a.base], "scopes_supported": ["mcp"]}),
+        )
+    }
+
+    async fn metadata(State(a): State<Auth>) -> Json<Value> {
+        Json(json!({
+            "issuer": a.base,
+            "authorization_endpoint": format!("{}/authorize", a.base),
+            "token_endpoint": format!("{}/token", a.base),
+            "registration_endpoint": format!("{}/register", a.base),
+            "response_types_supported": ["code"],
+            "grant_types_supported": ["authorization_code", "refresh_token"],
+            "code_challenge_methods_supported": ["S256"],
+            "token_endpoint_auth_methods_supported": ["none"],
+            "authorization_response_iss_parameter_supported": true,
+        }))
+    }
+
+    async fn register(State(a): State<Auth>, Json(body): Json<Value>) -> Response {
+        let mut t = match a.tokens.lock() {
+            Ok(t) => t,
+            Err(_) => return StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+        };
+        t.counter += 1;
+        let mut out = body.clone();
+        out["client_id"] = json!(format!("client-{}", t.counter));
+        (StatusCode::CREATED, Json(out)).into_response()
+    }
+
+    async fn authorize(
+        State(a): State<Auth>,
+        Query(q): Query<HashMap<String, String>>,
+    ) -> Response {
+        let (Some(redirect), Some(state), Some(challenge), Some(client)) = (
+            q.get("redirect_uri"),
+            q.get("state"),
+            q.get("code_challenge"),
+            q.get("client_id"),
+        ) else {
+            return (StatusCode::BAD_REQUEST, "missing parameters").into_response();
+        };
+        if q.get("resource").map(String::as_str) != Some(format!("{}/mcp", a.base).as_str()) {
+            return (StatusCode::BAD_REQUEST, "wrong resource").into_response();
+        }
+        let code = format!("code-{}", uuid_ish());
+        if let Ok(mut t) = a.tokens.lock() {
+            t.codes.insert(
+                code.clone(),
+                (challenge.clone(), redirect.clone(), client.clone()),
+            );
+        }
+        let sep = if redirect.contains('?') { '&' } else { '?' };
+        let enc = |v: &str| {
+            v.replace('%', "%25")
+                .replace('&', "%26")
+                .replace(':', "%3A")
+                .replace('/', "%2F")
+        };
+        let location = format!(
+            "{redirect}{sep}code={code}&state={state}&iss={}",
+            enc(&a.base)
+        );
+        (StatusCode::FOUND, [("location", location)], "").into_response()
+    }
+
+    fn uuid_ish() -> String {
+        use std::time::SystemTime;
+        let n = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        format!("{n:x}")
+    }
+
+    async fn token(
+        State(a): State<Auth>,
+        _headers: HeaderMap,
+        Form(f): Form<HashMap<String, String>>,
+    ) -> Response {
+        let bad = |what: &str| {
+            (
+                StatusCode::BAD_REQUEST,
+                Json(json!({"error": "invalid_grant", "error_description": what})),
+            )
+                .into_response()
+        };
+        let mut t = match a.tokens.lock() {
+            Ok(t) => t,
+            Err(_) => return StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+        };
+        let grant = f.get("grant_type").cloned().unwrap_or_default();
+        *t.grants.entry(grant.clone()).or_default() += 1;
+        match grant.as_str() {
+            "authorization_code" => {
+                let Some((challenge, redirect, client)) =
+                    f.get("code").and_then(|c| t.codes.remove(c))
+                else {
+                    return bad("unknown code");
+                };
+                let verifier = f.get("code_verifier").cloned().unwrap_or_default();
+                if b64url_sha256(&verifier) != challenge {
+                    return bad("PKCE verification failed");
+                }
+                if f.get("redirect_uri") != Some(&redirect) || f.get("client_id") != Some(&client) {
+                    return bad("redirect_uri or client_id mismatch");
+                }
+                let v = a.issue(&mut t);
+                Json(v).into_response()
+            }
+            "refresh_token" => {
+                let Some(old) = f.get("refresh_token").and_then(|r| t.refresh.remove(r)) else {
+                    return bad("unknown refresh token");
+                };
+                t.access.remove(&old);
+                let v = a.issue(&mut t);
+                Json(v).into_response()
+            }
+            _ => bad("unsupported grant"),
+        }
+    }
+
+    async fn stats(State(a): State<Auth>) -> Json<Value> {
+        let grants = a
+            .tokens
+            .lock()
+            .map(|t| json!(t.grants))
+            .unwrap_or(Value::Null);
+        Json(json!({"tokenRequests": grants, "mcpRequests": a.mcp_requests.load(Ordering::SeqCst)}))
+    }
+
+    pub fn wrap(router: Router, auth: Auth) -> Router {
+        let as_routes = Router::new()
+            .route("/.well-known/oauth-protected-resource/mcp", get(resource))
+            .route("/.well-known/oauth-protected-resource", get(resource))
+            .route("/.well-known/oauth-authorization-server", get(metadata))
+            .route("/register", post(register))
+            .route("/authorize", get(authorize))
+            .route("/token", post(token))
+            .route("/stats", get(stats))
+            .with_state(auth.clone());
+        router
+            .merge(as_routes)
+            .layer(axum::middleware::from_fn_with_state(auth, gate))
     }
 }

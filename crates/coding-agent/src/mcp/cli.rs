@@ -8,7 +8,10 @@
 //! * `pi mcp remove [-l] <name>`.
 //! * `pi mcp list`: connects to every enabled server and prints its state, tools and errors;
 //!   exit 1 when an entry is invalid or an enabled server does not connect.
-//! * `login`/`logout` (OAuth) are not built: exit 2.
+//! * `pi mcp login <server> [-l] [--timeout <seconds>]`: connects first (already signed in:
+//!   done), else signs in through the browser (crate::mcp::oauth; the authorization URL is
+//!   printed on stdout) and connects with the new tokens; `pi mcp logout <server> [-l]`
+//!   deletes the stored credentials. Exit 1 on failure.
 
 use super::config;
 use super::log::McpLog;
@@ -21,6 +24,8 @@ const HELP: &str = "Usage:
   pi mcp add <server> [options] --url <url>
   pi mcp remove <server> [-l]
   pi mcp list
+  pi mcp login <server> [-l] [--timeout <seconds>]
+  pi mcp logout <server> [-l]
 
 Configure and check MCP servers without starting a session.
 Reads ~/.pi/agent/mcp.json and, in trusted projects, .pi/mcp.json.
@@ -37,7 +42,166 @@ Options for add:
                           Send \"Authorization: Bearer ${NAME}\"
   --exposure <mode>       codemode (default), deferred, direct, or hidden
   --description <text>    What the server offers
+
+Options for login:
+  --timeout <seconds>     Time limit for the whole sign-in (default: 300)
 ";
+
+fn open_browser(url: &str) {
+    // Only where a desktop session can show it; the URL is printed either way.
+    if std::env::var_os("DISPLAY").is_none() && std::env::var_os("WAYLAND_DISPLAY").is_none() {
+        return;
+    }
+    let _ = std::process::Command::new("xdg-open")
+        .arg(url)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+}
+
+/// `pi mcp login|logout <server> [-l] [--timeout <seconds>]`.
+fn auth(command: &str, rest: &[String], cwd: &Path, agent_dir: &Path) -> i32 {
+    let mut local = false;
+    let mut timeout = super::oauth::SIGN_IN_WAIT;
+    let mut positional = Vec::new();
+    let mut it = rest.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "-l" | "--local" => local = true,
+            "--timeout" if command == "login" => {
+                match it.next().and_then(|v| v.parse::<f64>().ok()) {
+                    Some(t) if t > 0.0 && t.is_finite() => {
+                        timeout = std::time::Duration::from_secs_f64(t)
+                    }
+                    _ => {
+                        eprintln!("--timeout must be a positive number of seconds.");
+                        return 1;
+                    }
+                }
+            }
+            other if other.starts_with('-') => {
+                eprintln!("Unknown option {other}.\nUse \"pi mcp --help\" for usage.");
+                return 1;
+            }
+            other => positional.push(other.to_string()),
+        }
+    }
+    let [name] = positional.as_slice() else {
+        eprintln!("Usage: pi mcp {command} <server> [-l]\nUse \"pi mcp --help\" for usage.");
+        return 1;
+    };
+    let trusted = project_trusted(cwd, agent_dir);
+    let cfg = config::load(agent_dir, cwd, trusted);
+    let Some(entry) = cfg.servers.iter().find(|s| &s.name == name).cloned() else {
+        let names: Vec<&str> = cfg.servers.iter().map(|s| s.name.as_str()).collect();
+        eprintln!(
+            "No MCP server named \"{name}\". Configured: {}.",
+            if names.is_empty() {
+                "none".to_string()
+            } else {
+                names.join(", ")
+            }
+        );
+        return 1;
+    };
+    if local && entry.scope != "project" {
+        eprintln!(
+            "MCP server \"{name}\" is defined in {}, not in the project; omit --local.",
+            entry.source.display()
+        );
+        return 1;
+    }
+    let Some(url) = super::oauth::oauth_url(&entry).map(str::to_string) else {
+        eprintln!("MCP server \"{name}\" does not use OAuth. Only HTTP servers without an Authorization header do.");
+        return 1;
+    };
+    let store = super::oauth::AuthStore::new(agent_dir);
+    if command == "logout" {
+        return match store.remove(name, &url) {
+            Ok(true) => {
+                println!("Signed out of MCP server \"{name}\".");
+                0
+            }
+            Ok(false) => {
+                println!("No stored credentials for MCP server \"{name}\".");
+                0
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                1
+            }
+        };
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("Error: could not start the async runtime: {e}");
+            return 1;
+        }
+    };
+    let mut one = cfg.clone();
+    one.servers = vec![entry.clone()];
+    one.errors.clear();
+    let manager = McpManager::new(one, cwd, agent_dir, McpLog::none(), false);
+    let Some(slot) = manager.servers().first().cloned() else {
+        return 1;
+    };
+    let code = runtime.block_on(async {
+        // Connecting first tells whether a sign-in is needed and records the challenge.
+        if slot.ensure_connected().await.is_ok() {
+            println!(
+                "Already signed in to MCP server \"{name}\" ({} tools).",
+                slot.tools().len()
+            );
+            return 0;
+        }
+        if slot.state() != ServerState::NeedsAuth {
+            eprintln!(
+                "MCP server \"{name}\" failed to connect: {}",
+                slot.error().unwrap_or_else(|| "unknown error".into())
+            );
+            return 1;
+        }
+        let shown = name.clone();
+        let result = super::oauth::sign_in(
+            &store,
+            super::oauth::SignIn {
+                name,
+                url: &url,
+                settings: super::oauth::OAuthSettings::from_config(&entry),
+                challenge: slot.challenge(),
+                show_url: Box::new(move |u| {
+                    use std::io::Write;
+                    println!("Sign in to MCP server \"{shown}\" in your browser:\n{u}");
+                    let _ = std::io::stdout().flush();
+                    open_browser(u);
+                }),
+                wait: timeout,
+            },
+        )
+        .await;
+        if let Err(e) = result {
+            eprintln!("Sign-in to MCP server \"{name}\" failed: {e}");
+            return 1;
+        }
+        if let Err(e) = slot.reconnect().await {
+            eprintln!("Signed in, but {e}");
+            return 1;
+        }
+        println!(
+            "Signed in to MCP server \"{name}\" ({} tools).",
+            slot.tools().len()
+        );
+        0
+    });
+    runtime.block_on(manager.shutdown());
+    code
+}
 
 /// Runs `pi mcp <args…>` (`args` after `mcp`); returns the exit code.
 pub fn run(args: &[String], cwd: &Path, agent_dir: &Path) -> i32 {
@@ -55,10 +219,7 @@ pub fn run(args: &[String], cwd: &Path, agent_dir: &Path) -> i32 {
         "add" => add(rest, cwd, agent_dir),
         "remove" => remove(rest, cwd, agent_dir),
         "list" => list(rest, cwd, agent_dir),
-        "login" | "logout" => {
-            eprintln!("Error: `pi mcp {command}` (OAuth) is not supported by this build yet");
-            crate::package_cmd::EXIT_UNSUPPORTED
-        }
+        "login" | "logout" => auth(command, rest, cwd, agent_dir),
         other => {
             eprintln!("Unknown mcp command \"{other}\".\nUse \"pi mcp --help\" for usage.");
             1
@@ -97,7 +258,7 @@ fn list(rest: &[String], cwd: &Path, agent_dir: &Path) -> i32 {
             return 1;
         }
     };
-    let manager = McpManager::new(cfg, cwd, McpLog::none(), false);
+    let manager = McpManager::new(cfg, cwd, agent_dir, McpLog::none(), false);
     runtime.block_on(async {
         futures::future::join_all(manager.servers().iter().filter(|s| s.cfg.enabled).map(
             |s| async move {
@@ -126,6 +287,7 @@ fn list(rest: &[String], cwd: &Path, agent_dir: &Path) -> i32 {
                 tools.len(),
                 if tools.len() == 1 { "" } else { "s" }
             ),
+            ServerState::NeedsAuth => "needs sign-in".to_string(),
             other => other.word().to_string(),
         };
         if s.cfg.enabled && state != ServerState::Connected {
@@ -160,6 +322,9 @@ fn list(rest: &[String], cwd: &Path, agent_dir: &Path) -> i32 {
         }
         if let ServerState::Failed(e) = &state {
             println!("  {}", e.replace('\n', "\n  "));
+        }
+        if state == ServerState::NeedsAuth {
+            println!("  sign in with: pi mcp login {}", s.cfg.name);
         }
     }
     for e in &errors {

@@ -44,6 +44,101 @@ pub enum McpError {
     /// The server answered with an error, or an invalid message.
     #[error("{0}")]
     Request(String),
+    /// An HTTP failure worth another attempt (docs/mcp.md: network errors, 408, 429, 5xx
+    /// except 501); the text says which.
+    #[error("{0}")]
+    Transient(String),
+    /// The HTTP server answered 401 (or 403 `insufficient_scope`); the payload is its
+    /// `WWW-Authenticate` challenge when it sent one.
+    #[error("authorization required")]
+    AuthRequired(Option<String>),
+}
+
+impl McpError {
+    /// Whether a connect or read-only request that failed so is retried (upstream
+    /// `isTransientError`).
+    pub fn is_transient(&self) -> bool {
+        matches!(self, McpError::Transient(_))
+    }
+}
+
+/// What an HTTP transport failure means for retries and sign-in.
+enum HttpClass {
+    Transient,
+    Auth(Option<String>),
+    Other,
+}
+
+/// 408, 429 and 5xx except 501 (upstream `isTransientError`).
+fn transient_status(status: u16) -> bool {
+    status == 408 || status == 429 || (status >= 500 && status != 501 && status < 600)
+}
+
+fn classify_dyn(e: &(dyn std::error::Error + 'static)) -> HttpClass {
+    use rmcp::transport::streamable_http_client::StreamableHttpError;
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if let Some(se) = err.downcast_ref::<StreamableHttpError<reqwest013::Error>>() {
+            return match se {
+                StreamableHttpError::HttpStatus(h) if transient_status(h.status) => {
+                    HttpClass::Transient
+                }
+                StreamableHttpError::AuthRequired(a) => {
+                    HttpClass::Auth(Some(a.www_authenticate_header.clone()))
+                }
+                StreamableHttpError::InsufficientScope(a) => {
+                    HttpClass::Auth(Some(a.www_authenticate_header.clone()))
+                }
+                StreamableHttpError::Client(re) => match re.status().map(|s| s.as_u16()) {
+                    Some(401) => HttpClass::Auth(None),
+                    Some(s) if transient_status(s) => HttpClass::Transient,
+                    Some(_) => HttpClass::Other,
+                    None if re.is_connect()
+                        || re.is_timeout()
+                        || re.is_request()
+                        || re.is_body() =>
+                    {
+                        HttpClass::Transient
+                    }
+                    None => HttpClass::Other,
+                },
+                StreamableHttpError::Io(_) => HttpClass::Transient,
+                _ => HttpClass::Other,
+            };
+        }
+        if let Some(re) = err.downcast_ref::<reqwest013::Error>() {
+            return match re.status().map(|s| s.as_u16()) {
+                Some(401) => HttpClass::Auth(None),
+                Some(s) if transient_status(s) => HttpClass::Transient,
+                Some(_) => HttpClass::Other,
+                None => HttpClass::Transient,
+            };
+        }
+        cur = err.source();
+    }
+    HttpClass::Other
+}
+
+fn classify_transport(e: &rmcp::transport::DynamicTransportError) -> HttpClass {
+    classify_dyn(e.error.as_ref())
+}
+
+/// An HTTP connect failure as an [`McpError`].
+fn http_connect_error(e: rmcp::service::ClientInitializeError) -> McpError {
+    use rmcp::service::ClientInitializeError;
+    // The transport's own error, without rmcp's type names.
+    let (class, text) = match &e {
+        ClientInitializeError::TransportError { error, context } => (
+            classify_transport(error),
+            format!("{}, when {context}", error.error),
+        ),
+        other => (classify_dyn(other), other.to_string()),
+    };
+    match class {
+        HttpClass::Auth(h) => McpError::AuthRequired(h),
+        HttpClass::Transient => McpError::Transient(format!("failed to connect: {text}")),
+        HttpClass::Other => McpError::Connect(text),
+    }
 }
 
 /// What a connected server offers.
@@ -125,10 +220,12 @@ fn tail_text(tail: &StderrTail) -> String {
 
 /// Connects to `cfg` (stdio relative `cwd` against `session_cwd`), runs `initialize` and
 /// `tools/list` within the server's timeout.
+/// `bearer`: an OAuth access token sent as `Authorization: Bearer …` (HTTP only).
 pub async fn connect(
     cfg: &ServerConfig,
     session_cwd: &Path,
     handler: Handler,
+    bearer: Option<String>,
 ) -> Result<Connection, McpError> {
     match &cfg.transport {
         Transport::Stdio {
@@ -225,11 +322,15 @@ pub async fn connect(
                     .map_err(|e| McpError::Start(format!("header {k}: {e}")))?;
                 custom.insert(name, value);
             }
+            if let Some(token) = bearer {
+                // rmcp adds the `Bearer ` prefix.
+                config = config.auth_header(token);
+            }
             config = config.custom_headers(custom);
             let transport = StreamableHttpClientTransport::with_client(client, config);
             match tokio::time::timeout(cfg.timeout, handler.serve(transport)).await {
                 Ok(Ok(service)) => finish(service, None, cfg.timeout).await,
-                Ok(Err(e)) => Err(McpError::Connect(e.to_string())),
+                Ok(Err(e)) => Err(http_connect_error(e)),
                 Err(_) => Err(McpError::Connect(format!(
                     "no answer to initialize within {} s",
                     cfg.timeout.as_secs()
@@ -241,7 +342,7 @@ pub async fn connect(
 
 /// A reqwest client whose TLS is our rustls config (ring provider, webpki roots), so no
 /// aws-lc C library is built.
-fn http_client() -> Result<reqwest013::Client, String> {
+pub(crate) fn http_client() -> Result<reqwest013::Client, String> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut roots = rustls::RootCertStore::empty();
     roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
@@ -298,7 +399,13 @@ async fn finish(
 fn request_error(e: rmcp::service::ServiceError) -> McpError {
     use rmcp::service::ServiceError;
     match e {
-        ServiceError::TransportClosed | ServiceError::TransportSend(_) => McpError::Closed,
+        ServiceError::TransportSend(t) => match classify_transport(&t) {
+            HttpClass::Auth(h) => McpError::AuthRequired(h),
+            HttpClass::Transient => McpError::Transient(format!("request failed: {}", t.error)),
+            HttpClass::Other => McpError::Closed,
+        },
+        ServiceError::TransportClosed => McpError::Closed,
+        ServiceError::Timeout { timeout } => McpError::Timeout(timeout.as_secs()),
         other => McpError::Request(other.to_string()),
     }
 }
@@ -364,8 +471,24 @@ impl Peer {
         let params: CallToolRequestParams =
             serde_json::from_value(serde_json::json!({"name": name, "arguments": args}))
                 .map_err(|e| McpError::Request(format!("invalid arguments: {e}")))?;
-        let r = self.timed(self.peer.call_tool(params)).await?;
-        serde_json::to_value(&r).map_err(|e| McpError::Request(e.to_string()))
+        // The timeout restarts with every progress notification for this call (docs/mcp.md
+        // `timeout`); rmcp puts the progress token in `_meta`.
+        let request =
+            rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params));
+        let options = rmcp::service::PeerRequestOptions::with_timeout(self.timeout)
+            .reset_timeout_on_progress();
+        let handle = self
+            .peer
+            .send_request_with_option(request, options)
+            .await
+            .map_err(request_error)?;
+        let r = handle.await_response().await.map_err(request_error)?;
+        match r {
+            rmcp::model::ServerResult::CallToolResult(r) => {
+                serde_json::to_value(&r).map_err(|e| McpError::Request(e.to_string()))
+            }
+            other => serde_json::to_value(&other).map_err(|e| McpError::Request(e.to_string())),
+        }
     }
 
     /// `resources/list` (one page from `cursor`).

@@ -102,6 +102,8 @@ pub struct ServerConfig {
     pub scope: &'static str,
     /// The project file that overrides `enabled`/`exposure`/`toolExposure`, if any.
     pub override_source: Option<PathBuf>,
+    /// `oauth` of an HTTP entry, as written (read by [`super::oauth::OAuthSettings`]).
+    pub oauth: Option<Value>,
 }
 
 impl ServerConfig {
@@ -442,6 +444,7 @@ pub fn validate(
         source: source.to_path_buf(),
         scope,
         override_source: None,
+        oauth: obj.get("oauth").filter(|v| v.is_object()).cloned(),
     })
 }
 

@@ -30,6 +30,9 @@ pub enum ServerState {
     Disconnected,
     /// The last connect failed (message).
     Failed(String),
+    /// An OAuth server rejected the connection and no stored token helped: `pi mcp login`
+    /// or `/mcp login <server>` is needed.
+    NeedsAuth,
 }
 
 impl ServerState {
@@ -41,6 +44,7 @@ impl ServerState {
             ServerState::Connected => "connected",
             ServerState::Disconnected => "disconnected",
             ServerState::Failed(_) => "failed",
+            ServerState::NeedsAuth => "needs-auth",
         }
     }
 }
@@ -52,7 +56,18 @@ struct SlotState {
     /// Declared tools of this server (direct exposure), rebuilt on connect / list change.
     direct: Vec<Arc<dyn AgentTool>>,
     reported: bool,
+    /// Why a connected server dropped (`Connection closed`), shown by `/mcp`.
+    error: Option<String>,
+    /// The last `WWW-Authenticate` challenge of an OAuth server (sign-in reads its
+    /// `resource_metadata` and `scope`).
+    challenge: Option<String>,
+    /// When the access token sent on this connection expires (ms since the epoch).
+    token_expires: Option<i64>,
 }
+
+/// Waits between connect attempts to an HTTP server after a transient failure (upstream:
+/// 250 ms, then 1 s: two retries).
+const CONNECT_RETRY_DELAYS: [Duration; 2] = [Duration::from_millis(250), Duration::from_secs(1)];
 
 /// One configured server.
 pub struct ServerSlot {
@@ -67,6 +82,8 @@ pub struct ServerSlot {
     /// Fired by [`McpManager::shutdown`]: a connect in progress gives up at once (its child,
     /// still registered with crate::procs, is killed when `pi` exits).
     shutdown: tokio_util::sync::CancellationToken,
+    /// `<agent dir>/mcp-auth.json` (OAuth tokens).
+    auth: super::oauth::AuthStore,
 }
 
 impl ServerSlot {
@@ -96,6 +113,51 @@ impl ServerSlot {
                     .any(|(_, e)| *e == Exposure::Direct))
     }
 
+    /// The error shown by `/mcp` for a server that is not connected.
+    pub fn error(&self) -> Option<String> {
+        let st = self.state.lock();
+        match &st.state {
+            ServerState::Failed(m) => Some(m.clone()),
+            ServerState::Disconnected => st.error.clone(),
+            _ => None,
+        }
+    }
+
+    /// The server URL when the server authenticates with OAuth (an HTTP server without an
+    /// `Authorization` header).
+    pub fn oauth_url(&self) -> Option<&str> {
+        super::oauth::oauth_url(&self.cfg)
+    }
+
+    /// The last `WWW-Authenticate` challenge of this server.
+    pub fn challenge(&self) -> Option<String> {
+        self.state.lock().challenge.clone()
+    }
+
+    /// The credential store.
+    pub fn auth_store(&self) -> &super::oauth::AuthStore {
+        &self.auth
+    }
+
+    fn set_needs_auth(&self, challenge: Option<String>) {
+        let report = {
+            let mut st = self.state.lock();
+            st.state = ServerState::NeedsAuth;
+            st.peer = None;
+            st.direct.clear();
+            if challenge.is_some() {
+                st.challenge = challenge;
+            }
+            !std::mem::replace(&mut st.reported, true)
+        };
+        if report && self.report_errors {
+            crate::config::warn(&format!(
+                "MCP server \"{}\" requires sign-in. Run /mcp login {} or pi mcp login {}.",
+                self.cfg.name, self.cfg.name, self.cfg.name
+            ));
+        }
+    }
+
     fn set_failed(&self, e: &McpError) {
         let msg = e.to_string();
         let report = {
@@ -117,7 +179,12 @@ impl ServerSlot {
     pub async fn ensure_connected(self: &Arc<Self>) -> Result<Peer, McpError> {
         let mut guard = self.conn.lock().await;
         if let Some(c) = guard.as_ref() {
-            if !c.is_closed() {
+            let expired = self
+                .state
+                .lock()
+                .token_expires
+                .is_some_and(|t| t <= chrono::Utc::now().timestamp_millis());
+            if !c.is_closed() && !expired {
                 if let Some(p) = self.state.lock().peer.clone() {
                     return Ok(p);
                 }
@@ -135,16 +202,32 @@ impl ServerSlot {
         });
         let handler = Handler::new(&self.cfg.name, self.log.clone(), on_changed);
         let result = tokio::select! {
-            r = client::connect(&self.cfg, &self.cwd, handler) => r,
+            r = self.connect_with_retries(handler) => r,
             _ = self.shutdown.cancelled() => Err(McpError::Connect("shut down while connecting".into())),
         };
         let out = match result {
-            Ok(conn) => {
+            Ok((conn, expires)) => {
                 let peer = conn.peer();
                 let info = conn.info.clone();
                 *guard = Some(conn);
                 self.install(info, Some(peer.clone()));
+                self.state.lock().token_expires = expires;
                 Ok(peer)
+            }
+            Err(McpError::AuthRequired(challenge)) if self.oauth_url().is_some() => {
+                self.set_needs_auth(challenge);
+                Err(McpError::Request(format!(
+                    "MCP server \"{}\" requires sign-in. Run /mcp login {} to sign in.",
+                    self.cfg.name, self.cfg.name
+                )))
+            }
+            Err(McpError::AuthRequired(challenge)) => {
+                let e = McpError::Connect(format!(
+                    "the server answered 401 Unauthorized{}",
+                    challenge.map(|c| format!(" ({c})")).unwrap_or_default()
+                ));
+                self.set_failed(&e);
+                Err(e)
             }
             Err(e) => {
                 self.set_failed(&e);
@@ -153,6 +236,191 @@ impl ServerSlot {
         };
         self.settled.send_replace(true);
         out
+    }
+
+    /// One connect, retried after transient HTTP failures ([`CONNECT_RETRY_DELAYS`]); an OAuth
+    /// server gets its stored token (refreshed when expired), and after a 401 one refresh and
+    /// one more attempt. Returns the connection and when its token expires.
+    async fn connect_with_retries(
+        &self,
+        handler: Handler,
+    ) -> Result<(Connection, Option<i64>), McpError> {
+        let oauth = self.oauth_url().map(str::to_string);
+        let mut token = None;
+        let mut expires = None;
+        if let Some(url) = &oauth {
+            if let Ok(Some(mut st)) = self.auth.load(&self.cfg.name, url) {
+                if st.expired() {
+                    if let Ok(fresh) = super::oauth::refresh(&self.auth, &self.cfg.name, url).await
+                    {
+                        st = fresh;
+                    }
+                }
+                expires = st.tokens_expire_at;
+                token = st.tokens.map(|t| t.access_token);
+            }
+        }
+        let http = matches!(self.cfg.transport, super::config::Transport::Http { .. });
+        let mut attempt = 0;
+        let mut refreshed = false;
+        loop {
+            match client::connect(&self.cfg, &self.cwd, handler.clone(), token.clone()).await {
+                Ok(c) => return Ok((c, expires)),
+                Err(McpError::AuthRequired(challenge)) => {
+                    if let Some(ch) = &challenge {
+                        self.state.lock().challenge = Some(ch.clone());
+                    }
+                    let Some(url) = oauth.as_ref().filter(|_| token.is_some() && !refreshed) else {
+                        return Err(McpError::AuthRequired(challenge));
+                    };
+                    refreshed = true;
+                    match super::oauth::refresh(&self.auth, &self.cfg.name, url).await {
+                        Ok(st) => {
+                            expires = st.tokens_expire_at;
+                            token = st.tokens.map(|t| t.access_token);
+                        }
+                        Err(_) => return Err(McpError::AuthRequired(challenge)),
+                    }
+                }
+                Err(e) if http && e.is_transient() && attempt < CONNECT_RETRY_DELAYS.len() => {
+                    tokio::time::sleep(CONNECT_RETRY_DELAYS[attempt]).await;
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Runs one request on this server, connecting first when needed. A request the server
+    /// refused with 401 is sent again once after a token refresh (it did not run); a
+    /// `read_only` one (resource lists and reads) is sent again once, 250 ms after a transient
+    /// HTTP failure; tool calls are not, since they may have run (docs/mcp.md). A closed
+    /// transport marks the server disconnected: the next call reconnects.
+    pub async fn request<T, F, Fut>(self: &Arc<Self>, read_only: bool, f: F) -> Result<T, McpError>
+    where
+        F: Fn(Peer) -> Fut,
+        Fut: std::future::Future<Output = Result<T, McpError>>,
+    {
+        let mut auth_retried = false;
+        let mut transient_retried = false;
+        loop {
+            let peer = self.ensure_connected().await?;
+            match f(peer).await {
+                Err(McpError::AuthRequired(challenge))
+                    if !auth_retried && self.oauth_url().is_some() =>
+                {
+                    auth_retried = true;
+                    if challenge.is_some() {
+                        self.state.lock().challenge = challenge;
+                    }
+                    // Reconnect: the connect refreshes the token (or reports needs-auth).
+                    self.state.lock().token_expires = Some(0);
+                    if let Some(url) = self.oauth_url() {
+                        let _ = super::oauth::refresh(&self.auth, &self.cfg.name, url).await;
+                    }
+                }
+                Err(e) if read_only && !transient_retried && e.is_transient() => {
+                    transient_retried = true;
+                    tokio::time::sleep(CONNECT_RETRY_DELAYS[0]).await;
+                }
+                Err(McpError::Closed) => {
+                    self.mark_dropped();
+                    return Err(McpError::Closed);
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Connects again (after a sign-in, or on `/mcp reconnect`): the old connection is closed
+    /// first.
+    pub async fn reconnect(self: &Arc<Self>) -> Result<(), McpError> {
+        {
+            let mut guard = self.conn.lock().await;
+            if let Some(old) = guard.take() {
+                old.close().await;
+            }
+            let mut st = self.state.lock();
+            st.peer = None;
+            st.reported = false;
+        }
+        self.ensure_connected().await.map(|_| ())
+    }
+
+    /// Deletes the stored credentials and disconnects (state needs sign-in); whether there
+    /// were credentials.
+    pub async fn sign_out(&self) -> Result<bool, super::oauth::OAuthError> {
+        let Some(url) = self.oauth_url() else {
+            return Ok(false);
+        };
+        let removed = self.auth.remove(&self.cfg.name, url)?;
+        let conn = self.conn.lock().await.take();
+        if let Some(c) = conn {
+            c.close().await;
+        }
+        let mut st = self.state.lock();
+        st.state = ServerState::NeedsAuth;
+        st.peer = None;
+        st.direct.clear();
+        st.reported = true;
+        Ok(removed)
+    }
+
+    /// `/mcp` status line(s) of this server (upstream's plain status): `name: state[, N tools]
+    /// (exposure)` and the error, indented, for a server that is not connected.
+    pub fn status_line(&self) -> String {
+        let name = &self.cfg.name;
+        let exposure = self.cfg.exposure.as_str();
+        let st = self.state.lock();
+        if !self.cfg.enabled {
+            return format!("{name}: disabled ({exposure})");
+        }
+        let state = match &st.state {
+            ServerState::NeedsAuth => {
+                return format!("{name}: needs sign-in, run /mcp login {name} ({exposure})")
+            }
+            ServerState::Connected => format!("connected, {} tools", st.info.tools.len()),
+            ServerState::Disconnected => "disconnected, reconnects on next call".to_string(),
+            other => other.word().to_string(),
+        };
+        let error = match &st.state {
+            ServerState::Failed(m) => Some(m.clone()),
+            ServerState::Disconnected => st.error.clone(),
+            _ => None,
+        };
+        let mut line = format!("{name}: {state} ({exposure})");
+        if let Some(e) = error {
+            for l in e.lines() {
+                line.push_str("\n    ");
+                line.push_str(l);
+            }
+        }
+        line
+    }
+
+    /// Short state (upstream `describeState`): `connected · 3 tools · resources`, `failed:
+    /// <first line>`, `needs sign-in`, …
+    pub fn describe_state(&self) -> String {
+        let st = self.state.lock();
+        match &st.state {
+            _ if !self.cfg.enabled => "disabled".into(),
+            ServerState::NeedsAuth => "needs sign-in".into(),
+            ServerState::Failed(m) => format!("failed: {}", m.lines().next().unwrap_or("")),
+            ServerState::Connected => {
+                let n = st.info.tools.len();
+                format!(
+                    "connected · {n} tool{}{}",
+                    if n == 1 { "" } else { "s" },
+                    if st.info.has_resources {
+                        " · resources"
+                    } else {
+                        ""
+                    }
+                )
+            }
+            ServerState::Connecting => "connecting…".into(),
+            other => other.word().into(),
+        }
     }
 
     fn install(self: &Arc<Self>, info: ServerInfo, peer: Option<Peer>) {
@@ -165,6 +433,7 @@ impl ServerSlot {
         }
         st.direct = direct;
         st.reported = false;
+        st.error = None;
     }
 
     /// Re-lists tools after `notifications/tools/list_changed`: new tools are added, withdrawn
@@ -266,6 +535,7 @@ impl ServerSlot {
         let mut st = self.state.lock();
         if st.state == ServerState::Connected {
             st.state = ServerState::Disconnected;
+            st.error = Some("Connection closed".into());
         }
         st.peer = None;
     }
@@ -333,7 +603,14 @@ pub struct McpManager {
 impl McpManager {
     /// Builds the slots without connecting. `report_errors`: print failures on stderr (once per
     /// failure) — off for `pi mcp list`, which prints its own report.
-    pub fn new(config: McpConfig, cwd: &Path, log: McpLog, report_errors: bool) -> Arc<Self> {
+    /// `agent_dir` holds `mcp-auth.json`.
+    pub fn new(
+        config: McpConfig,
+        cwd: &Path,
+        agent_dir: &Path,
+        log: McpLog,
+        report_errors: bool,
+    ) -> Arc<Self> {
         let shutdown = tokio_util::sync::CancellationToken::new();
         let slots = config
             .servers
@@ -355,10 +632,14 @@ impl McpManager {
                         peer: None,
                         direct: Vec::new(),
                         reported: false,
+                        error: None,
+                        challenge: None,
+                        token_expires: None,
                     }),
                     conn: tokio::sync::Mutex::new(None),
                     report_errors,
                     shutdown: shutdown.clone(),
+                    auth: super::oauth::AuthStore::new(agent_dir),
                 })
             })
             .collect();
@@ -389,6 +670,51 @@ impl McpManager {
     /// The configured servers.
     pub fn servers(&self) -> &[Arc<ServerSlot>] {
         &self.slots
+    }
+
+    /// The server called `name` (`-` and `_` count as the same, as upstream's name rules).
+    pub fn find(&self, name: &str) -> Option<Arc<ServerSlot>> {
+        let norm = |s: &str| s.replace('-', "_");
+        self.slots
+            .iter()
+            .find(|s| s.cfg.name == name)
+            .or_else(|| self.slots.iter().find(|s| norm(&s.cfg.name) == norm(name)))
+            .cloned()
+    }
+
+    /// The startup report (upstream `reportProblems`): `MCP servers need attention:`, one
+    /// indented line per configuration error (`config: …`) and per server that failed or
+    /// needs a sign-in (`<name>: <short state>`), then `Run /mcp to fix.`; `None` when all is
+    /// well.
+    pub fn attention_text(&self) -> Option<String> {
+        let mut lines: Vec<String> = self
+            .config_errors
+            .iter()
+            .map(|e| format!("config: {e}"))
+            .collect();
+        for s in &self.slots {
+            if matches!(s.state(), ServerState::Failed(_) | ServerState::NeedsAuth) {
+                lines.push(format!("{}: {}", s.cfg.name, s.describe_state()));
+            }
+        }
+        if lines.is_empty() {
+            return None;
+        }
+        let body: Vec<String> = lines.iter().map(|l| format!("  {l}")).collect();
+        Some(format!(
+            "MCP servers need attention:\n{}\nRun /mcp to fix.",
+            body.join("\n")
+        ))
+    }
+
+    /// `/mcp` without arguments: every server's [`ServerSlot::status_line`], then the
+    /// configuration errors.
+    pub fn status_text(&self) -> String {
+        let mut lines: Vec<String> = self.slots.iter().map(|s| s.status_line()).collect();
+        for e in &self.config_errors {
+            lines.push(format!("config error: {e}"));
+        }
+        lines.join("\n")
     }
 
     /// Waits until every server that may have direct tools has finished its first connect

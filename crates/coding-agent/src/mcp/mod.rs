@@ -7,8 +7,8 @@
 //! Exposures: `direct` (declared like a built-in tool, named `mcp__<server>__<tool>`),
 //! `codemode` (the default: callable from `codemode` scripts, [`crate::codemode`]), `deferred`
 //! (loaded through `tool_search`, [`search`]), `hidden`, per-tool `toolExposure`, and the
-//! resource tools (declared when a `direct` server offers resources). OAuth (`pi mcp login`)
-//! and the `/mcp` command are not built here.
+//! resource tools (declared when a `direct` server offers resources). OAuth sign-in:
+//! [`oauth`]; `/mcp` over RPC: agent_session/commands.rs.
 
 pub mod cli;
 pub mod client;
@@ -17,6 +17,7 @@ pub mod convert;
 pub mod log;
 pub mod manager;
 pub mod search;
+pub mod oauth;
 pub mod tools;
 
 pub use manager::{McpManager, ServerState, ToolFilter, DIRECT_WAIT};
@@ -38,7 +39,13 @@ pub fn start(
     if cfg.servers.is_empty() && cfg.errors.is_empty() {
         return None;
     }
-    let mut manager = McpManager::new(cfg, cwd, log::McpLog::new(agent_dir.join("mcp.log")), true);
+    let mut manager = McpManager::new(
+        cfg,
+        cwd,
+        agent_dir,
+        log::McpLog::new(agent_dir.join("mcp.log")),
+        true,
+    );
     if let Some(m) = Arc::get_mut(&mut manager) {
         m.filter = filter;
     }

@@ -64,32 +64,25 @@ fn server_error(server: &str, e: &McpError) -> ToolError {
     }
 }
 
-/// Runs `f` against `slot`, reconnecting first when needed; a request that fails because the
-/// transport closed marks the server disconnected (the next call reconnects).
+/// Runs `f` against `slot` through [`ServerSlot::request`] (reconnect first when needed; a
+/// `read_only` request is retried once after a transient HTTP failure; a dropped transport
+/// marks the server disconnected).
 async fn with_server<T, F, Fut>(
     slot: &Arc<ServerSlot>,
     ctx: &ToolContext,
+    read_only: bool,
     f: F,
 ) -> Result<T, ToolError>
 where
-    F: FnOnce(super::client::Peer) -> Fut,
+    F: Fn(super::client::Peer) -> Fut,
     Fut: std::future::Future<Output = Result<T, McpError>>,
 {
     let name = &slot.cfg.name;
-    let run = async {
-        let peer = slot.ensure_connected().await?;
-        f(peer).await
-    };
     let result = tokio::select! {
-        r = run => r,
+        r = slot.request(read_only, f) => r,
         _ = ctx.cancel.cancelled() => return Err(ToolError::Aborted),
     };
-    result.map_err(|e| {
-        if matches!(e, McpError::Closed) {
-            slot.mark_dropped();
-        }
-        server_error(name, &e)
-    })
+    result.map_err(|e| server_error(name, &e))
 }
 
 /// One server tool declared directly.
@@ -140,8 +133,9 @@ impl AgentTool for McpTool {
     async fn execute(&self, ctx: ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
         let tool = self.server_tool_name().to_string();
         let args = if args.is_null() { json!({}) } else { args };
-        let result = with_server(&self.slot, &ctx, |peer| async move {
-            peer.call_tool(&tool, args).await
+        let result = with_server(&self.slot, &ctx, false, |peer| {
+            let (tool, args) = (tool.clone(), args.clone());
+            async move { peer.call_tool(&tool, args).await }
         })
         .await?;
         let readable = self.slot.has_resources();
@@ -302,13 +296,11 @@ impl AgentTool for ResourceTool {
                     .ok_or_else(|| ToolError::Failed("uri must be provided".into()))?;
                 let slot = find(&server)?;
                 let u = uri.clone();
-                let result =
-                    with_server(
-                        &slot,
-                        &ctx,
-                        |peer| async move { peer.read_resource(&u).await },
-                    )
-                    .await?;
+                let result = with_server(&slot, &ctx, true, |peer| {
+                    let u = u.clone();
+                    async move { peer.read_resource(&u).await }
+                })
+                .await?;
                 let contents: Vec<Value> = result
                     .get("contents")
                     .and_then(Value::as_array)
@@ -359,11 +351,14 @@ impl AgentTool for ResourceTool {
                 let page = |slot: Arc<ServerSlot>, cursor: Option<String>| {
                     let ctx = ctx.clone();
                     async move {
-                        with_server(&slot, &ctx, |peer| async move {
-                            if kind == ResourceToolKind::List {
-                                peer.list_resources(cursor).await
-                            } else {
-                                peer.list_resource_templates(cursor).await
+                        with_server(&slot, &ctx, true, |peer| {
+                            let cursor = cursor.clone();
+                            async move {
+                                if kind == ResourceToolKind::List {
+                                    peer.list_resources(cursor).await
+                                } else {
+                                    peer.list_resource_templates(cursor).await
+                                }
                             }
                         })
                         .await

@@ -22,7 +22,7 @@ pub const BUILTIN_COMMANDS: [(&str, &str, &str); 2] = [
     (
         "mcp",
         "builtin:mcp",
-        "Show the configured MCP servers and their state",
+        "MCP servers: status, sign in and out, reconnect",
     ),
 ];
 
@@ -106,23 +106,23 @@ pub fn cannot_queue(text: &str) -> String {
 /// One `notify` to send: `(message, notifyType)`.
 pub type Notice = (String, &'static str);
 
-/// What `/mcp` answers: this build has no MCP client yet, so there are never servers; it
-/// says where they would be configured. `/mcp <anything>` gets the usage line.
+/// The usage line of `/mcp` (upstream's subcommands).
+pub const MCP_USAGE: &str =
+    "Usage: /mcp, /mcp login [server], /mcp logout [server], /mcp reconnect [server]";
+
+/// What `/mcp` answers when no server is configured (or `--no-mcp`): where servers would be
+/// configured; `/mcp <anything>` gets the usage line.
 pub fn run_mcp(args: &str, agent_dir: &Path) -> Notice {
     if args.is_empty() {
         (
             format!(
-                "No MCP servers configured (looked for {} and .pi/mcp.json).",
+                "No MCP servers configured. Add them to {} or .pi/mcp.json.",
                 agent_dir.join("mcp.json").display()
             ),
             "info",
         )
     } else {
-        (
-            "Usage: /mcp, /mcp login [server], /mcp logout [server], /mcp reconnect [server]"
-                .into(),
-            "warning",
-        )
+        (MCP_USAGE.into(), "warning")
     }
 }
 

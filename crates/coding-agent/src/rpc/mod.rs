@@ -35,6 +35,9 @@ pub fn strip_cr(line: &[u8]) -> &[u8] {
 pub async fn run(runtime: AgentSessionRuntime, out: Output) -> std::io::Result<()> {
     let mut reader = BufReader::new(tokio::io::stdin());
     let mut tasks = Tasks::default();
+    // MCP problems found at startup are reported once, in a `notify` (not awaited at EOF).
+    let first = runtime.session();
+    tokio::spawn(async move { first.report_mcp_startup().await });
     let mut buf = Vec::new();
     loop {
         buf.clear();
@@ -229,8 +232,11 @@ fn dispatch(
                 }
             }
             // Built-in commands run at once, even during a run (upstream: extension commands).
-            if session.run_builtin_command(&text, &runtime.factory().agent_dir) {
-                return reply(some(disposition(Disposition::Handled)));
+            if let Some(run) = session.builtin_command(&text, &runtime.factory().agent_dir) {
+                return answer_later(tasks, out, call, async move {
+                    run.await;
+                    Ok(Some(disposition(Disposition::Handled)))
+                });
             }
             // `input` handlers may transform or handle the text first (then the response waits
             // for them; upstream's order: extension commands, input, templates/skills).

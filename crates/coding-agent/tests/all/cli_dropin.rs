@@ -458,7 +458,15 @@ fn subcommands_are_commands_never_prompts() {
     let r = run_pi(&root, &["auth", "login"], None, &[]);
     assert_eq!(r.code, 1, "{}", r.stderr);
     assert!(r.stderr.starts_with("Usage: pi auth login"), "{}", r.stderr);
-    for args in [&["mcp", "login", "x"][..], &["update"], &["config"]] {
+    // `pi mcp login` is built too: an unknown server is an error, not a prompt.
+    let r = run_pi(&root, &["mcp", "login", "x"], None, &[]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("No MCP server named \"x\""),
+        "{}",
+        r.stderr
+    );
+    for args in [&["update"][..], &["config"]] {
         let r = run_pi(&root, args, None, &[]);
         assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
         assert!(r.stderr.contains("not supported"), "{args:?}: {}", r.stderr);
