@@ -14,6 +14,7 @@
 //!   is emitted.
 
 pub mod api;
+pub mod events;
 pub mod host;
 pub mod tool;
 pub mod typescript;
@@ -173,6 +174,7 @@ pub struct Extensions {
     loaded: LoadResult,
     sink: EventSink,
     hook_timeout: Duration,
+    shaper: events::EventShaper,
 }
 
 /// Why extensions could not be started.
@@ -226,6 +228,7 @@ impl Extensions {
             loaded,
             sink,
             hook_timeout: DEFAULT_HOOK_TIMEOUT,
+            shaper: events::EventShaper::default(),
         }))
     }
 
@@ -405,8 +408,13 @@ impl Extensions {
         Arc::new(move |ev: RpcEvent| {
             if let Ok(v) = serde_json::to_value(&ev) {
                 if let Some(t) = v.get("type").and_then(Value::as_str) {
+                    // The turn counter follows every run, handled or not.
+                    let counted = matches!(ev, RpcEvent::AgentStart | RpcEvent::TurnEnd { .. });
                     if me.handles(t) && !me.host.is_dead() {
-                        me.host.send(&ToHost::Event { id: None, event: v });
+                        let event = me.shaper.shape(&ev, v);
+                        me.host.send(&ToHost::Event { id: None, event });
+                    } else if counted {
+                        me.shaper.shape(&ev, Value::Null);
                     }
                 }
             }

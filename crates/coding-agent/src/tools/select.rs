@@ -87,6 +87,36 @@ pub struct ToolSelection {
 }
 
 impl ToolSelection {
+    /// Whether the extension tool `name` (`pi.registerTool`) is active (upstream docs/cli.md
+    /// "Tool options"): extension tools are part of the default selection, so `--no-tools`
+    /// drops them and `--no-builtin-tools` keeps them; a `--tools` allowlist keeps only those
+    /// it names or matches; `--tools -name` removes one; `--exclude-tools` applies last.
+    pub fn keeps_extension_tool(&self, name: &str) -> bool {
+        if self
+            .exclude_tools
+            .as_ref()
+            .is_some_and(|ex| matches_any(ex, name))
+        {
+            return false;
+        }
+        let edits = self
+            .tools
+            .as_ref()
+            .filter(|t| t.iter().any(|e| is_tool_modifier(e)));
+        match (edits, &self.tools) {
+            (Some(edits), _) => {
+                let base = if self.no_tools {
+                    vec![]
+                } else {
+                    vec![name.to_string()]
+                };
+                apply_tool_modifiers(&base, edits).iter().any(|t| t == name)
+            }
+            (None, Some(list)) => matches_any(list, name),
+            (None, None) => !self.no_tools,
+        }
+    }
+
     /// The active built-in tool names, in order (no duplicates, only names of
     /// [`super::ALL_TOOLS`]).
     pub fn resolve(&self) -> Vec<String> {
