@@ -167,10 +167,15 @@ impl Extensions {
             return;
         }
         let id = self.host.next_id();
-        let mut event = json!({"type": "model_select", "model": model, "source": source});
-        if let (Some(p), Value::Object(map)) = (previous, &mut event) {
+        // Upstream's key order: type, model, previousModel (absent when none), source.
+        let mut map = serde_json::Map::new();
+        map.insert("type".into(), "model_select".into());
+        map.insert("model".into(), json!(model));
+        if let Some(p) = previous {
             map.insert("previousModel".into(), json!(p));
         }
+        map.insert("source".into(), source.into());
+        let event = Value::Object(map);
         let msg = ToHost::Event {
             id: Some(id),
             event,
@@ -298,7 +303,8 @@ fn strip_undefined(v: Value) -> Value {
 /// Turns the protocol events the client sees into the event objects extensions receive
 /// (upstream `_emitExtensionEvent`): `agent_start {}`, `agent_end {messages}`, `turn_start
 /// {turnIndex, timestamp}` (`turnIndex` counts from 0 in each low-level run), `turn_end
-/// {turnIndex, message, toolResults}`, `message_start`/`message_end {message}`,
+/// {turnIndex, message, toolResults, outcome, entries: [], continue: false}` (entry ids and
+/// `context` are not given), `message_start`/`message_end {message}`,
 /// `message_update {message, assistantMessageEvent}`, `tool_execution_start {toolCallId,
 /// toolName, args}`, `tool_execution_update {…, partialResult}`, `tool_execution_end {toolCallId,
 /// toolName, result, isError, durationMs?}`. Other events pass as the client sees them.
@@ -330,13 +336,29 @@ impl EventShaper {
                 "turnIndex": self.turn_index.load(Ordering::SeqCst),
                 "timestamp": pi_ai::now_ms(),
             }),
-            RpcEvent::TurnEnd { .. } => {
+            RpcEvent::TurnEnd { message, .. } => {
                 let i = self.turn_index.fetch_add(1, Ordering::SeqCst);
-                let mut out = keep(&v, &["type", "message", "toolResults"]);
-                if let Value::Object(m) = &mut out {
-                    m.insert("turnIndex".into(), i.into());
+                let outcome = match message {
+                    Message::Assistant(a) => match a.stop_reason {
+                        pi_ai::StopReason::Aborted => "aborted",
+                        pi_ai::StopReason::Error => "error",
+                        _ => "completed",
+                    },
+                    _ => "completed",
+                };
+                let mut m = serde_json::Map::new();
+                m.insert("type".into(), "turn_end".into());
+                m.insert("turnIndex".into(), i.into());
+                for k in ["message", "toolResults"] {
+                    if let Some(x) = v.get(k) {
+                        m.insert(k.into(), x.clone());
+                    }
                 }
-                out
+                // The boundary proposal (no entries, no continuation): results are not read.
+                m.insert("outcome".into(), outcome.into());
+                m.insert("entries".into(), json!([]));
+                m.insert("continue".into(), false.into());
+                Value::Object(m)
             }
             RpcEvent::MessageStart { .. } | RpcEvent::MessageEnd { .. } => {
                 keep(&v, &["type", "message"])

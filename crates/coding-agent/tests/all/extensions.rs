@@ -663,7 +663,9 @@ fn upstream_todo_example() {
     assert_eq!(ends[2]["result"]["details"]["todos"][0]["done"], true);
     assert_eq!(ends[3]["isError"], true);
     assert!(
-        texts[3].starts_with("Validation failed for tool \"todo\""),
+        texts[3].starts_with(
+            "Validation failed for tool \"todo\":\n  - action: expected one of [\"list\",\"add\",\"toggle\",\"clear\"]\n"
+        ),
         "{}",
         texts[3]
     );
