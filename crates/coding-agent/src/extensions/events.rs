@@ -46,7 +46,48 @@ pub enum UserBash {
     },
 }
 
+/// The agent-loop notifications whose handlers are waited for before the client sees the
+/// event. They are only emitted by the run task, never from the task that reads the host's
+/// replies (`tool_execution_update` of an extension tool is, and `message_update` is too
+/// frequent: both are sent without waiting).
+pub const AWAITED: &[&str] = &[
+    "agent_start",
+    "agent_end",
+    "turn_start",
+    "turn_end",
+    "message_start",
+    "message_end",
+    "tool_execution_start",
+    "tool_execution_end",
+];
+
 impl Extensions {
+    /// Sends a notification `event` and waits (at most the hook timeout) until its handlers
+    /// are done, without starving the runtime (`block_in_place` on the multi-threaded
+    /// runtime; elsewhere it is sent without waiting). A host that fails to answer only ends
+    /// the wait.
+    pub(super) fn notify_and_wait(&self, event: Value) {
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            self.host.send(&ToHost::Event { id: None, event });
+            return;
+        };
+        if handle.runtime_flavor() != tokio::runtime::RuntimeFlavor::MultiThread {
+            self.host.send(&ToHost::Event { id: None, event });
+            return;
+        }
+        let id = self.host.next_id();
+        let msg = ToHost::Event {
+            id: Some(id),
+            event,
+        };
+        let r = tokio::task::block_in_place(|| {
+            handle.block_on(self.host.request(id, &msg, Some(self.hook_timeout)))
+        });
+        if let Err(e) = r {
+            tracing::warn!("extension notification: {e}");
+        }
+    }
+
     /// Runs the `before_agent_start` handlers for a run started by a user prompt
     /// (`messageType: "user"`, `prompt`, `images`); `system_prompt` is the prompt the run
     /// would use. Handlers that throw are reported (`extension_error`) and skipped.

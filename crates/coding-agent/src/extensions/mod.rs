@@ -401,8 +401,11 @@ impl Extensions {
         });
     }
 
-    /// Wraps `sink` so that the session events extensions listen to are also sent to the host
-    /// (fire and forget; `agent_start`, `turn_end`, `message_end`, … as the client sees them).
+    /// Wraps `sink` so that the session events extensions listen to are also sent to the host,
+    /// in upstream's extension shape ([`events::EventShaper`]). The agent-loop events of
+    /// [`events::AWAITED`] wait for their handlers before the client sees them (upstream
+    /// "emit to extensions first"), so what a handler does (a `notify`, …) comes first; the
+    /// others are sent without waiting.
     pub fn tap(self: &Arc<Self>, sink: EventSink) -> EventSink {
         let me = self.clone();
         Arc::new(move |ev: RpcEvent| {
@@ -411,8 +414,13 @@ impl Extensions {
                     // The turn counter follows every run, handled or not.
                     let counted = matches!(ev, RpcEvent::AgentStart | RpcEvent::TurnEnd { .. });
                     if me.handles(t) && !me.host.is_dead() {
+                        let awaited = events::AWAITED.contains(&t);
                         let event = me.shaper.shape(&ev, v);
-                        me.host.send(&ToHost::Event { id: None, event });
+                        if awaited {
+                            me.notify_and_wait(event);
+                        } else {
+                            me.host.send(&ToHost::Event { id: None, event });
+                        }
                     } else if counted {
                         me.shaper.shape(&ev, Value::Null);
                     }

@@ -253,9 +253,12 @@ fn agent_turn_and_message_events_carry_upstream_payloads() {
     let mut agent = root.spawn_with(false, &["-e", "e.js"]);
     agent.request(json!({"id": "p", "type": "prompt", "message": "go"}));
     agent.wait_event("agent_settled");
-    let (_, n) = agent.wait_from(0, LIVENESS, |v| {
+    let (at, n) = agent.wait_from(0, LIVENESS, |v| {
         kind(v) == "extension_ui_request" && v["method"] == "notify"
     });
+    // Handlers of agent-loop events run before the client sees the event (upstream order).
+    let (end_at, _) = agent.wait_from(0, LIVENESS, |v| kind(v) == "agent_end");
+    assert!(at < end_at, "notify before agent_end: {}", agent.dump());
     assert_eq!(
         n["message"],
         "agent_start:type turn_start:0:number message_start:system message_start:user message_start:assistant \
@@ -397,9 +400,10 @@ fn tool_flags_select_extension_tools() {
     assert_eq!(declared(&["-nbt"]), ["count"]);
     assert_eq!(declared(&["--tools", "read"]), ["read"]);
     assert_eq!(declared(&["--tools", "read,cou*"]), ["read", "count"]);
+    // `-name` edits the built-in defaults only (as upstream 1.6).
     assert_eq!(
-        declared(&["--tools", "-count"]),
-        ["read", "bash", "edit", "write"]
+        declared(&["--tools", "-count,-write"]),
+        ["read", "bash", "edit", "count"]
     );
     assert_eq!(
         declared(&["--exclude-tools", "count"]),
@@ -444,4 +448,31 @@ fn extension_tool_sees_abort_and_streams_updates() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     assert_eq!(std::fs::read_to_string(&mark).unwrap(), "true");
+}
+
+#[test]
+fn awaited_event_handlers_work_in_json_mode() {
+    let ext = r#"import { appendFileSync } from "node:fs";
+    export default function (pi) {
+      pi.on("message_end", async (e) => { await new Promise((r) => setTimeout(r, 5)); appendFileSync("seen.txt", e.message.role + " "); });
+    }"#;
+    let (_fake, root) = setup(Script::new([Turn::text("hi")]), DEFAULT_MODEL);
+    root.write_cwd_file("j.js", ext);
+    let bin = std::env::var_os("PI_TEST_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_pi").into());
+    let out = std::process::Command::new(bin)
+        .args(["--mode", "json", "--no-session", "-e", "j.js", "go"])
+        .current_dir(&root.cwd)
+        .env_clear()
+        .envs(root.env())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("\"agent_end\""), "{text}");
+    let seen = std::fs::read_to_string(root.cwd.join("seen.txt")).unwrap();
+    assert_eq!(seen, "system user assistant ");
 }
