@@ -84,6 +84,23 @@ pub trait RunHooks: Send + Sync {
     fn tool_call_hooks(&self) -> Option<Arc<dyn ToolCallHooks>> {
         None
     }
+
+    /// Whether [`RunHooks::transform_context`] is to be called before each LLM call (the
+    /// default: no, and the transcript is not copied for it).
+    fn transforms_context(&self) -> bool {
+        false
+    }
+
+    /// Rewrites the transcript sent to the model for one LLM call (extensions' `context`
+    /// event, upstream agent-core `transformContext`), before [`RunHooks::convert_to_llm`].
+    /// The result is not stored: the transcript itself stays as it was. Called only when
+    /// [`RunHooks::transforms_context`] is true; the default returns the messages unchanged.
+    fn transform_context(
+        &self,
+        messages: Vec<Message>,
+    ) -> futures::future::BoxFuture<'_, Vec<Message>> {
+        Box::pin(async move { messages })
+    }
 }
 
 /// What [`ToolCallHooks::before_tool_call`] decided for one call.
@@ -230,7 +247,11 @@ async fn stream_assistant(
     emit: &EmitFn,
 ) -> AssistantMessage {
     let started = Instant::now();
-    let llm_messages = {
+    let llm_messages = if hooks.transforms_context() {
+        let snapshot = lock_messages(messages).clone();
+        let transformed = hooks.transform_context(snapshot).await;
+        hooks.convert_to_llm(&transformed)
+    } else {
         let guard = lock_messages(messages);
         hooks.convert_to_llm(&guard)
     };

@@ -230,10 +230,27 @@ fn join(path: &str, key: &str) -> String {
     }
 }
 
+/// `values` as upstream's validator lists them: JSON, at most 20, then `, ... and N more]`.
+fn list_values(values: &[Value]) -> String {
+    const LISTED: usize = 20;
+    let text = |v: &[Value]| serde_json::to_string(v).unwrap_or_default();
+    if values.len() <= LISTED {
+        return text(values);
+    }
+    let listed = text(&values[..LISTED]);
+    format!(
+        "{}, ... and {} more]",
+        listed.strip_suffix(']').unwrap_or(&listed),
+        values.len() - LISTED
+    )
+}
+
+/// A value's type as upstream's validator names it (`integer` for integral numbers).
 fn type_name(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "boolean",
+        Value::Number(n) if n.as_f64().is_some_and(|f| f.fract() == 0.0) => "integer",
         Value::Number(_) => "number",
         Value::String(_) => "string",
         Value::Array(_) => "array",
@@ -250,11 +267,7 @@ fn check(schema: &Value, value: &Value, path: &str, errors: &mut Vec<(String, St
     if !types.is_empty() && !types.iter().any(|t| matches_type(value, t)) {
         errors.push((
             path.to_string(),
-            format!(
-                "must be {} (received {})",
-                types.join(" or "),
-                type_name(value)
-            ),
+            format!("expected {}, got {}", types.join(" or "), type_name(value)),
         ));
         return;
     }
@@ -283,13 +296,13 @@ fn check(schema: &Value, value: &Value, path: &str, errors: &mut Vec<(String, St
         if !allowed.contains(value) {
             errors.push((
                 path.to_string(),
-                "must be equal to one of the allowed values".into(),
+                format!("expected one of {}", list_values(allowed)),
             ));
         }
     }
     if let Some(c) = obj.get("const") {
         if c != value {
-            errors.push((path.to_string(), "must be equal to constant".into()));
+            errors.push((path.to_string(), format!("expected {c}")));
         }
     }
     match value {
@@ -445,12 +458,15 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.contains("  - edits.0.newText: missing\n"), "{err}");
-        assert!(err.contains("  - edits.1.oldText: must be string"), "{err}");
+        assert!(
+            err.contains("  - edits.1.oldText: expected string, got array"),
+            "{err}"
+        );
     }
 
     #[test]
     fn non_object_root() {
         let err = validate_tool_arguments("read", &read_schema(), &json!("x")).unwrap_err();
-        assert!(err.contains("  - root: must be object"), "{err}");
+        assert!(err.contains("  - root: expected object, got "), "{err}");
     }
 }

@@ -275,24 +275,14 @@ async fn run(cli: Cli) -> i32 {
     }
 
     // Tools, resources and the session factory.
-    let tool_names = tools::select::ToolSelection {
+    let tool_selection = tools::select::ToolSelection {
         no_tools: cli.no_tools,
         no_builtin_tools: cli.no_builtin_tools,
         tools: cli.tools.clone(),
         exclude_tools: cli.exclude_tools.clone(),
         default_tools: settings.default_tools(),
-    }
-    .resolve();
-    for name in cli.tools.iter().flatten() {
-        let name = name.trim_start_matches(['+', '-']);
-        // MCP tools are matched when their servers connect (mcp::ToolFilter).
-        let mcp = name.starts_with("mcp__") || name.contains("mcp_resource");
-        let own =
-            name == pi_coding_agent::codemode::NAME || name == pi_coding_agent::mcp::search::NAME;
-        if !name.contains('*') && !tools::ALL_TOOLS.contains(&name) && !mcp && !own {
-            config::warn(&format!("Unknown tool \"{name}\" ignored"));
-        }
-    }
+    };
+    let tool_names = tool_selection.resolve();
     let mut session = session;
     if let Some(name) = &cli.name {
         if let Err(e) = session.append_session_info(name) {
@@ -346,6 +336,21 @@ async fn run(cli: Cli) -> i32 {
             Err(e) => return fail(&e.to_string()),
         }
     };
+    let ext_tool_names: Vec<String> = extensions
+        .as_ref()
+        .map(|e| e.tools().iter().map(|t| t.definition().name).collect())
+        .unwrap_or_default();
+    for name in cli.tools.iter().flatten() {
+        let name = name.trim_start_matches(['+', '-']);
+        // MCP tools are matched when their servers connect (mcp::ToolFilter).
+        let mcp = name.starts_with("mcp__") || name.contains("mcp_resource");
+        let own =
+            name == pi_coding_agent::codemode::NAME || name == pi_coding_agent::mcp::search::NAME;
+        let known = tools::ALL_TOOLS.contains(&name) || ext_tool_names.iter().any(|t| t == name);
+        if !name.contains('*') && !known && !mcp && !own {
+            config::warn(&format!("Unknown tool \"{name}\" ignored"));
+        }
+    }
     let sink = match &extensions {
         Some(e) => e.tap(base_sink),
         None => base_sink,
@@ -397,6 +402,7 @@ async fn run(cli: Cli) -> i32 {
         services,
         agent_dir: agent_dir.clone(),
         tool_names,
+        tool_selection,
         tool_options: tools::ToolOptions {
             bash: tools::bash::BashToolOptions {
                 command_prefix: settings.shell_command_prefix().map(str::to_string),

@@ -35,6 +35,9 @@ mod export_html;
 #[path = "all/extensions.rs"]
 mod extensions;
 
+#[path = "all/extension_events.rs"]
+mod extension_events;
+
 #[path = "all/local_model.rs"]
 mod local_model;
 

@@ -3,6 +3,7 @@
 //! idle, else when the run in flight settles. No message events are emitted for it.
 
 use super::AgentSession;
+use crate::extensions::events::UserBash;
 use crate::rpc::protocol::RpcEvent;
 use crate::tools::shell::{execute_user_bash, BashResult};
 use pi_ai::{now_ms, BashExecutionMessage, Message};
@@ -37,14 +38,27 @@ impl AgentSession {
                 });
             }
         };
-        let result = execute_user_bash(
-            command,
-            &self.inner.cwd,
-            &self.inner.bash_options,
-            &cancel,
-            &mut on_chunk,
-        )
-        .await?;
+        let result = match self
+            .user_bash_hook(command, exclude_from_context, &id, &cancel)
+            .await?
+        {
+            UserBash::Local => {
+                execute_user_bash(
+                    command,
+                    &self.inner.cwd,
+                    &self.inner.bash_options,
+                    &cancel,
+                    &mut on_chunk,
+                )
+                .await?
+            }
+            UserBash::Result(r) => r,
+            UserBash::Executed {
+                output,
+                exit_code,
+                cancelled,
+            } => finish_output(&output, exit_code, cancelled),
+        };
         let message = Message::BashExecution(BashExecutionMessage {
             command: command.to_string(),
             output: result.output.clone(),
@@ -62,6 +76,48 @@ impl AgentSession {
             self.record_message(message);
         }
         Ok(result)
+    }
+
+    /// Asks the extensions' `user_bash` handlers (upstream RPC mode does so for every `bash`
+    /// command); without handlers the command runs locally. Output of a run through a
+    /// handler's `operations` streams as `bash_execution_update` like a local one.
+    async fn user_bash_hook(
+        &self,
+        command: &str,
+        exclude: bool,
+        id: &Option<Value>,
+        cancel: &CancellationToken,
+    ) -> Result<UserBash, String> {
+        let Some(ext) = self
+            .extensions()
+            .filter(|e| e.handles("user_bash"))
+            .cloned()
+        else {
+            return Ok(UserBash::Local);
+        };
+        let resolved = match &self.inner.bash_options.command_prefix {
+            Some(p) if !p.is_empty() => format!("{p}\n{command}"),
+            _ => command.to_string(),
+        };
+        let sink = self.inner.sink.clone();
+        let id = id.clone();
+        let on_delta = std::sync::Arc::new(move |delta: String| {
+            if !delta.is_empty() {
+                sink(RpcEvent::BashExecutionUpdate {
+                    id: id.clone(),
+                    delta,
+                });
+            }
+        });
+        ext.user_bash(
+            command,
+            exclude,
+            &self.inner.cwd.to_string_lossy(),
+            &resolved,
+            on_delta,
+            cancel.clone(),
+        )
+        .await
     }
 
     /// Cancels every running user shell command (`abort_bash`).
@@ -83,5 +139,21 @@ impl AgentSession {
         for m in deferred {
             self.record_message(m);
         }
+    }
+}
+
+/// The result of a command an extension ran: ANSI sequences removed, tail-truncated as a local
+/// command's output (2000 lines / 50 KiB; no full-output file, as the text never touched disk).
+fn finish_output(raw: &str, exit_code: Option<i32>, cancelled: bool) -> BashResult {
+    let mut ansi = crate::tools::shell::AnsiStripper::default();
+    let mut text = ansi.push(raw);
+    text.push_str(&ansi.finish());
+    let t = crate::tools::truncate::truncate_tail(&text, Default::default());
+    BashResult {
+        output: if t.truncated { t.content } else { text },
+        exit_code: if cancelled { None } else { exit_code },
+        cancelled,
+        truncated: t.truncated,
+        full_output_path: None,
     }
 }

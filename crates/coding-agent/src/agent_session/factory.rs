@@ -22,6 +22,8 @@ pub struct SessionFactory {
     pub agent_dir: PathBuf,
     /// Active tool names, in order (`--tools`, `--no-tools`, default set).
     pub tool_names: Vec<String>,
+    /// The tool flags, for extension tools ([`crate::tools::select::ToolSelection::keeps_extension_tool`]).
+    pub tool_selection: crate::tools::select::ToolSelection,
     /// Settings-dependent tool options.
     pub tool_options: ToolOptions,
     /// Context files and system-prompt flags.
@@ -119,11 +121,27 @@ impl SessionFactory {
             tools.push(ts);
         }
         // Extension tools (pi.registerTool) follow the built-in ones.
+        // An active extension tool replaces the built-in tool of the same name.
         if let Some(ext) = &self.services.extensions {
-            if !only {
-                tools.extend(ext_tools);
-                prompt_tools.extend(ext.prompt_tools());
-            }
+            let keep = |name: &str| !only && self.tool_selection.keeps_extension_tool(name);
+            let ext_tools: Vec<_> = ext
+                .tools()
+                .into_iter()
+                .filter(|t| keep(&t.definition().name))
+                .collect();
+            let ext_prompt: Vec<PromptTool> = ext
+                .prompt_tools()
+                .into_iter()
+                .filter(|t| keep(&t.definition.name))
+                .collect();
+            let taken: Vec<String> = ext_prompt
+                .iter()
+                .map(|t| t.definition.name.clone())
+                .collect();
+            tools.retain(|t| !taken.contains(&t.definition().name));
+            prompt_tools.retain(|t| !taken.contains(&t.definition.name));
+            tools.extend(ext_tools);
+            prompt_tools.extend(ext_prompt);
         }
         let mut input = SystemPromptInput::new(cwd.to_path_buf(), prompt_tools);
         if let Some(m) = &mcp {

@@ -178,6 +178,9 @@ struct Inner {
     compaction: compaction::CompactionState,
     /// Fingerprints of images the provider rejected ([`image_guard`]).
     rejected_images: Mutex<std::collections::HashSet<u64>>,
+    /// The system prompt of the run in flight when a `before_agent_start` handler replaced it
+    /// (cleared when the run settles).
+    run_system_prompt: Mutex<Option<String>>,
     sink: EventSink,
 }
 
@@ -230,6 +233,7 @@ impl AgentSession {
                 bash: UserBash::default(),
                 compaction: Default::default(),
                 rejected_images: Mutex::default(),
+                run_system_prompt: Mutex::default(),
                 sink,
             }),
         };

@@ -53,6 +53,19 @@ impl Drop for SettleGuard {
     }
 }
 
+/// Calls the `on_started` callback of [`AgentSession::prompt_then`] when dropped: after
+/// `before_agent_start`, or when the run future is dropped or panics before, so that the
+/// `prompt` is answered on every path.
+struct OnStarted(Option<Box<dyn FnOnce() + Send>>);
+
+impl Drop for OnStarted {
+    fn drop(&mut self) {
+        if let Some(f) = self.0.take() {
+            f();
+        }
+    }
+}
+
 impl AgentSession {
     /// Handles `prompt` (spec rpc-protocol.md §4.1): queues it while a run is active (with a
     /// `streamingBehavior`), else checks model and credentials and returns the run to spawn.
@@ -62,6 +75,19 @@ impl AgentSession {
         text: String,
         images: Vec<ImageContent>,
         streaming_behavior: Option<&str>,
+    ) -> Result<PromptOutcome, String> {
+        self.prompt_then(text, images, streaming_behavior, None)
+    }
+
+    /// [`AgentSession::prompt`]; when a run is started, `on_started` is called from the run
+    /// future once the extensions' `before_agent_start` handlers are done and before the run's
+    /// first event (upstream answers `prompt` only then).
+    pub fn prompt_then(
+        &self,
+        text: String,
+        images: Vec<ImageContent>,
+        streaming_behavior: Option<&str>,
+        on_started: Option<Box<dyn FnOnce() + Send>>,
     ) -> Result<PromptOutcome, String> {
         let (text, images) = self.prepare_images(text, images)?;
         let user = super::user_message(text, images);
@@ -90,12 +116,24 @@ impl AgentSession {
             sys.timestamp = now_ms();
             prompts.push(Message::System(sys));
         }
+        // `before_agent_start` sees the prompt as it will be sent (after input handlers and
+        // expansion); its copy is only taken when an extension listens.
+        let before_start = self
+            .extensions()
+            .filter(|e| e.handles("before_agent_start"))
+            .map(|_| prompt_parts(&user));
         prompts.push(user);
         let this = self.clone();
+        let started = OnStarted(on_started);
         Ok(PromptOutcome::Started(Box::pin(async move {
+            let started = started;
             let guard = SettleGuard {
                 session: Some(this.clone()),
             };
+            if let Some((text, images)) = before_start {
+                this.before_agent_start(&text, &images, &mut prompts).await;
+            }
+            drop(started);
             // Servers that may declare direct tools get up to 10 s to connect (docs/mcp.md).
             if let Some(m) = this.inner.services.mcp.clone() {
                 tokio::select! {
@@ -106,6 +144,31 @@ impl AgentSession {
             this.run_prompts(prompts, cancel).await;
             guard.settle();
         })))
+    }
+
+    /// Runs the extensions' `before_agent_start` handlers for a run starting with `prompts`:
+    /// their messages follow the prompt, and a replaced system prompt holds for this run
+    /// (upstream `_prepareRun`).
+    async fn before_agent_start(
+        &self,
+        text: &str,
+        images: &[ImageContent],
+        prompts: &mut Vec<Message>,
+    ) {
+        let Some(ext) = self.extensions().cloned() else {
+            return;
+        };
+        let (system_prompt, tools) = {
+            let l = self.inner.loadout.lock();
+            let names: Vec<String> = l.tools.iter().map(|t| t.definition().name).collect();
+            (l.system_prompt.clone(), names)
+        };
+        let cwd = self.inner.cwd.to_string_lossy().into_owned();
+        let r = ext
+            .before_agent_start(text, images, &system_prompt, &cwd, tools)
+            .await;
+        prompts.extend(r.messages);
+        *self.inner.run_system_prompt.lock() = r.system_prompt;
     }
 
     fn queue_while_streaming(
@@ -359,6 +422,7 @@ impl AgentSession {
     /// `agent_settled` is queued and waiters (`abort`, EOF) are woken.
     fn settle(&self) {
         self.flush_deferred_bash();
+        self.inner.run_system_prompt.lock().take();
         let aborted = self.inner.run.finish();
         self.emit(RpcEvent::AgentSettled { aborted });
         self.inner.run.mark_settled();
@@ -370,7 +434,13 @@ impl AgentSession {
     pub(super) fn persist_message(&self, message: &Message) {
         let failed = {
             let mut store = self.inner.store.lock();
-            match store.append_message(message) {
+            let appended = match custom_parts(message) {
+                Some((custom_type, content, display, details)) => store
+                    .append_custom_message_entry(&custom_type, content, display, details)
+                    .map(|_| ()),
+                None => store.append_message(message).map(|_| ()),
+            };
+            match appended {
                 Ok(_) => None,
                 Err(e) => Some((
                     store
@@ -481,6 +551,58 @@ impl AgentSession {
     }
 }
 
+/// The parts of a `custom` message (extensions' `before_agent_start` messages), which the
+/// session stores as a `custom_message` entry (upstream: `appendCustomMessageEntry`).
+fn custom_parts(
+    message: &Message,
+) -> Option<(String, pi_ai::UserContent, bool, Option<serde_json::Value>)> {
+    let Message::Other(map) = message else {
+        return None;
+    };
+    if map.get("role").and_then(serde_json::Value::as_str) != Some("custom") {
+        return None;
+    }
+    let custom_type = map
+        .get("customType")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let content = map
+        .get("content")
+        .and_then(|c| serde_json::from_value(c.clone()).ok())
+        .unwrap_or(pi_ai::UserContent::Blocks(vec![]));
+    let display = map
+        .get("display")
+        .and_then(serde_json::Value::as_bool)
+        .unwrap_or(false);
+    let details = map.get("details").cloned().filter(|d| !d.is_null());
+    Some((custom_type, content, display, details))
+}
+
+/// The text and images of a user prompt message (for `before_agent_start`).
+fn prompt_parts(user: &Message) -> (String, Vec<ImageContent>) {
+    let Message::User(u) = user else {
+        return (String::new(), vec![]);
+    };
+    let blocks = u.content.to_blocks();
+    let text = blocks
+        .iter()
+        .filter_map(|b| match b {
+            pi_ai::Content::Text(t) => Some(t.text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let images = blocks
+        .into_iter()
+        .filter_map(|b| match b {
+            pi_ai::Content::Image(i) => Some(i),
+            _ => None,
+        })
+        .collect();
+    (text, images)
+}
+
 /// `auto_retry_end` for a chain cancelled during its back-off or run.
 fn retry_cancelled(attempt: u32) -> RpcEvent {
     RpcEvent::AutoRetryEnd {
@@ -513,7 +635,11 @@ impl RunHooks for Hooks {
             api_key: creds.api_key,
             headers: creds.headers,
             model,
-            system_prompt: loadout.system_prompt,
+            system_prompt: inner
+                .run_system_prompt
+                .lock()
+                .clone()
+                .unwrap_or(loadout.system_prompt),
             tools: with_mcp_tools(loadout.tools, inner.services.mcp.as_ref(), || {
                 crate::mcp::search::loaded_names(&self.session.transcript())
             }),
@@ -537,6 +663,27 @@ impl RunHooks for Hooks {
     fn tool_call_hooks(&self) -> Option<Arc<dyn pi_agent::ToolCallHooks>> {
         let ext = self.session.inner.services.extensions.clone()?;
         Some(ext)
+    }
+
+    fn transforms_context(&self) -> bool {
+        self.session
+            .inner
+            .services
+            .extensions
+            .as_ref()
+            .is_some_and(|e| e.transforms_context())
+    }
+
+    fn transform_context(
+        &self,
+        messages: Vec<Message>,
+    ) -> futures::future::BoxFuture<'_, Vec<Message>> {
+        Box::pin(async move {
+            match self.session.inner.services.extensions.clone() {
+                Some(ext) => ext.context(messages).await,
+                None => messages,
+            }
+        })
     }
 
     fn drain_follow_up(&self) -> Vec<Message> {

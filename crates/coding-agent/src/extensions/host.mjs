@@ -144,6 +144,7 @@ const commands = new Map(); // name -> {ext, def}
 const tools = new Map(); // name -> {ext, def}
 const uiPending = new Map(); // uuid -> {resolve, fallback, method}
 const calls = new Map(); // our call id -> resolve
+const aborters = new Map(); // pi request id -> AbortController (tool execute, user_bash operations)
 let nextCall = 1;
 
 function errText(e) {
@@ -448,13 +449,152 @@ async function runCommand(name, args) {
 	return null;
 }
 
+// A tool's execute gets an AbortSignal that pi's `abort` message (same id) fires; onUpdate
+// partial results go back as `tool_update` (tool_execution_update for the client).
 async function runTool(msg) {
 	const t = tools.get(msg.name);
 	if (!t) throw new Error(`Tool ${msg.name} not found`);
 	const ac = new AbortController();
-	const r = await t.def.execute(msg.toolCallId, msg.params, ac.signal, (partial) => send({ t: "tool_update", id: msg.id, partial }), context());
-	return r ? { content: r.content, details: r.details, isError: r.isError } : { content: [] };
+	aborters.set(msg.id, ac);
+	try {
+		const ctx = { ...context(), signal: ac.signal };
+		const r = await t.def.execute(msg.toolCallId, msg.params, ac.signal, (partial) => send({ t: "tool_update", id: msg.id, partial: partial ?? null }), ctx);
+		return r ? { content: r.content, details: r.details, isError: r.isError } : { content: [] };
+	} finally {
+		aborters.delete(msg.id);
+	}
 }
+
+// ---- run-shaping events: before_agent_start, context, user_bash, model_select ----
+// Handlers run in load order, then registration order (upstream "Handler Composition").
+
+// before_agent_start: each handler sees the system prompt as the previous one left it
+// (`event.systemPrompt`, `ctx.getSystemPrompt()`); returned `message`s are collected in order.
+// Reply: {messages, systemPrompt?} (systemPrompt only when a handler returned one).
+async function emitBeforeAgentStart(base) {
+	let systemPrompt = base.systemPrompt;
+	let forced = false;
+	const messages = [];
+	const options = base.systemPromptOptions || {};
+	for (const ext of extensions) {
+		for (const h of ext.handlers.get("before_agent_start") || []) {
+			const ctx = { ...context(), getSystemPrompt: () => systemPrompt };
+			const event = {
+				messageType: base.messageType,
+				prompt: base.prompt,
+				images: base.images,
+				type: "before_agent_start",
+				systemPromptOptions: options,
+				get systemPrompt() {
+					return systemPrompt;
+				},
+			};
+			try {
+				const r = await h(event, ctx);
+				if (!r) continue;
+				if (r.message) messages.push(r.message);
+				if (r.systemPrompt !== undefined) {
+					systemPrompt = String(r.systemPrompt);
+					forced = true;
+				}
+			} catch (e) {
+				reportError(ext.path, "before_agent_start", e);
+			}
+		}
+	}
+	return forced ? { messages, systemPrompt } : { messages };
+}
+
+// context: handlers chain (each sees the list the previous returned or edited in place).
+// Reply: {messages} when the list changed, else null (pi keeps its own copy).
+async function emitContext(base) {
+	let messages = base.messages;
+	const before = JSON.stringify(messages);
+	for (const ext of extensions) {
+		for (const h of ext.handlers.get("context") || []) {
+			try {
+				const event = { type: "context", messages: messages.filter((m) => m && m.role !== "system") };
+				const r = await h(event, context());
+				messages = r && Array.isArray(r.messages) ? r.messages : event.messages;
+			} catch (e) {
+				reportError(ext.path, "context", e);
+			}
+		}
+	}
+	return JSON.stringify(messages) === before ? null : { messages };
+}
+
+const isBashResult = (r) =>
+	typeof r === "object" && r !== null && typeof r.output === "string" && "exitCode" in r &&
+	(r.exitCode === undefined || typeof r.exitCode === "number") && typeof r.cancelled === "boolean" &&
+	typeof r.truncated === "boolean" && (r.fullOutputPath === undefined || typeof r.fullOutputPath === "string");
+const isUserBashResult = (v) => {
+	if (typeof v !== "object" || v === null) return false;
+	const hasOps = v.operations !== undefined;
+	if (hasOps === (v.result !== undefined)) return false;
+	return hasOps ? typeof v.operations === "object" && v.operations !== null && typeof v.operations.exec === "function" : isBashResult(v.result);
+};
+
+// user_bash: the first handler returning a valid result wins. `{result}` is recorded as is;
+// `{operations}` runs the (prefixed) command through `operations.exec` here, output streamed to
+// pi as `tool_update` deltas. A handler that throws or returns anything else fails the command.
+// Reply: null (run locally), {result} or {executed: {output, exitCode, cancelled}}.
+async function emitUserBash(msg) {
+	const event = msg.event;
+	for (const ext of extensions) {
+		for (const h of ext.handlers.get("user_bash") || []) {
+			try {
+				const r = await h(event, context());
+				if (r === undefined) continue;
+				if (!isUserBashResult(r)) {
+					throw new Error("Invalid user_bash handler result: return undefined for local execution or exactly one valid { operations } or { result } object");
+				}
+				if (r.result !== undefined) return { result: r.result };
+				return { executed: await runBashOperations(r.operations, msg) };
+			} catch (e) {
+				reportError(ext.path, "user_bash", e);
+				throw e;
+			}
+		}
+	}
+	return null;
+}
+
+async function runBashOperations(ops, msg) {
+	const ac = new AbortController();
+	aborters.set(msg.id, ac);
+	let output = "";
+	const decoder = new TextDecoder();
+	try {
+		const onData = (data) => {
+			const text = typeof data === "string" ? data : decoder.decode(data, { stream: true });
+			if (!text) return;
+			output += text;
+			send({ t: "tool_update", id: msg.id, partial: text });
+		};
+		const r = await ops.exec(msg.command, msg.event.cwd, { onData, signal: ac.signal });
+		const tail = decoder.decode();
+		if (tail) onData(tail);
+		const exitCode = r && typeof r.exitCode === "number" ? r.exitCode : undefined;
+		return { output, exitCode, cancelled: ac.signal.aborted };
+	} catch (e) {
+		if (ac.signal.aborted) return { output, exitCode: undefined, cancelled: true };
+		throw e;
+	} finally {
+		aborters.delete(msg.id);
+	}
+}
+
+// model_select: a notification, but pi waits for it (upstream awaits it before answering).
+async function emitModelSelect(event) {
+	return emitGeneric(event);
+}
+
+const RUN_EVENTS = {
+	before_agent_start: emitBeforeAgentStart,
+	context: emitContext,
+	model_select: emitModelSelect,
+};
 
 async function handle(msg) {
 	switch (msg.t) {
@@ -467,7 +607,10 @@ async function handle(msg) {
 		case "tool_result":
 			return emitToolResult(msg.event);
 		case "event":
-			return msg.event.type === "input" ? emitInput(msg.event) : emitGeneric(msg.event);
+			if (msg.event.type === "input") return emitInput(msg.event);
+			return (RUN_EVENTS[msg.event.type] || emitGeneric)(msg.event);
+		case "user_bash":
+			return emitUserBash(msg);
 		case "command":
 			return runCommand(msg.name, msg.args);
 		case "tool":
@@ -495,6 +638,11 @@ rl.on("line", (line) => {
 		else if (p.method === "confirm") v = msg.confirmed ?? false;
 		else v = "value" in msg ? msg.value : undefined;
 		p.done(v);
+		return;
+	}
+	if (msg.t === "abort") {
+		const ac = aborters.get(msg.id);
+		if (ac) ac.abort();
 		return;
 	}
 	if (msg.t === "call_result") {

@@ -38,10 +38,16 @@ pub enum HostError {
 
 type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Value, HostError>>>>>;
 
+/// Receives the partial results ([`FromHost::ToolUpdate`]) of one request.
+pub type UpdateSink = Arc<dyn Fn(Value) + Send + Sync>;
+
+type Updates = Arc<Mutex<HashMap<u64, UpdateSink>>>;
+
 /// A running extension host. Cheap to share (`Arc`).
 pub struct ExtensionHost {
     tx: mpsc::UnboundedSender<String>,
     pending: Pending,
+    updates: Updates,
     next_id: AtomicU64,
     dead: Arc<AtomicBool>,
     exit_note: Arc<Mutex<String>>,
@@ -115,6 +121,8 @@ impl ExtensionHost {
             }
         });
         let pending: Pending = Arc::default();
+        let updates: Updates = Arc::default();
+        let ups = updates.clone();
         let dead = Arc::new(AtomicBool::new(false));
         let exit_note = Arc::new(Mutex::new(String::new()));
         let (p, d, note) = (pending.clone(), dead.clone(), exit_note.clone());
@@ -168,7 +176,12 @@ impl ExtensionHost {
                         send_line(&reply_tx, &ToHost::CallResult { id, result });
                     }
                     FromHost::Call { method, params, .. } => on_call(method, params),
-                    FromHost::ToolUpdate { .. } => {}
+                    FromHost::ToolUpdate { id, partial } => {
+                        let sink = ups.lock().get(&id).cloned();
+                        if let Some(sink) = sink {
+                            sink(partial);
+                        }
+                    }
                 }
             }
             // EOF: the host is gone. Fail everything still waiting.
@@ -199,6 +212,7 @@ impl ExtensionHost {
         Ok(Arc::new(ExtensionHost {
             tx,
             pending,
+            updates,
             next_id: AtomicU64::new(1),
             dead,
             exit_note,
@@ -252,6 +266,27 @@ impl ExtensionHost {
                 }
             },
         }
+    }
+
+    /// [`ExtensionHost::request`], handing every partial result of the request to `on_update`
+    /// (in order, before the reply is returned).
+    pub async fn request_with_updates(
+        &self,
+        id: u64,
+        msg: &ToHost,
+        timeout: Option<Duration>,
+        on_update: UpdateSink,
+    ) -> Result<Value, HostError> {
+        self.updates.lock().insert(id, on_update);
+        let r = self.request(id, msg, timeout).await;
+        self.updates.lock().remove(&id);
+        r
+    }
+
+    /// Fires the `AbortSignal` of request `id` in the host (its reply still comes).
+    pub fn abort(&self, id: u64) {
+        self.updates.lock().remove(&id);
+        self.send(&ToHost::Abort { id });
     }
 
     /// Loads `paths` (absolute entry files) for `mode` (`rpc`/`json`/`print`).

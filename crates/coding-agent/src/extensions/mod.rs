@@ -14,6 +14,7 @@
 //!   is emitted.
 
 pub mod api;
+pub mod events;
 pub mod host;
 pub mod tool;
 pub mod typescript;
@@ -173,6 +174,7 @@ pub struct Extensions {
     loaded: LoadResult,
     sink: EventSink,
     hook_timeout: Duration,
+    shaper: events::EventShaper,
 }
 
 /// Why extensions could not be started.
@@ -226,6 +228,7 @@ impl Extensions {
             loaded,
             sink,
             hook_timeout: DEFAULT_HOOK_TIMEOUT,
+            shaper: events::EventShaper::default(),
         }))
     }
 
@@ -398,15 +401,28 @@ impl Extensions {
         });
     }
 
-    /// Wraps `sink` so that the session events extensions listen to are also sent to the host
-    /// (fire and forget; `agent_start`, `turn_end`, `message_end`, … as the client sees them).
+    /// Wraps `sink` so that the session events extensions listen to are also sent to the host,
+    /// in upstream's extension shape ([`events::EventShaper`]). The agent-loop events of
+    /// [`events::AWAITED`] wait for their handlers before the client sees them (upstream
+    /// "emit to extensions first"), so what a handler does (a `notify`, …) comes first; the
+    /// others are sent without waiting.
     pub fn tap(self: &Arc<Self>, sink: EventSink) -> EventSink {
         let me = self.clone();
         Arc::new(move |ev: RpcEvent| {
             if let Ok(v) = serde_json::to_value(&ev) {
                 if let Some(t) = v.get("type").and_then(Value::as_str) {
+                    // The turn counter follows every run, handled or not.
+                    let counted = matches!(ev, RpcEvent::AgentStart | RpcEvent::TurnEnd { .. });
                     if me.handles(t) && !me.host.is_dead() {
-                        me.host.send(&ToHost::Event { id: None, event: v });
+                        let awaited = events::AWAITED.contains(&t);
+                        let event = me.shaper.shape(&ev, v);
+                        if awaited {
+                            me.notify_and_wait(event);
+                        } else {
+                            me.host.send(&ToHost::Event { id: None, event });
+                        }
+                    } else if counted {
+                        me.shaper.shape(&ev, Value::Null);
                     }
                 }
             }

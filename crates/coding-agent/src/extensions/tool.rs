@@ -43,9 +43,18 @@ impl AgentTool for ExtensionTool {
             tool_call_id: ctx.call_id.clone(),
             params: args,
         };
+        // Partial results stream as tool_execution_update; an abort fires the tool's
+        // AbortSignal and the call ends at once as `Operation aborted`.
+        let on_update = ctx.on_update.clone();
+        let updates: super::host::UpdateSink = Arc::new(move |partial: Value| {
+            on_update(partial_output(partial));
+        });
         let reply = tokio::select! {
-            r = host.request(id, &msg, None) => r,
-            _ = ctx.cancel.cancelled() => return Err(ToolError::Aborted),
+            r = host.request_with_updates(id, &msg, None, updates) => r,
+            _ = ctx.cancel.cancelled() => {
+                host.abort(id);
+                return Err(ToolError::Aborted);
+            }
         };
         let v = match reply {
             Ok(v) => v,
@@ -62,5 +71,25 @@ impl AgentTool for ExtensionTool {
             structured_content: None,
             is_error: v.get("isError").and_then(Value::as_bool).filter(|e| *e),
         })
+    }
+}
+
+/// An `onUpdate` value as a partial result: `{content, details?}` as given; anything else is
+/// kept as `details` with no content.
+fn partial_output(v: Value) -> ToolOutput {
+    let content: Option<Vec<Content>> = v
+        .get("content")
+        .and_then(|c| serde_json::from_value(c.clone()).ok());
+    match content {
+        Some(content) => ToolOutput {
+            content,
+            details: v.get("details").cloned().filter(|d| !d.is_null()),
+            structured_content: None,
+            is_error: None,
+        },
+        None => ToolOutput {
+            details: Some(v),
+            ..Default::default()
+        },
     }
 }

@@ -79,6 +79,26 @@ pub enum ToHost {
         /// Validated arguments.
         params: Value,
     },
+    /// Run the `user_bash` handlers for the RPC `bash` command. `event` = `{type:"user_bash",
+    /// command, excludeFromContext, cwd}` (upstream `UserBashEvent`); `command` is what a
+    /// handler's `operations.exec` runs (the command with `shellCommandPrefix`). Output of such
+    /// a run comes back as [`FromHost::ToolUpdate`] text deltas. Reply: `null` (run it here),
+    /// `{result: {output, exitCode?, cancelled, truncated, fullOutputPath?}}` (record as is) or
+    /// `{executed: {output, exitCode?, cancelled}}` (run by the extension).
+    UserBash {
+        /// Request id.
+        id: u64,
+        /// The upstream event object.
+        event: Value,
+        /// The command line for `operations.exec`.
+        command: String,
+    },
+    /// Fire the `AbortSignal` of request `id` (a running tool's `execute`, a `user_bash`
+    /// `operations.exec`). Nothing is answered; the request itself still replies.
+    Abort {
+        /// The request to abort.
+        id: u64,
+    },
     /// A client's `extension_ui_response` (rpc-protocol.md §6.2), forwarded as is.
     UiResponse {
         /// The dialog's request id.
@@ -138,9 +158,10 @@ pub enum FromHost {
         #[serde(default)]
         params: Value,
     },
-    /// A partial result of an extension tool (not forwarded yet).
+    /// A partial result of request `id`: an extension tool's `onUpdate` value (forwarded as
+    /// `tool_execution_update`), or a text delta of a `user_bash` `operations.exec` run.
     ToolUpdate {
-        /// The `tool` request id.
+        /// The request id.
         id: u64,
         /// The partial result.
         #[serde(default)]

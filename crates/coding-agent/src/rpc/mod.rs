@@ -126,6 +126,7 @@ async fn handle_line(runtime: &AgentSessionRuntime, out: &Output, line: &[u8], t
 }
 
 /// The id and `type` of the command being answered.
+#[derive(Clone)]
 struct Call {
     id: Option<Value>,
     kind: String,
@@ -247,9 +248,13 @@ fn dispatch(
                         return call.reply(&out, some(disposition(Disposition::Handled)));
                     };
                     let text = session.expand_input(&text);
-                    match session.prompt(text, images, streaming_behavior.as_deref()) {
+                    let gate = started_gate(&session, &call, &out);
+                    let gated = gate.is_some();
+                    match session.prompt_then(text, images, streaming_behavior.as_deref(), gate) {
                         Ok(PromptOutcome::Started(run)) => {
-                            call.reply(&out, some(disposition(Disposition::Started)));
+                            if !gated {
+                                call.reply(&out, some(disposition(Disposition::Started)));
+                            }
                             run.await
                         }
                         Ok(PromptOutcome::Queued) => {
@@ -261,6 +266,17 @@ fn dispatch(
                 return;
             }
             let text = session.expand_input(&text);
+            // With `before_agent_start` handlers the run answers once they are done.
+            if let Some(gate) = started_gate(&session, &call, out) {
+                match session.prompt_then(text, images, streaming_behavior.as_deref(), Some(gate)) {
+                    Ok(PromptOutcome::Started(run)) => {
+                        tasks.set.spawn(run);
+                    }
+                    Ok(PromptOutcome::Queued) => reply(some(disposition(Disposition::Queued))),
+                    Err(e) => reply(Err(e)),
+                }
+                return;
+            }
             match session.prompt(text, images, streaming_behavior.as_deref()) {
                 Ok(PromptOutcome::Started(run)) => {
                     reply(some(disposition(Disposition::Started)));
@@ -328,15 +344,44 @@ fn dispatch(
         RpcCommand::GetAvailableModels {} => reply(some(ResponseData::Models(ModelsData {
             models: session.available_models(),
         }))),
-        RpcCommand::SetModel { provider, model_id } => reply(
-            session
-                .set_model(
-                    provider.as_deref().unwrap_or_default(),
-                    model_id.as_deref().unwrap_or_default(),
-                )
-                .map(|m| Some(ResponseData::Model(Box::new(m)))),
-        ),
-        RpcCommand::CycleModel {} => reply(cycle_model(&session)),
+        RpcCommand::SetModel { provider, model_id } => {
+            let previous = session.model();
+            let result = session.set_model(
+                provider.as_deref().unwrap_or_default(),
+                model_id.as_deref().unwrap_or_default(),
+            );
+            // `model_select` handlers run before the response (upstream awaits them).
+            match (
+                session.extensions().filter(|e| e.handles("model_select")),
+                result,
+            ) {
+                (Some(ext), Ok(model)) => {
+                    let ext = ext.clone();
+                    answer_later(tasks, out, call, async move {
+                        ext.model_select(&model, previous.as_ref(), "set").await;
+                        Ok(Some(ResponseData::Model(Box::new(model))))
+                    })
+                }
+                (_, result) => reply(result.map(|m| Some(ResponseData::Model(Box::new(m))))),
+            }
+        }
+        RpcCommand::CycleModel {} => {
+            let previous = session.model();
+            let result = cycle_model(&session);
+            match session.extensions().filter(|e| e.handles("model_select")) {
+                Some(ext) if matches!(result, Ok(Some(ResponseData::CycleModel(_)))) => {
+                    let ext = ext.clone();
+                    let current = session.model();
+                    answer_later(tasks, out, call, async move {
+                        if let Some(model) = current {
+                            ext.model_select(&model, previous.as_ref(), "cycle").await;
+                        }
+                        result
+                    })
+                }
+                _ => reply(result),
+            }
+        }
         RpcCommand::GetAvailableThinkingLevels {} => {
             let levels = session
                 .available_thinking_levels()
@@ -453,6 +498,22 @@ fn dispatch(
         RpcCommand::AbortRetry {} => session.abort_retry(|| reply(Ok(None))),
         RpcCommand::Unknown => reply(Err(format!("Unknown command: {}", call.kind))),
     }
+}
+
+/// When extensions handle `before_agent_start`: the callback that answers a started `prompt`
+/// (called by the run once those handlers are done), else `None` (answered at once).
+fn started_gate(
+    session: &AgentSession,
+    call: &Call,
+    out: &Output,
+) -> Option<Box<dyn FnOnce() + Send>> {
+    session
+        .extensions()
+        .filter(|e| e.handles("before_agent_start"))?;
+    let (call, out) = (call.clone(), out.clone());
+    Some(Box::new(move || {
+        call.reply(&out, some(disposition(Disposition::Started)))
+    }))
 }
 
 /// Runs a slow command as a task and answers it when it is done. A panic inside becomes a

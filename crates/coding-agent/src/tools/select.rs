@@ -87,6 +87,34 @@ pub struct ToolSelection {
 }
 
 impl ToolSelection {
+    /// Whether the extension tool `name` (`pi.registerTool`) is active (upstream docs/cli.md
+    /// "Tool options"): extension tools are part of the default selection, so `--no-tools`
+    /// drops them and `--no-builtin-tools` keeps them; a `--tools` allowlist keeps only those
+    /// it names or matches; `--tools +x,-y` edits leave them (checked against upstream 1.6);
+    /// `--exclude-tools` applies last.
+    pub fn keeps_extension_tool(&self, name: &str) -> bool {
+        if self
+            .exclude_tools
+            .as_ref()
+            .is_some_and(|ex| matches_any(ex, name))
+        {
+            return false;
+        }
+        let edits = self
+            .tools
+            .as_ref()
+            .filter(|t| t.iter().any(|e| is_tool_modifier(e)));
+        match (edits, &self.tools) {
+            // `+name`/`-name` edit the built-in default set; extension tools stay (upstream
+            // 1.6 keeps `count` for `--tools -count`).
+            (Some(edits), _) => {
+                !self.no_tools || edits.iter().any(|e| e.strip_prefix('+') == Some(name))
+            }
+            (None, Some(list)) => matches_any(list, name),
+            (None, None) => !self.no_tools,
+        }
+    }
+
     /// The active built-in tool names, in order (no duplicates, only names of
     /// [`super::ALL_TOOLS`]).
     pub fn resolve(&self) -> Vec<String> {

@@ -573,3 +573,105 @@ fn upstream_hello_example_tool_runs() {
     );
     assert_eq!(end["result"]["details"], json!({"greeted": "pi"}));
 }
+
+/// The folder of upstream 1.6's example extensions (`PI_UPSTREAM_EXAMPLES`).
+fn upstream_example(name: &str) -> String {
+    let Some(dir) = std::env::var_os("PI_UPSTREAM_EXAMPLES") else {
+        panic!("PI_UPSTREAM_EXAMPLES is not set: point it at upstream's examples/extensions");
+    };
+    std::path::Path::new(&dir)
+        .join(name)
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Upstream's `input-transform.ts`: `?quick` rewrites the prompt, `ping` is answered without
+/// the model (ignored by default; run with `--ignored` and `PI_UPSTREAM_EXAMPLES`).
+#[test]
+#[ignore = "needs upstream 1.6's examples: PI_UPSTREAM_EXAMPLES=<pkg>/examples/extensions cargo test -- --ignored"]
+fn upstream_input_transform_example() {
+    let ext = upstream_example("input-transform.ts");
+    let (fake, root) = setup(Script::new([Turn::text("short")]), DEFAULT_MODEL);
+    let mut agent = root.spawn_with(false, &["-e", &ext]);
+    let r = agent.request(json!({"id": "p1", "type": "prompt", "message": "ping"}));
+    assert_eq!(r["data"]["disposition"], "handled", "{}", agent.dump());
+    let (_, n) = ui_request(&agent, 0, "notify");
+    assert_eq!(n["message"], "pong");
+    assert_eq!(n["notifyType"], "info");
+    let r = agent.request(json!({"id": "p2", "type": "prompt", "message": "?quick What is Rust?"}));
+    assert_eq!(r["data"]["disposition"], "started");
+    agent.wait_event("agent_settled");
+    assert_eq!(fake.requests().len(), 1);
+    assert!(fake.requests()[0]
+        .body_text()
+        .contains("Respond briefly in 1-2 sentences: What is Rust?"));
+}
+
+/// Upstream's `tools.ts`: loads (session_start restores from the branch) and `/tools` says it
+/// needs the TUI (ignored by default).
+#[test]
+#[ignore = "needs upstream 1.6's examples: PI_UPSTREAM_EXAMPLES=<pkg>/examples/extensions cargo test -- --ignored"]
+fn upstream_tools_example() {
+    let ext = upstream_example("tools.ts");
+    let (_fake, root) = setup(Script::new([]), DEFAULT_MODEL);
+    let mut agent = root.spawn_with(false, &["-e", &ext]);
+    let cmds = agent.request(json!({"id": "c", "type": "get_commands"}));
+    assert_eq!(cmds["data"]["commands"][0]["name"], "tools", "{cmds}");
+    let r = agent.request(json!({"id": "p", "type": "prompt", "message": "/tools"}));
+    assert_eq!(r["data"]["disposition"], "handled");
+    let (_, n) = ui_request(&agent, 0, "notify");
+    assert_eq!(n["message"], "/tools requires TUI mode");
+    assert_eq!(n["notifyType"], "error");
+    assert!(
+        !agent.events().iter().any(|v| kind(v) == "extension_error"),
+        "{}",
+        agent.dump()
+    );
+}
+
+/// Upstream's `todo.ts`: the `todo` tool with a `StringEnum` action and a numeric id that the
+/// model sends as a string (coerced), and `/todos` outside the TUI (ignored by default).
+#[test]
+#[ignore = "needs upstream 1.6's examples: PI_UPSTREAM_EXAMPLES=<pkg>/examples/extensions cargo test -- --ignored"]
+fn upstream_todo_example() {
+    let ext = upstream_example("todo.ts");
+    let (fake, root) = setup(
+        Script::new([
+            Turn::tool_call("todo", json!({"action": "add", "text": "buy milk"})),
+            Turn::tool_call("todo", json!({"action": "toggle", "id": "1"})),
+            Turn::tool_call("todo", json!({"action": "list"})),
+            Turn::tool_call("todo", json!({"action": "explode"})),
+            Turn::text("done"),
+        ]),
+        DEFAULT_MODEL,
+    );
+    let mut agent = root.spawn_with(false, &["-e", &ext]);
+    agent.send(json!({"id": "p", "type": "prompt", "message": "plan"}));
+    agent.wait_event("agent_settled");
+    let ends: Vec<Value> = agent
+        .events()
+        .into_iter()
+        .filter(|v| kind(v) == "tool_execution_end")
+        .collect();
+    let texts: Vec<&str> = ends
+        .iter()
+        .map(|e| e["result"]["content"][0]["text"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(texts[0], "Added todo #1: buy milk", "{}", agent.dump());
+    assert_eq!(texts[1], "Todo #1 completed");
+    assert_eq!(texts[2], "[x] #1: buy milk");
+    assert_eq!(ends[2]["result"]["details"]["todos"][0]["done"], true);
+    assert_eq!(ends[3]["isError"], true);
+    assert!(
+        texts[3].starts_with(
+            "Validation failed for tool \"todo\":\n  - action: expected one of [\"list\",\"add\",\"toggle\",\"clear\"]\n"
+        ),
+        "{}",
+        texts[3]
+    );
+    assert!(fake.requests()[0].body_text().contains("\"todo\""));
+    let r = agent.request(json!({"id": "t", "type": "prompt", "message": "/todos"}));
+    assert_eq!(r["data"]["disposition"], "handled");
+    let (_, n) = ui_request(&agent, 0, "notify");
+    assert_eq!(n["message"], "/todos requires interactive mode");
+}

@@ -41,5 +41,8 @@ fn edit_nested_errors() {
     assert!(err.starts_with("Validation failed for tool \"edit\":\n  - edits.0.newText: missing\n\nReceived arguments:\n"), "{err}");
     let err = validate_tool_arguments("edit", &schema, &json!({"edits":"nope"})).unwrap_err();
     assert!(err.contains("  - path: missing\n"), "{err}");
-    assert!(err.contains("  - edits: must be array"), "{err}");
+    assert!(
+        err.contains("  - edits: expected array, got string"),
+        "{err}"
+    );
 }

@@ -1,0 +1,431 @@
+//! The run-shaping extension events (upstream docs/extensions.md "Agent Events", "Model
+//! Events", "User Bash Events"): `before_agent_start`, `context`, `model_select`, `user_bash`,
+//! and the shape of the agent/turn/message/tool notifications extensions receive.
+//!
+//! Each asks the host only when some extension has a handler for the event; a host that cannot
+//! answer (died, timed out) is reported as `extension_error` and the run goes on unchanged,
+//! except `user_bash`, whose failure fails the `bash` command as upstream does.
+
+use super::wire::ToHost;
+use super::Extensions;
+use crate::rpc::protocol::RpcEvent;
+use crate::tools::shell::BashResult;
+use pi_ai::{ImageContent, Message, Model};
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// What the `before_agent_start` handlers decided for one run.
+#[derive(Debug, Default)]
+pub struct BeforeAgentStart {
+    /// `custom` messages to add after the prompt (role `custom`, with `customType`, `content`,
+    /// `display`, `details` and a timestamp), in handler order.
+    pub messages: Vec<Message>,
+    /// The system prompt for this run, when a handler replaced it (the last one wins; each
+    /// handler saw the previous one's text).
+    pub system_prompt: Option<String>,
+}
+
+/// What the `user_bash` handlers decided for one RPC `bash` command.
+#[derive(Debug)]
+pub enum UserBash {
+    /// No handler took it: run it locally.
+    Local,
+    /// A handler returned `{result}`: record it as the command's result without running
+    /// anything.
+    Result(BashResult),
+    /// A handler returned `{operations}` and the command ran through them in the host: its
+    /// raw output, exit code (`None` when unknown) and whether it was aborted.
+    Executed {
+        /// Everything the command wrote, as received.
+        output: String,
+        /// Exit code, when the operations reported one.
+        exit_code: Option<i32>,
+        /// `abort_bash` stopped it.
+        cancelled: bool,
+    },
+}
+
+/// The agent-loop notifications whose handlers are waited for before the client sees the
+/// event. They are only emitted by the run task, never from the task that reads the host's
+/// replies (`tool_execution_update` of an extension tool is, and `message_update` is too
+/// frequent: both are sent without waiting).
+pub const AWAITED: &[&str] = &[
+    "agent_start",
+    "agent_end",
+    "turn_start",
+    "turn_end",
+    "message_start",
+    "message_end",
+    "tool_execution_start",
+    "tool_execution_end",
+];
+
+impl Extensions {
+    /// Sends a notification `event` and waits (at most the hook timeout) until its handlers
+    /// are done, without starving the runtime (`block_in_place` on the multi-threaded
+    /// runtime; elsewhere it is sent without waiting). A host that fails to answer only ends
+    /// the wait.
+    pub(super) fn notify_and_wait(&self, event: Value) {
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            self.host.send(&ToHost::Event { id: None, event });
+            return;
+        };
+        if handle.runtime_flavor() != tokio::runtime::RuntimeFlavor::MultiThread {
+            self.host.send(&ToHost::Event { id: None, event });
+            return;
+        }
+        let id = self.host.next_id();
+        let msg = ToHost::Event {
+            id: Some(id),
+            event,
+        };
+        let r = tokio::task::block_in_place(|| {
+            handle.block_on(self.host.request(id, &msg, Some(self.hook_timeout)))
+        });
+        if let Err(e) = r {
+            tracing::warn!("extension notification: {e}");
+        }
+    }
+
+    /// Runs the `before_agent_start` handlers for a run started by a user prompt
+    /// (`messageType: "user"`, `prompt`, `images`); `system_prompt` is the prompt the run
+    /// would use. Handlers that throw are reported (`extension_error`) and skipped.
+    pub async fn before_agent_start(
+        &self,
+        prompt: &str,
+        images: &[ImageContent],
+        system_prompt: &str,
+        cwd: &str,
+        selected_tools: Vec<String>,
+    ) -> BeforeAgentStart {
+        if !self.handles("before_agent_start") {
+            return BeforeAgentStart::default();
+        }
+        let id = self.host.next_id();
+        let mut event = json!({
+            "type": "before_agent_start",
+            "messageType": "user",
+            "prompt": prompt,
+            "systemPrompt": system_prompt,
+            "systemPromptOptions": {"cwd": cwd, "selectedTools": selected_tools, "hiddenTools": [], "promptGuidelines": []},
+        });
+        // No images: upstream's `event.images` is undefined.
+        if let (false, Value::Object(m)) = (images.is_empty(), &mut event) {
+            m.insert("images".into(), json!(images));
+        }
+        let msg = ToHost::Event {
+            id: Some(id),
+            event,
+        };
+        let v = match self.host.request(id, &msg, Some(self.hook_timeout)).await {
+            Ok(v) => v,
+            Err(e) => {
+                for p in self.handlers_of("before_agent_start") {
+                    self.error(&p, "before_agent_start", &e.to_string());
+                }
+                return BeforeAgentStart::default();
+            }
+        };
+        let now = pi_ai::now_ms();
+        let messages = v
+            .get("messages")
+            .and_then(Value::as_array)
+            .map(|list| {
+                list.iter()
+                    .filter_map(|m| custom_message(m, now))
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default();
+        BeforeAgentStart {
+            messages,
+            system_prompt: v
+                .get("systemPrompt")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+        }
+    }
+
+    /// Whether `context` handlers are to see each LLM call's messages.
+    pub fn transforms_context(&self) -> bool {
+        self.handles("context") && !self.host.is_dead()
+    }
+
+    /// Runs the `context` handlers on the messages of one LLM call (system messages are not
+    /// shown to them and are kept). Returns the list to send: the handlers' (chained) result,
+    /// or `messages` unchanged when they changed nothing, failed or returned messages that do
+    /// not decode. Nothing is persisted.
+    pub async fn context(&self, messages: Vec<Message>) -> Vec<Message> {
+        let visible: Vec<&Message> = messages
+            .iter()
+            .filter(|m| !matches!(m, Message::System(_)))
+            .collect();
+        let id = self.host.next_id();
+        let msg = ToHost::Event {
+            id: Some(id),
+            event: json!({"type": "context", "messages": visible}),
+        };
+        match self.host.request(id, &msg, Some(self.hook_timeout)).await {
+            Ok(Value::Null) => messages,
+            Ok(v) => {
+                let list = v.get("messages").cloned().unwrap_or(Value::Null);
+                match serde_json::from_value::<Vec<Message>>(list) {
+                    Ok(mut changed) => {
+                        // The system messages stay at the head (upstream replays the prompt
+                        // ahead of the returned list).
+                        let mut out: Vec<Message> = messages
+                            .into_iter()
+                            .filter(|m| matches!(m, Message::System(_)))
+                            .collect();
+                        out.append(&mut changed);
+                        out
+                    }
+                    Err(e) => {
+                        for p in self.handlers_of("context") {
+                            self.error(&p, "context", &format!("invalid context messages: {e}"));
+                        }
+                        messages
+                    }
+                }
+            }
+            Err(e) => {
+                for p in self.handlers_of("context") {
+                    self.error(&p, "context", &e.to_string());
+                }
+                messages
+            }
+        }
+    }
+
+    /// Fires `model_select {model, previousModel, source}` (`source`: `set` or `cycle`) and
+    /// waits for the handlers, so that what they do comes before the command's response.
+    /// Nothing is sent when the model did not change (upstream `_emitModelSelect`).
+    pub async fn model_select(&self, model: &Model, previous: Option<&Model>, source: &str) {
+        if !self.handles("model_select") || self.host.is_dead() {
+            return;
+        }
+        if previous.is_some_and(|p| p.provider == model.provider && p.id == model.id) {
+            return;
+        }
+        let id = self.host.next_id();
+        // Upstream's key order: type, model, previousModel (absent when none), source.
+        let mut map = serde_json::Map::new();
+        map.insert("type".into(), "model_select".into());
+        map.insert("model".into(), json!(model));
+        if let Some(p) = previous {
+            map.insert("previousModel".into(), json!(p));
+        }
+        map.insert("source".into(), source.into());
+        let event = Value::Object(map);
+        let msg = ToHost::Event {
+            id: Some(id),
+            event,
+        };
+        if let Err(e) = self.host.request(id, &msg, Some(self.hook_timeout)).await {
+            for p in self.handlers_of("model_select") {
+                self.error(&p, "model_select", &e.to_string());
+            }
+        }
+    }
+
+    /// Runs the `user_bash` handlers for the RPC `bash` command (`exclude`:
+    /// `excludeFromContext`; `resolved`: the command with `shellCommandPrefix`, for a handler's
+    /// `operations`). `on_delta` receives the output of a run through `operations` as it
+    /// comes; `cancel` (abort_bash) fires that run's signal. `Err` is the failure response text:
+    /// a handler threw or returned an invalid result (reported as `extension_error` by the
+    /// host), or the host could not answer.
+    pub async fn user_bash(
+        &self,
+        command: &str,
+        exclude: bool,
+        cwd: &str,
+        resolved: &str,
+        on_delta: Arc<dyn Fn(String) + Send + Sync>,
+        cancel: tokio_util::sync::CancellationToken,
+    ) -> Result<UserBash, String> {
+        if !self.handles("user_bash") {
+            return Ok(UserBash::Local);
+        }
+        let id = self.host.next_id();
+        let msg = ToHost::UserBash {
+            id,
+            event: json!({
+                "type": "user_bash",
+                "command": command,
+                "excludeFromContext": exclude,
+                "cwd": cwd,
+            }),
+            command: resolved.to_string(),
+        };
+        let updates: super::host::UpdateSink = Arc::new(move |v: Value| {
+            if let Value::String(s) = v {
+                on_delta(s);
+            }
+        });
+        let host = self.host.clone();
+        let watcher = tokio::spawn(async move {
+            cancel.cancelled().await;
+            host.abort(id);
+        });
+        let reply = self
+            .host
+            .request_with_updates(id, &msg, None, updates)
+            .await;
+        watcher.abort();
+        let v = match reply {
+            Ok(v) => v,
+            Err(super::host::HostError::Handler(text)) => return Err(text),
+            Err(e) => {
+                let text = e.to_string();
+                for p in self.handlers_of("user_bash") {
+                    self.error(&p, "user_bash", &text);
+                }
+                return Err(text);
+            }
+        };
+        if let Some(r) = v.get("result") {
+            return serde_json::from_value::<BashResult>(strip_undefined(r.clone()))
+                .map(UserBash::Result)
+                .map_err(|e| format!("Invalid user_bash handler result: {e}"));
+        }
+        if let Some(x) = v.get("executed") {
+            return Ok(UserBash::Executed {
+                output: x
+                    .get("output")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+                exit_code: x
+                    .get("exitCode")
+                    .and_then(Value::as_i64)
+                    .and_then(|c| i32::try_from(c).ok()),
+                cancelled: x.get("cancelled").and_then(Value::as_bool).unwrap_or(false),
+            });
+        }
+        Ok(UserBash::Local)
+    }
+}
+
+/// A `before_agent_start` `message` (`{customType, content, display, details}`) as a `custom`
+/// message; `content` missing or `null` becomes `[]` (upstream normalises it so). `None` when
+/// it is not an object.
+fn custom_message(m: &Value, now: i64) -> Option<Message> {
+    let obj = m.as_object()?;
+    let mut map = serde_json::Map::new();
+    map.insert("role".into(), "custom".into());
+    map.insert(
+        "customType".into(),
+        obj.get("customType").cloned().unwrap_or(Value::from("")),
+    );
+    let content = match obj.get("content") {
+        None | Some(Value::Null) => json!([]),
+        Some(c) => c.clone(),
+    };
+    map.insert("content".into(), content);
+    map.insert(
+        "display".into(),
+        Value::Bool(obj.get("display").and_then(Value::as_bool).unwrap_or(false)),
+    );
+    if let Some(d) = obj.get("details").filter(|d| !d.is_null()) {
+        map.insert("details".into(), d.clone());
+    }
+    map.insert("timestamp".into(), now.into());
+    Some(Message::Other(map))
+}
+
+/// Drops `null` members (JS `undefined` that JSON kept as nothing, or `null` sent for it).
+fn strip_undefined(v: Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(m.into_iter().filter(|(_, v)| !v.is_null()).collect()),
+        other => other,
+    }
+}
+
+/// Turns the protocol events the client sees into the event objects extensions receive
+/// (upstream `_emitExtensionEvent`): `agent_start {}`, `agent_end {messages}`, `turn_start
+/// {turnIndex, timestamp}` (`turnIndex` counts from 0 in each low-level run), `turn_end
+/// {turnIndex, message, toolResults, outcome, entries: [], continue: false}` (entry ids and
+/// `context` are not given), `message_start`/`message_end {message}`,
+/// `message_update {message, assistantMessageEvent}`, `tool_execution_start {toolCallId,
+/// toolName, args}`, `tool_execution_update {…, partialResult}`, `tool_execution_end {toolCallId,
+/// toolName, result, isError, durationMs?}`. Other events pass as the client sees them.
+#[derive(Default)]
+pub struct EventShaper {
+    turn_index: AtomicU64,
+}
+
+impl EventShaper {
+    /// The extension event for `ev` (already serialized as `v`).
+    pub fn shape(&self, ev: &RpcEvent, v: Value) -> Value {
+        let keep = |v: &Value, keys: &[&str]| -> Value {
+            let mut out = serde_json::Map::new();
+            for k in keys {
+                if let Some(x) = v.get(*k) {
+                    out.insert((*k).to_string(), x.clone());
+                }
+            }
+            Value::Object(out)
+        };
+        match ev {
+            RpcEvent::AgentStart => {
+                self.turn_index.store(0, Ordering::SeqCst);
+                json!({"type": "agent_start"})
+            }
+            RpcEvent::AgentEnd { .. } => keep(&v, &["type", "messages"]),
+            RpcEvent::TurnStart => json!({
+                "type": "turn_start",
+                "turnIndex": self.turn_index.load(Ordering::SeqCst),
+                "timestamp": pi_ai::now_ms(),
+            }),
+            RpcEvent::TurnEnd { message, .. } => {
+                let i = self.turn_index.fetch_add(1, Ordering::SeqCst);
+                let outcome = match message {
+                    Message::Assistant(a) => match a.stop_reason {
+                        pi_ai::StopReason::Aborted => "aborted",
+                        pi_ai::StopReason::Error => "error",
+                        _ => "completed",
+                    },
+                    _ => "completed",
+                };
+                let mut m = serde_json::Map::new();
+                m.insert("type".into(), "turn_end".into());
+                m.insert("turnIndex".into(), i.into());
+                for k in ["message", "toolResults"] {
+                    if let Some(x) = v.get(k) {
+                        m.insert(k.into(), x.clone());
+                    }
+                }
+                // The boundary proposal (no entries, no continuation): results are not read.
+                m.insert("outcome".into(), outcome.into());
+                m.insert("entries".into(), json!([]));
+                m.insert("continue".into(), false.into());
+                Value::Object(m)
+            }
+            RpcEvent::MessageStart { .. } | RpcEvent::MessageEnd { .. } => {
+                keep(&v, &["type", "message"])
+            }
+            RpcEvent::MessageUpdate { .. } => {
+                keep(&v, &["type", "message", "assistantMessageEvent"])
+            }
+            RpcEvent::ToolExecutionStart { .. } => {
+                keep(&v, &["type", "toolCallId", "toolName", "args"])
+            }
+            RpcEvent::ToolExecutionUpdate { .. } => keep(
+                &v,
+                &["type", "toolCallId", "toolName", "args", "partialResult"],
+            ),
+            RpcEvent::ToolExecutionEnd { .. } => keep(
+                &v,
+                &[
+                    "type",
+                    "toolCallId",
+                    "toolName",
+                    "result",
+                    "isError",
+                    "durationMs",
+                ],
+            ),
+            _ => v,
+        }
+    }
+}

@@ -1,0 +1,478 @@
+//! Extension events that shape a run and tool semantics (issue 12): `before_agent_start`,
+//! `context`, `model_select`, `user_bash`, the agent/turn/message event payloads, handler
+//! composition across extensions, and registered tools (argument validation and coercion,
+//! `--tools`/`-nt` selection, abort signals, `onUpdate`). The extensions are our own.
+
+use crate::common::*;
+use pi_fakellm::{Script, Turn};
+use serde_json::{json, Value};
+
+fn ui_notes(agent: &RpcAgent) -> Vec<String> {
+    agent
+        .events()
+        .into_iter()
+        .filter(|v| kind(v) == "extension_ui_request" && v["method"] == "notify")
+        .map(|v| v["message"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+fn tool_end(agent: &RpcAgent) -> Value {
+    agent
+        .events()
+        .into_iter()
+        .find(|v| kind(v) == "tool_execution_end")
+        .unwrap_or_else(|| panic!("no tool_execution_end: {}", agent.dump()))
+}
+
+/// The system prompt the fake model received in request `i` (OpenAI chat: the first message).
+fn system_of(fake: &pi_fakellm::FakeLlm, i: usize) -> String {
+    let body: Value = serde_json::from_str(&fake.requests()[i].body_text()).unwrap();
+    body["messages"][0]["content"]
+        .as_str()
+        .map(str::to_string)
+        .unwrap_or_else(|| body["messages"][0]["content"].to_string())
+}
+
+#[test]
+fn before_agent_start_chains_system_prompts_and_injects_messages() {
+    let a = r#"export default function (pi) {
+      pi.on("before_agent_start", (event, ctx) => {
+        if (event.prompt !== "first") return;
+        ctx.ui.notify("A sees " + event.messageType + " " + (event.systemPrompt === ctx.getSystemPrompt()));
+        return { systemPrompt: event.systemPrompt + "\nRULE-A", message: { customType: "note-a", content: "context from A", display: true } };
+      });
+    }"#;
+    let b = r#"export default function (pi) {
+      pi.on("before_agent_start", (event, ctx) => {
+        if (event.prompt !== "first") return;
+        ctx.ui.notify("B sees A: " + event.systemPrompt.endsWith("RULE-A") + " " + ctx.getSystemPrompt().endsWith("RULE-A"));
+        return { systemPrompt: event.systemPrompt + "\nRULE-B", message: { customType: "note-b", content: [{ type: "text", text: "context from B" }], display: false } };
+      });
+    }"#;
+    let (fake, root) = setup(
+        Script::new([Turn::text("one"), Turn::text("two")]),
+        DEFAULT_MODEL,
+    );
+    root.write_cwd_file("a.js", a);
+    root.write_cwd_file("b.js", b);
+    let mut agent = root.spawn_with(true, &["-e", "a.js", "-e", "b.js"]);
+    agent.request(json!({"id": "p", "type": "prompt", "message": "first"}));
+    agent.wait_event("agent_settled");
+    assert_eq!(
+        ui_notes(&agent),
+        ["A sees user true", "B sees A: true true"],
+        "{}",
+        agent.dump()
+    );
+    let sys = system_of(&fake, 0);
+    assert!(sys.ends_with("\nRULE-A\nRULE-B"), "{sys}");
+    let body = fake.requests()[0].body_text();
+    let (u, ca, cb) = (
+        body.find("first").unwrap(),
+        body.find("context from A").expect("message of A sent"),
+        body.find("context from B").expect("message of B sent"),
+    );
+    assert!(u < ca && ca < cb, "prompt, then A, then B: {body}");
+    // The custom messages are announced and stored as custom_message entries.
+    let customs: Vec<Value> = agent
+        .events()
+        .into_iter()
+        .filter(|v| kind(v) == "message_end" && v["message"]["role"] == "custom")
+        .collect();
+    assert_eq!(customs.len(), 2, "{}", agent.dump());
+    assert_eq!(customs[0]["message"]["customType"], "note-a");
+    assert_eq!(customs[0]["message"]["display"], true);
+    let file = root.session_files().pop().expect("session file");
+    let entries = check_session_file(&file).unwrap();
+    let stored: Vec<&Value> = entries
+        .iter()
+        .filter(|e| e["type"] == "custom_message")
+        .collect();
+    assert_eq!(stored.len(), 2, "{entries:?}");
+    assert_eq!(stored[1]["customType"], "note-b");
+    // The replaced prompt held for that run only.
+    agent.request(json!({"id": "p2", "type": "prompt", "message": "second"}));
+    agent.wait_event("agent_settled");
+    let sys2 = system_of(&fake, 1);
+    assert!(!sys2.contains("RULE-A"), "{sys2}");
+}
+
+#[test]
+fn context_handlers_change_what_the_model_sees_but_not_the_session() {
+    let ext = r#"export default function (pi) {
+      pi.on("context", (event) => {
+        const roles = event.messages.map((m) => m.role).join(",");
+        const messages = event.messages.map((m) => m.role === "user"
+          ? { ...m, content: [{ type: "text", text: "[redacted " + roles + "]" }] } : m);
+        return { messages };
+      });
+      pi.on("context", (event) => {
+        event.messages.push({ role: "user", content: [{ type: "text", text: "second saw " + event.messages[0].content[0].text }], timestamp: 1 });
+      });
+    }"#;
+    let (fake, root) = setup(Script::new([Turn::text("ok")]), DEFAULT_MODEL);
+    root.write_cwd_file("c.js", ext);
+    let mut agent = root.spawn_with(false, &["-e", "c.js"]);
+    agent.request(json!({"id": "p", "type": "prompt", "message": "SECRET text"}));
+    agent.wait_event("agent_settled");
+    let body = fake.requests()[0].body_text();
+    assert!(!body.contains("SECRET"), "{body}");
+    assert!(
+        body.contains("[redacted user]"),
+        "no system message shown: {body}"
+    );
+    assert!(
+        body.contains("second saw [redacted user]"),
+        "chained: {body}"
+    );
+    let msgs = agent.request(json!({"id": "m", "type": "get_messages"}));
+    assert!(msgs.to_string().contains("SECRET text"));
+    assert!(!msgs.to_string().contains("redacted"));
+}
+
+#[test]
+fn model_select_fires_on_set_and_cycle_before_the_response() {
+    let ext = r#"export default function (pi) {
+      pi.on("model_select", (event, ctx) => {
+        const prev = event.previousModel ? event.previousModel.provider + "/" + event.previousModel.id : "none";
+        ctx.ui.notify(`${event.source} ${prev} -> ${event.model.provider}/${event.model.id}`);
+      });
+    }"#;
+    let (_fake, root) = setup(Script::default(), DEFAULT_MODEL);
+    root.write_cwd_file("m.js", ext);
+    let mut agent = root.spawn_with(false, &["-e", "m.js"]);
+    let r = agent.request(
+        json!({"id": "s", "type": "set_model", "provider": "fake-openai", "modelId": "fake-gpt"}),
+    );
+    assert_eq!(r["success"], true, "{r}");
+    let notes = ui_notes(&agent);
+    assert_eq!(
+        notes,
+        ["set fake-openai/fake-gpt-mini -> fake-openai/fake-gpt"],
+        "before the response: {}",
+        agent.dump()
+    );
+    // The same model again: no event.
+    agent.request(
+        json!({"id": "s2", "type": "set_model", "provider": "fake-openai", "modelId": "fake-gpt"}),
+    );
+    let c = agent.request(json!({"id": "c", "type": "cycle_model"}));
+    let next = format!(
+        "{}/{}",
+        c["data"]["model"]["provider"].as_str().unwrap(),
+        c["data"]["model"]["id"].as_str().unwrap()
+    );
+    let notes = ui_notes(&agent);
+    assert_eq!(notes.len(), 2, "{}", agent.dump());
+    assert_eq!(notes[1], format!("cycle fake-openai/fake-gpt -> {next}"));
+}
+
+#[test]
+fn user_bash_handlers_replace_or_run_the_command() {
+    let ext = r#"import { spawn } from "node:child_process";
+    export default function (pi) {
+      pi.on("user_bash", (event) => {
+        if (event.command === "pass") return undefined;
+        if (event.command === "fake") return { result: { output: "canned " + event.excludeFromContext + " " + (event.cwd === process.cwd()), exitCode: 3, cancelled: false, truncated: false } };
+        if (event.command === "bad") return { nonsense: true };
+        if (event.command.startsWith("remote")) return { operations: {
+          exec(command, cwd, { onData, signal }) {
+            return new Promise((resolve) => {
+              const child = spawn("sh", ["-c", "printf 'via ops: '; " + command.slice(7)], { cwd });
+              child.stdout.on("data", onData);
+              signal.addEventListener("abort", () => child.kill("SIGKILL"));
+              child.on("close", (code) => resolve({ exitCode: code }));
+            });
+          },
+        } };
+      });
+    }"#;
+    let (fake, root) = setup(Script::new([Turn::text("ok")]), DEFAULT_MODEL);
+    root.write_cwd_file("u.js", ext);
+    let mut agent = root.spawn_with(false, &["-e", "u.js"]);
+    let r = agent.request(
+        json!({"id": "b1", "type": "bash", "command": "fake", "excludeFromContext": true}),
+    );
+    assert_eq!(
+        r["data"],
+        json!({"output": "canned true true", "exitCode": 3, "cancelled": false, "truncated": false}),
+        "{r}"
+    );
+    let r = agent.request(json!({"id": "b2", "type": "bash", "command": "remote echo hi; exit 4"}));
+    assert_eq!(r["data"]["output"], "via ops: hi\n", "{r}");
+    assert_eq!(r["data"]["exitCode"], 4);
+    let deltas: String = agent
+        .events()
+        .into_iter()
+        .filter(|v| kind(v) == "bash_execution_update" && v["id"] == "b2")
+        .map(|v| v["delta"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(deltas, "via ops: hi\n");
+    let r = agent.request(json!({"id": "b3", "type": "bash", "command": "pass"}));
+    assert_eq!(r["success"], true, "{r}");
+    assert_eq!(r["data"]["exitCode"], 127, "ran locally: {r}");
+    let r = agent.request(json!({"id": "b4", "type": "bash", "command": "bad"}));
+    assert_eq!(r["success"], false, "{r}");
+    assert!(
+        r["error"]
+            .as_str()
+            .unwrap()
+            .contains("Invalid user_bash handler result"),
+        "{r}"
+    );
+    let err = agent.wait_event("extension_error");
+    assert_eq!(err["event"], "user_bash");
+    // The replaced results are recorded like local ones (the excluded one stays out).
+    agent.request(json!({"id": "p", "type": "prompt", "message": "go"}));
+    agent.wait_event("agent_settled");
+    let body = fake.requests()[0].body_text();
+    assert!(body.contains("via ops: hi"), "{body}");
+    assert!(!body.contains("canned"), "{body}");
+}
+
+#[test]
+fn agent_turn_and_message_events_carry_upstream_payloads() {
+    let ext = r#"export default function (pi) {
+      const seen = [];
+      pi.on("agent_start", (e) => { seen.push("agent_start:" + Object.keys(e).join("+")); });
+      pi.on("turn_start", (e) => { seen.push("turn_start:" + e.turnIndex + ":" + (typeof e.timestamp)); });
+      pi.on("message_start", (e) => { seen.push("message_start:" + e.message.role); });
+      pi.on("tool_execution_start", (e) => { seen.push("tool_start:" + e.toolName + ":" + e.args.command); });
+      pi.on("tool_execution_end", (e) => { seen.push("tool_end:" + e.isError + ":" + (typeof e.durationMs)); });
+      pi.on("turn_end", (e) => { seen.push("turn_end:" + e.turnIndex + ":" + e.message.role + ":" + e.toolResults.length); });
+      pi.on("agent_end", (e, ctx) => { seen.push("agent_end:" + e.messages.length + ":" + ("willRetry" in e)); ctx.ui.notify(seen.join(" ")); });
+    }"#;
+    let (_fake, root) = setup(
+        Script::new([
+            Turn::tool_call("bash", json!({"command": "true"})),
+            Turn::text("done"),
+        ]),
+        DEFAULT_MODEL,
+    );
+    root.write_cwd_file("e.js", ext);
+    let mut agent = root.spawn_with(false, &["-e", "e.js"]);
+    agent.request(json!({"id": "p", "type": "prompt", "message": "go"}));
+    agent.wait_event("agent_settled");
+    let (at, n) = agent.wait_from(0, LIVENESS, |v| {
+        kind(v) == "extension_ui_request" && v["method"] == "notify"
+    });
+    // Handlers of agent-loop events run before the client sees the event (upstream order).
+    let (end_at, _) = agent.wait_from(0, LIVENESS, |v| kind(v) == "agent_end");
+    assert!(at < end_at, "notify before agent_end: {}", agent.dump());
+    assert_eq!(
+        n["message"],
+        "agent_start:type turn_start:0:number message_start:system message_start:user message_start:assistant \
+         tool_start:bash:true tool_end:false:number message_start:toolResult \
+         turn_end:0:assistant:1 turn_start:1:number message_start:assistant \
+         turn_end:1:assistant:0 agent_end:5:false",
+        "{}",
+        agent.dump()
+    );
+}
+
+#[test]
+fn handlers_compose_in_load_then_registration_order() {
+    let a = r#"import { writeFileSync } from "node:fs";
+    export default function (pi) {
+      pi.on("input", (e) => ({ action: "transform", text: e.text + " a1" }));
+      pi.on("input", (e) => ({ action: "transform", text: e.text + " a2" }));
+      pi.on("tool_call", (e) => { e.input.command = e.input.command + " A"; });
+      pi.on("tool_result", (e) => ({ content: [{ type: "text", text: "one" }] }));
+    }"#;
+    let b = r#"import { writeFileSync } from "node:fs";
+    export default function (pi) {
+      pi.on("input", (e) => ({ action: "transform", text: e.text + " b" }));
+      pi.on("tool_call", (e) => ({ block: true, reason: "B blocked: " + e.input.command }));
+      pi.on("tool_call", () => { writeFileSync("later-ran", "x"); });
+      pi.on("tool_result", (e) => ({ content: [{ type: "text", text: e.content[0].text + " two" }] }));
+    }"#;
+    let (fake, root) = setup(
+        Script::new([
+            Turn::tool_call("bash", json!({"command": "echo x"})),
+            Turn::text("ok"),
+        ]),
+        DEFAULT_MODEL,
+    );
+    root.write_cwd_file("a.js", a);
+    root.write_cwd_file("b.js", b);
+    let mut agent = root.spawn_with(false, &["-e", "a.js", "-e", "b.js"]);
+    agent.request(json!({"id": "p", "type": "prompt", "message": "in"}));
+    agent.wait_event("agent_settled");
+    assert!(fake.requests()[0].body_text().contains("in a1 a2 b"));
+    let end = tool_end(&agent);
+    assert_eq!(end["result"]["content"][0]["text"], "B blocked: echo x A");
+    assert!(
+        !root.cwd.join("later-ran").exists(),
+        "a block short-circuits"
+    );
+    // tool_result chain (the blocked call skipped it; a second prompt runs a tool).
+    let a2 = r#"export default function (pi) {
+      pi.on("tool_result", () => ({ content: [{ type: "text", text: "one" }], details: { by: "a" } }));
+    }"#;
+    let b2 = r#"export default function (pi) {
+      pi.on("tool_result", (e) => ({ content: [{ type: "text", text: e.content[0].text + " two " + e.details.by }] }));
+    }"#;
+    let (_fake, root) = setup(
+        Script::new([
+            Turn::tool_call("bash", json!({"command": "echo x"})),
+            Turn::text("ok"),
+        ]),
+        DEFAULT_MODEL,
+    );
+    root.write_cwd_file("a.js", a2);
+    root.write_cwd_file("b.js", b2);
+    let mut agent = root.spawn_with(false, &["-e", "a.js", "-e", "b.js"]);
+    agent.request(json!({"id": "p", "type": "prompt", "message": "go"}));
+    agent.wait_event("agent_settled");
+    let end = tool_end(&agent);
+    assert_eq!(end["result"]["content"][0]["text"], "one two a");
+    assert_eq!(end["result"]["details"], json!({"by": "a"}));
+}
+
+const COUNT_TOOL: &str = r#"import { Type } from "typebox";
+export default function (pi) {
+  pi.registerTool({
+    name: "count", label: "Count", description: "Counts",
+    promptSnippet: "Count things",
+    promptGuidelines: ["Count before you guess."],
+    parameters: Type.Object({ n: Type.Number(), loud: Type.Optional(Type.Boolean()) }),
+    async execute(id, params) {
+      return { content: [{ type: "text", text: typeof params.n + ":" + params.n + ":" + typeof params.loud }] };
+    },
+  });
+}"#;
+
+#[test]
+fn registered_tool_arguments_are_validated_and_coerced() {
+    let (fake, root) = setup(
+        Script::new([
+            Turn::tool_call("count", json!({"n": "3", "loud": "true"})),
+            Turn::tool_call("count", json!({"loud": true})),
+            Turn::text("ok"),
+        ]),
+        DEFAULT_MODEL,
+    );
+    root.write_cwd_file("t.js", COUNT_TOOL);
+    let mut agent = root.spawn_with(false, &["-e", "t.js"]);
+    agent.request(json!({"id": "p", "type": "prompt", "message": "go"}));
+    agent.wait_event("agent_settled");
+    let ends: Vec<Value> = agent
+        .events()
+        .into_iter()
+        .filter(|v| kind(v) == "tool_execution_end")
+        .collect();
+    assert_eq!(ends[0]["isError"], false, "{}", agent.dump());
+    assert_eq!(ends[0]["result"]["content"][0]["text"], "number:3:boolean");
+    assert_eq!(ends[1]["isError"], true);
+    let text = ends[1]["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("Validation failed for tool \"count\":\n  - n: "),
+        "{text}"
+    );
+    // Snippet and guideline are in the system prompt.
+    let sys = system_of(&fake, 0);
+    assert!(sys.contains("Count things"), "{sys}");
+    assert!(sys.contains("Count before you guess."), "{sys}");
+}
+
+#[test]
+fn tool_flags_select_extension_tools() {
+    let declared = |args: &[&str]| -> Vec<String> {
+        let (fake, root) = setup(Script::new([Turn::text("ok")]), DEFAULT_MODEL);
+        root.write_cwd_file("t.js", COUNT_TOOL);
+        let mut all = vec!["-e", "t.js"];
+        all.extend_from_slice(args);
+        let mut agent = root.spawn_with(false, &all);
+        agent.request(json!({"id": "p", "type": "prompt", "message": "go"}));
+        agent.wait_event("agent_settled");
+        let body: Value = serde_json::from_str(&fake.requests()[0].body_text()).unwrap();
+        body["tools"]
+            .as_array()
+            .map(|t| {
+                t.iter()
+                    .map(|x| x["function"]["name"].as_str().unwrap().to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(declared(&[]), ["read", "bash", "edit", "write", "count"]);
+    assert!(declared(&["-nt"]).is_empty());
+    assert_eq!(declared(&["-nbt"]), ["count"]);
+    assert_eq!(declared(&["--tools", "read"]), ["read"]);
+    assert_eq!(declared(&["--tools", "read,cou*"]), ["read", "count"]);
+    // `-name` edits the built-in defaults only (as upstream 1.6).
+    assert_eq!(
+        declared(&["--tools", "-count,-write"]),
+        ["read", "bash", "edit", "count"]
+    );
+    assert_eq!(
+        declared(&["--exclude-tools", "count"]),
+        ["read", "bash", "edit", "write"]
+    );
+}
+
+#[test]
+fn extension_tool_sees_abort_and_streams_updates() {
+    let ext = r#"import { writeFileSync } from "node:fs";
+    export default function (pi) {
+      pi.registerTool({
+        name: "wait", label: "Wait", description: "Waits for an abort",
+        parameters: { type: "object", properties: {} },
+        async execute(id, params, signal, onUpdate) {
+          onUpdate({ content: [{ type: "text", text: "half" }], details: { p: 50 } });
+          await new Promise((resolve) => signal.addEventListener("abort", resolve));
+          writeFileSync("aborted", String(signal.aborted));
+          return { content: [{ type: "text", text: "late" }] };
+        },
+      });
+    }"#;
+    let (_fake, root) = setup(
+        Script::new([Turn::tool_call("wait", json!({})), Turn::text("ok")]),
+        DEFAULT_MODEL,
+    );
+    root.write_cwd_file("w.js", ext);
+    let mut agent = root.spawn_with(false, &["-e", "w.js"]);
+    agent.request(json!({"id": "p", "type": "prompt", "message": "go"}));
+    let (_, up) = agent.wait_from(0, LIVENESS, |v| kind(v) == "tool_execution_update");
+    assert_eq!(up["partialResult"]["content"][0]["text"], "half");
+    assert_eq!(up["partialResult"]["details"], json!({"p": 50}));
+    agent.request(json!({"id": "a", "type": "abort"}));
+    agent.wait_event("agent_settled");
+    assert_eq!(
+        tool_end(&agent)["result"]["content"][0]["text"],
+        "Operation aborted"
+    );
+    let mark = root.cwd.join("aborted");
+    let start = std::time::Instant::now();
+    while !mark.exists() && start.elapsed() < LIVENESS {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(std::fs::read_to_string(&mark).unwrap(), "true");
+}
+
+#[test]
+fn awaited_event_handlers_work_in_json_mode() {
+    let ext = r#"import { appendFileSync } from "node:fs";
+    export default function (pi) {
+      pi.on("message_end", async (e) => { await new Promise((r) => setTimeout(r, 5)); appendFileSync("seen.txt", e.message.role + " "); });
+    }"#;
+    let (_fake, root) = setup(Script::new([Turn::text("hi")]), DEFAULT_MODEL);
+    root.write_cwd_file("j.js", ext);
+    let bin = std::env::var_os("PI_TEST_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_pi").into());
+    let out = std::process::Command::new(bin)
+        .args(["--mode", "json", "--no-session", "-e", "j.js", "go"])
+        .current_dir(&root.cwd)
+        .env_clear()
+        .envs(root.env())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("\"agent_end\""), "{text}");
+    let seen = std::fs::read_to_string(root.cwd.join("seen.txt")).unwrap();
+    assert_eq!(seen, "system user assistant ");
+}
