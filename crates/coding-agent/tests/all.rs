@@ -30,6 +30,8 @@ mod export_html;
 
 #[path = "all/extensions.rs"]
 mod extensions;
+#[path = "all/extensions_api.rs"]
+mod extensions_api;
 
 #[path = "all/local_model.rs"]
 mod local_model;

@@ -17,6 +17,7 @@
 
 mod bash;
 mod commands;
+mod extension_api;
 pub mod compaction;
 pub mod convert;
 pub mod factory;
@@ -30,6 +31,7 @@ pub mod runtime;
 
 pub use convert::{context_tokens, convert_to_llm, estimate_tokens, user_message};
 pub use queues::{MessageQueues, QueueKind};
+pub use extension_api::custom_message;
 pub use run::PromptOutcome;
 pub use run_control::{RunControl, RunPhase};
 

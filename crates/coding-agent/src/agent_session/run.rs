@@ -71,6 +71,17 @@ impl AgentSession {
         if self.is_streaming() {
             return self.queue_while_streaming(user, streaming_behavior);
         }
+        self.start_run(Some(user), streaming_behavior)
+    }
+
+    /// Starts a run after checking model and credentials: `user` (if any) is the prompt; with
+    /// none the model answers the context as it stands (an extension's `sendMessage` with
+    /// `triggerTurn`).
+    pub(super) fn start_run(
+        &self,
+        user: Option<Message>,
+        streaming_behavior: Option<&str>,
+    ) -> Result<PromptOutcome, String> {
         let model = self
             .model()
             .ok_or_else(|| crate::config::no_api_key_message(None))?;
@@ -82,7 +93,10 @@ impl AgentSession {
             _ => return Err(crate::config::no_api_key_message(Some(&model.provider))),
         }
         let Some(cancel) = self.inner.run.begin() else {
-            return self.queue_while_streaming(user, streaming_behavior);
+            return match user {
+                Some(user) => self.queue_while_streaming(user, streaming_behavior),
+                None => Err(ALREADY_PROCESSING.into()),
+            };
         };
         let mut prompts = Vec::new();
         if !self.inner.system_recorded.swap(true, Ordering::SeqCst) {
@@ -90,7 +104,7 @@ impl AgentSession {
             sys.timestamp = now_ms();
             prompts.push(Message::System(sys));
         }
-        prompts.push(user);
+        prompts.extend(user);
         let this = self.clone();
         Ok(PromptOutcome::Started(Box::pin(async move {
             let guard = SettleGuard {
@@ -370,7 +384,12 @@ impl AgentSession {
     pub(super) fn persist_message(&self, message: &Message) {
         let failed = {
             let mut store = self.inner.store.lock();
-            match store.append_message(message) {
+            // An extension's custom message (`pi.sendMessage`) is a `custom_message` entry.
+            let written = match super::extension_api::custom_message_entry(message) {
+                Some(kind) => store.append_entry(kind).map(|_| ()),
+                None => store.append_message(message).map(|_| ()),
+            };
+            match written {
                 Ok(_) => None,
                 Err(e) => Some((
                     store
