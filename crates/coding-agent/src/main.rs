@@ -323,8 +323,9 @@ async fn run(cli: Cli) -> i32 {
             Mode::Print => "print",
         };
         let slot = api_slot.clone();
-        let on_call: extensions::host::CallHandler =
-            Arc::new(move |method: String, params| extensions::api::handle(&slot, &method, &params));
+        let on_call: extensions::host::CallHandler = Arc::new(move |method: String, params| {
+            extensions::api::handle(&slot, &method, &params)
+        });
         match extensions::Extensions::start(
             ext_sources,
             mode_name,
@@ -345,8 +346,11 @@ async fn run(cli: Cli) -> i32 {
         let result = match &extensions {
             Some(e) => e.apply_flags(&cli.unknown_flags),
             None => {
-                let names: Vec<String> =
-                    cli.unknown_flags.iter().map(|(n, _)| format!("--{n}")).collect();
+                let names: Vec<String> = cli
+                    .unknown_flags
+                    .iter()
+                    .map(|(n, _)| format!("--{n}"))
+                    .collect();
                 let s = if names.len() == 1 { "" } else { "s" };
                 Err(format!("Unknown option{s}: {}", names.join(", ")))
             }
@@ -479,13 +483,17 @@ async fn run_mode(
             let _ = api_slot.set(runtime.clone());
             let ext = runtime.session().extensions().cloned();
             if let Some(ext) = &ext {
-                ext.emit_session_event(serde_json::json!({"type": "session_start", "reason": "startup"}))
-                    .await;
+                ext.emit_session_event(
+                    serde_json::json!({"type": "session_start", "reason": "startup"}),
+                )
+                .await;
             }
             let result = rpc::run(runtime.clone(), out.clone()).await;
             if let Some(ext) = runtime.session().extensions() {
-                ext.emit_session_event(serde_json::json!({"type": "session_shutdown", "reason": "quit"}))
-                    .await;
+                ext.emit_session_event(
+                    serde_json::json!({"type": "session_shutdown", "reason": "quit"}),
+                )
+                .await;
             }
             let code = match result {
                 Ok(()) => 0,

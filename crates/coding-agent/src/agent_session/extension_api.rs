@@ -43,7 +43,10 @@ pub fn custom_message(message: &Value) -> Message {
     m.insert("role".into(), "custom".into());
     m.insert(
         "customType".into(),
-        message.get("customType").cloned().unwrap_or_else(|| "".into()),
+        message
+            .get("customType")
+            .cloned()
+            .unwrap_or_else(|| "".into()),
     );
     m.insert(
         "content".into(),
@@ -51,7 +54,12 @@ pub fn custom_message(message: &Value) -> Message {
     );
     m.insert(
         "display".into(),
-        Value::Bool(message.get("display").and_then(Value::as_bool).unwrap_or(false)),
+        Value::Bool(
+            message
+                .get("display")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+        ),
     );
     if let Some(d) = message.get("details").filter(|d| !d.is_null()) {
         m.insert("details".into(), d.clone());
@@ -164,7 +172,8 @@ impl SessionFactory {
     /// Every tool a session in `cwd` can offer (`pi.getAllTools()`): all built-in tools, then
     /// the extensions' tools.
     pub fn all_tools(&self, cwd: &Path) -> Vec<Arc<dyn AgentTool>> {
-        let mut tools = crate::tools::create_tools_with(cwd, &crate::tools::ALL_TOOLS, &self.tool_options);
+        let mut tools =
+            crate::tools::create_tools_with(cwd, &crate::tools::ALL_TOOLS, &self.tool_options);
         if let Some(ext) = &self.services.extensions {
             tools.extend(ext.tools());
         }

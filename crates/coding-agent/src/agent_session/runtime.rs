@@ -202,7 +202,9 @@ impl AgentSessionRuntime {
     /// by a `session_before_switch` handler.
     pub async fn new_session(&self, parent_session: Option<String>) -> Result<bool, String> {
         if self
-            .cancelled_by_extensions(serde_json::json!({"type": "session_before_switch", "reason": "new"}))
+            .cancelled_by_extensions(
+                serde_json::json!({"type": "session_before_switch", "reason": "new"}),
+            )
             .await
         {
             return Ok(true);
@@ -217,12 +219,15 @@ impl AgentSessionRuntime {
             .map_err(|e| e.to_string())?;
         let (model, level) = (current.model(), current.thinking_level());
         record_start(&mut store, model.as_ref(), level);
-        self.replace(SessionRequest {
-            cwd: store.cwd().to_path_buf(),
-            store,
-            model,
-            thinking_level: level,
-        }, ReplaceReason::New)
+        self.replace(
+            SessionRequest {
+                cwd: store.cwd().to_path_buf(),
+                store,
+                model,
+                thinking_level: level,
+            },
+            ReplaceReason::New,
+        )
         .await;
         Ok(false)
     }
@@ -272,12 +277,15 @@ impl AgentSessionRuntime {
                 );
             }
         }
-        self.replace(SessionRequest {
-            cwd: store.cwd().to_path_buf(),
-            store,
-            model: current.model(),
-            thinking_level: current.thinking_level(),
-        }, ReplaceReason::Fork)
+        self.replace(
+            SessionRequest {
+                cwd: store.cwd().to_path_buf(),
+                store,
+                model: current.model(),
+                thinking_level: current.thinking_level(),
+            },
+            ReplaceReason::Fork,
+        )
         .await;
         Ok(Some(text))
     }

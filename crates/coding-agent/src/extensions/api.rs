@@ -142,9 +142,7 @@ fn push(runtime: &AgentSessionRuntime) {
     }
 }
 
-fn later(
-    work: impl std::future::Future<Output = Value> + Send + 'static,
-) -> CallReply {
+fn later(work: impl std::future::Future<Output = Value> + Send + 'static) -> CallReply {
     CallReply::Later(work.boxed())
 }
 
@@ -154,7 +152,9 @@ fn later(
 pub fn handle(slot: &RuntimeSlot, method: &str, params: &Value) -> CallReply {
     let Some(runtime) = slot.get() else {
         tracing::warn!("extension call {method} before the session started; ignored");
-        return CallReply::Now(json!({"error": format!("{method}: the session has not started yet")}));
+        return CallReply::Now(
+            json!({"error": format!("{method}: the session has not started yet")}),
+        );
     };
     let runtime = runtime.clone();
     let session = runtime.session();
@@ -168,9 +168,8 @@ pub fn handle(slot: &RuntimeSlot, method: &str, params: &Value) -> CallReply {
         }
         "sendUserMessage" => send_user_message(&session, params),
         "sendMessage" => {
-            let message = crate::agent_session::custom_message(
-                params.get("message").unwrap_or(&Value::Null),
-            );
+            let message =
+                crate::agent_session::custom_message(params.get("message").unwrap_or(&Value::Null));
             let deliver = params.pointer("/options/deliverAs").and_then(Value::as_str);
             let trigger = params
                 .pointer("/options/triggerTurn")
@@ -292,7 +291,9 @@ pub fn handle(slot: &RuntimeSlot, method: &str, params: &Value) -> CallReply {
         }
         other => {
             tracing::debug!("extension call {other} is not supported yet");
-            return CallReply::Now(json!({"error": format!("{other} is not supported by this pi build")}));
+            return CallReply::Now(
+                json!({"error": format!("{other} is not supported by this pi build")}),
+            );
         }
     }
     CallReply::Now(json!({ "value": null }))

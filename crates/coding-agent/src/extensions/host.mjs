@@ -478,12 +478,14 @@ async function load(list) {
 
 // A fresh instance of every extension (after a session replacement or ctx.reload(), as upstream
 // rebinds extensions): the entry modules are imported again under a new URL and their factories
-// run again; flag values and the event bus are kept.
+// run again; flag values are kept, the old instances' pi.events listeners are dropped (the new
+// instances subscribe again).
 async function reloadAll() {
 	generation++;
 	extensions.length = 0;
 	commands.clear();
 	tools.clear();
+	bus.clear();
 	return load(paths);
 }
 

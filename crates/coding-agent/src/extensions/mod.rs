@@ -564,7 +564,12 @@ impl Extensions {
                         // Handlers of these read the session (entries, idle state) as it is now.
                         if matches!(
                             t,
-                            "agent_start" | "agent_end" | "agent_settled" | "turn_start" | "turn_end" | "message_end"
+                            "agent_start"
+                                | "agent_end"
+                                | "agent_settled"
+                                | "turn_start"
+                                | "turn_end"
+                                | "message_end"
                         ) {
                             me.push_state();
                         }

@@ -611,7 +611,10 @@ fn upstream_commands_example_lists_commands() {
     assert!(confirm["message"].as_str().unwrap().contains("commands.ts"));
     agent.send(json!({"type": "extension_ui_response", "id": confirm["id"], "confirmed": true}));
     let (_, n) = ui_request(&agent, 0, "notify");
-    assert!(n["message"].as_str().unwrap().ends_with("commands.ts"), "{n}");
+    assert!(
+        n["message"].as_str().unwrap().ends_with("commands.ts"),
+        "{n}"
+    );
     assert_eq!(agent.wait_response("p")["data"]["disposition"], "handled");
 }
 
@@ -657,7 +660,10 @@ fn upstream_rpc_demo_example_drives_the_ui_protocol() {
     let (_, title) = ui_request(&agent, 0, "setTitle");
     assert_eq!(title["title"], "pi RPC Demo");
     let (_, widget) = ui_request(&agent, 0, "setWidget");
-    assert_eq!(widget["widgetLines"], json!(["--- RPC Extension UI Demo ---", "Loaded and ready."]));
+    assert_eq!(
+        widget["widgetLines"],
+        json!(["--- RPC Extension UI Demo ---", "Loaded and ready."])
+    );
     let (_, status) = ui_request(&agent, 0, "setStatus");
     assert_eq!(status["statusText"], "Turns: 0");
     agent.send(json!({"id": "p", "type": "prompt", "message": "clean"}));
@@ -666,7 +672,10 @@ fn upstream_rpc_demo_example_drives_the_ui_protocol() {
     assert_eq!(select["options"], json!(["Allow", "Block"]));
     agent.send(json!({"type": "extension_ui_response", "id": select["id"], "value": "Block"}));
     agent.wait_event("agent_settled");
-    assert_eq!(tool_end(&agent)["result"]["content"][0]["text"], "Blocked by user");
+    assert_eq!(
+        tool_end(&agent)["result"]["content"][0]["text"],
+        "Blocked by user"
+    );
     assert!(root.cwd.join("victim").is_dir(), "the command never ran");
     let statuses: Vec<Value> = agent
         .events()
@@ -674,7 +683,10 @@ fn upstream_rpc_demo_example_drives_the_ui_protocol() {
         .filter(|v| v["method"] == "setStatus")
         .map(|v| v["statusText"].clone())
         .collect();
-    assert!(statuses.contains(&json!("Turn 1 running...")), "{statuses:?}");
+    assert!(
+        statuses.contains(&json!("Turn 1 running...")),
+        "{statuses:?}"
+    );
     assert!(statuses.contains(&json!("Turn 1 done")), "{statuses:?}");
     // /rpc-input: an input dialog, answered.
     let from = agent.len();
@@ -700,7 +712,10 @@ fn upstream_rpc_demo_example_drives_the_ui_protocol() {
     agent.send(json!({"id": "n2", "type": "new_session"}));
     let (_, c) = ui_request(&agent, from, "confirm");
     agent.send(json!({"type": "extension_ui_response", "id": c["id"], "confirmed": true}));
-    assert_eq!(agent.wait_response("n2")["data"], json!({"cancelled": false}));
+    assert_eq!(
+        agent.wait_response("n2")["data"],
+        json!({"cancelled": false})
+    );
     let (_, title) = ui_request(&agent, from, "setTitle");
     assert_eq!(title["title"], "pi RPC Demo (new session)");
 }
@@ -714,7 +729,10 @@ fn upstream_with_deps_example_resolves_its_own_node_modules() {
     };
     let folder = dir.join("with-deps");
     if !folder.join("node_modules").join("ms").is_dir() {
-        panic!("{} has no node_modules: run scripts/fetch-upstream-examples.sh", folder.display());
+        panic!(
+            "{} has no node_modules: run scripts/fetch-upstream-examples.sh",
+            folder.display()
+        );
     }
     let (_fake, root) = setup(
         Script::new([

@@ -101,14 +101,23 @@ fn command_context_replaces_sessions_through_the_runtime() {
     assert_eq!(i["model"], first["model"]["id"]);
     assert_eq!(i["idle"], true);
     assert_eq!(i["active"], json!(["read", "bash", "edit", "write"]));
-    assert!(i["all"].as_array().unwrap().contains(&json!("grep:builtin")), "{i}");
+    assert!(
+        i["all"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("grep:builtin")),
+        "{i}"
+    );
     let user = i["user"].as_str().unwrap().to_string();
 
     // A cancelling session_before_switch / _fork handler: nothing is replaced, for the
     // command context and for the RPC commands alike.
     ctl(&mut agent, "b1", "block on");
     let from = ctl(&mut agent, "n1", "new");
-    assert_eq!(notify_from(&agent, from, "new ").1, format!("new {{\"cancelled\":true}} {}", i["n"]));
+    assert_eq!(
+        notify_from(&agent, from, "new ").1,
+        format!("new {{\"cancelled\":true}} {}", i["n"])
+    );
     let r = agent.request(json!({"id": "rn", "type": "new_session"}));
     assert_eq!(r["data"], json!({"cancelled": true}), "{}", agent.dump());
     let r = agent.request(json!({"id": "rf", "type": "fork", "entryId": user}));
@@ -117,9 +126,15 @@ fn command_context_replaces_sessions_through_the_runtime() {
 
     // fork: the new session holds what came before the user message.
     let from = ctl(&mut agent, "f1", &format!("fork {user}"));
-    assert_eq!(notify_from(&agent, from, "fork ").1, "fork {\"cancelled\":false}");
+    assert_eq!(
+        notify_from(&agent, from, "fork ").1,
+        "fork {\"cancelled\":false}"
+    );
     notify_from(&agent, from, "shutdown fork");
-    assert_eq!(notify_from(&agent, from, "start ").1, "start fork prev=yes plan=true level=high");
+    assert_eq!(
+        notify_from(&agent, from, "start ").1,
+        "start fork prev=yes plan=true level=high"
+    );
     let forked = agent.request(json!({"id": "s2", "type": "get_state"}))["data"].clone();
     assert_ne!(forked["sessionId"], first["sessionId"]);
     assert_eq!(info(&mut agent, "c2")["id"], forked["sessionId"]);
@@ -135,14 +150,20 @@ fn command_context_replaces_sessions_through_the_runtime() {
     // switchSession back to the first file.
     let path = first["sessionFile"].as_str().unwrap();
     let from = ctl(&mut agent, "w1", &format!("switch {path}"));
-    assert_eq!(notify_from(&agent, from, "switch ").1, format!("switch {{\"cancelled\":false}} {path}"));
+    assert_eq!(
+        notify_from(&agent, from, "switch ").1,
+        format!("switch {{\"cancelled\":false}} {path}")
+    );
     notify_from(&agent, from, "start resume prev=yes");
     let back = agent.request(json!({"id": "s4", "type": "get_state"}))["data"].clone();
     assert_eq!(back["sessionId"], first["sessionId"]);
 
     // fork {position:"at"}: a copy through the entry.
     let from = ctl(&mut agent, "k1", &format!("clone {user}"));
-    assert_eq!(notify_from(&agent, from, "clone ").1, "clone {\"cancelled\":false}");
+    assert_eq!(
+        notify_from(&agent, from, "clone ").1,
+        "clone {\"cancelled\":false}"
+    );
     let cloned = info(&mut agent, "c3");
     assert_eq!(cloned["leaf"], json!(user), "{cloned}");
 
@@ -186,7 +207,10 @@ fn api_methods_change_tools_thinking_level_model_and_labels() {
     agent.send(json!({"id": "p2", "type": "prompt", "message": "again"}));
     agent.wait_event("agent_settled");
     let body = fake.requests()[1].body_text();
-    assert!(body.contains("\"read\"") && !body.contains("\"bash\""), "{body}");
+    assert!(
+        body.contains("\"read\"") && !body.contains("\"bash\""),
+        "{body}"
+    );
     // setThinkingLevel goes through the session (thinking_level_changed, clamped).
     ctl(&mut agent, "k", "think off");
     assert_eq!(info(&mut agent, "i2")["level"], "off");
@@ -208,11 +232,17 @@ fn unregistered_flags_are_errors_and_string_flags_need_a_value() {
     let mut agent = root.spawn_with(false, &["-e", "ctl.js", "--nope"]);
     let status = agent.wait_exit(LIVENESS);
     assert_eq!(status.and_then(|s| s.code()), Some(1));
-    assert!(agent.stderr().contains("Unknown option: --nope"), "{}", agent.stderr());
+    assert!(
+        agent.stderr().contains("Unknown option: --nope"),
+        "{}",
+        agent.stderr()
+    );
     let mut agent = root.spawn_with(false, &["-e", "ctl.js", "--level"]);
     assert_eq!(agent.wait_exit(LIVENESS).and_then(|s| s.code()), Some(1));
     assert!(
-        agent.stderr().contains("Extension flag \"--level\" requires a value"),
+        agent
+            .stderr()
+            .contains("Extension flag \"--level\" requires a value"),
         "{}",
         agent.stderr()
     );
@@ -231,7 +261,8 @@ fn send_message_enters_custom_messages_and_may_trigger_a_turn() {
     assert_eq!(end["message"]["role"], "custom");
     assert_eq!(end["message"]["content"], "remember quiet");
     assert_eq!(end["message"]["details"], json!({"a": 1}));
-    let entries = agent.request(json!({"id": "e", "type": "get_entries"}))["data"]["entries"].clone();
+    let entries =
+        agent.request(json!({"id": "e", "type": "get_entries"}))["data"]["entries"].clone();
     let last = entries.as_array().unwrap().last().unwrap().clone();
     assert_eq!(last["type"], "custom_message", "{last}");
     assert_eq!(last["customType"], "note");
@@ -240,5 +271,44 @@ fn send_message_enters_custom_messages_and_may_trigger_a_turn() {
     ctl(&mut agent, "m2", "msg go");
     agent.wait_for(|v| kind(v) == "agent_settled", LIVENESS);
     let body = fake.requests()[0].body_text();
-    assert!(body.contains("remember quiet") && body.contains("remember go"), "{body}");
+    assert!(
+        body.contains("remember quiet") && body.contains("remember go"),
+        "{body}"
+    );
+}
+
+/// `pi.events`: one extension emits, another listens; a session replacement leaves one
+/// listener (the fresh instance's), not two.
+#[test]
+fn event_bus_connects_extensions_across_instances() {
+    let (_fake, root) = setup(Script::new([Turn::text("x")]), DEFAULT_MODEL);
+    root.write_cwd_file(
+        "a.js",
+        r#"export default function (pi) {
+          pi.registerCommand("ping", { handler: async (args) => { pi.events.emit("demo:ping", { n: args }); } });
+        }"#,
+    );
+    root.write_cwd_file(
+        "b.js",
+        r#"export default function (pi) {
+          let ui;
+          pi.on("session_start", (_e, ctx) => { ui = ctx.ui; });
+          pi.events.on("demo:ping", (d) => ui && ui.notify("got " + d.n));
+        }"#,
+    );
+    let mut agent = root.spawn_with(false, &["-e", "a.js", "-e", "b.js"]);
+    agent.request(json!({"id": "p1", "type": "prompt", "message": "/ping 1"}));
+    let (_, n) = agent.wait_from(0, LIVENESS, |v| v["method"] == "notify");
+    assert_eq!(n["message"], "got 1");
+    agent.request(json!({"id": "n", "type": "new_session"}));
+    let from = agent.len();
+    agent.request(json!({"id": "p2", "type": "prompt", "message": "/ping 2"}));
+    agent.wait_quiet(Duration::from_millis(300), LIVENESS);
+    let got: Vec<Value> = agent.records()[from..]
+        .iter()
+        .filter_map(|r| r.value.clone())
+        .filter(|v| v["method"] == "notify")
+        .collect();
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0]["message"], "got 2");
 }
