@@ -560,9 +560,12 @@ impl Extensions {
         Arc::new(move |ev: RpcEvent| {
             if let Ok(v) = serde_json::to_value(&ev) {
                 if let Some(t) = v.get("type").and_then(Value::as_str) {
-                    if me.handles(t) && !me.host.is_dead() {
-                        // Handlers of these read the session (entries, idle state) as it is now.
-                        if matches!(
+                    let handled = me.handles(t);
+                    // Handlers of these read the session (entries, idle state) as it is now;
+                    // `tool_call` handlers see it through the assistant message that made the
+                    // call (upstream docs/extensions.md "ctx.sessionManager").
+                    let refresh = (handled
+                        && matches!(
                             t,
                             "agent_start"
                                 | "agent_end"
@@ -570,10 +573,15 @@ impl Extensions {
                                 | "turn_start"
                                 | "turn_end"
                                 | "message_end"
-                        ) {
+                        ))
+                        || (t == "message_end" && me.handles("tool_call"));
+                    if (handled || refresh) && !me.host.is_dead() {
+                        if refresh {
                             me.push_state();
                         }
-                        me.host.send(&ToHost::Event { id: None, event: v });
+                        if handled {
+                            me.host.send(&ToHost::Event { id: None, event: v });
+                        }
                     }
                 }
             }

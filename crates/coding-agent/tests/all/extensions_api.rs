@@ -312,3 +312,28 @@ fn event_bus_connects_extensions_across_instances() {
     assert_eq!(got.len(), 1, "{got:?}");
     assert_eq!(got[0]["message"], "got 2");
 }
+
+/// A `tool_call` handler sees the session through the assistant message that made the call.
+#[test]
+fn tool_call_handlers_see_the_session_through_the_calling_message() {
+    let ext = r#"export default function (pi) {
+      pi.on("tool_call", (event, ctx) => {
+        const last = ctx.sessionManager.getBranch().at(-1);
+        const calls = last && last.message && last.message.content.filter((c) => c.type === "toolCall").map((c) => c.id);
+        ctx.ui.notify("leaf has " + JSON.stringify(calls) + " idle=" + ctx.isIdle());
+      });
+    }"#;
+    let (_fake, root) = setup(
+        Script::new([
+            Turn::tool_call("bash", json!({"command": "true"})),
+            Turn::text("done"),
+        ]),
+        DEFAULT_MODEL,
+    );
+    root.write_cwd_file("tc.js", ext);
+    let mut agent = root.spawn_with(false, &["-e", "tc.js"]);
+    agent.send(json!({"id": "p", "type": "prompt", "message": "go"}));
+    agent.wait_event("agent_settled");
+    let (_, n) = agent.wait_from(0, LIVENESS, |v| v["method"] == "notify");
+    assert_eq!(n["message"], "leaf has [\"call_fake_1_0\"] idle=false");
+}
