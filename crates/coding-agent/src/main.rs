@@ -48,23 +48,8 @@ fn main() {
         print!("{}", cli::HELP);
         return;
     }
-    if !cli.unknown_flags.is_empty() {
-        let names: Vec<String> = cli
-            .unknown_flags
-            .iter()
-            .map(|(n, _)| format!("--{n}"))
-            .collect();
-        let s = if names.len() == 1 { "" } else { "s" };
-        if cli.extension.is_empty() {
-            eprintln!("Error: Unknown option{s}: {}", names.join(", "));
-            std::process::exit(1);
-        }
-        // They may belong to the -e extensions (registerFlag is not read yet).
-        config::warn(&format!(
-            "ignoring option{s} {} (extension flags are not supported by this build yet)",
-            names.join(", ")
-        ));
-    }
+    // Unknown `--flags` may belong to extensions (`pi.registerFlag`): they are matched once
+    // the extensions have loaded (below), as upstream does.
     // Every child process can tell it runs under pi (upstream-1.6-notes.md item 21).
     std::env::set_var("AI_AGENT", "pi");
     std::env::set_var("PI_CODING_AGENT", "true");
@@ -326,10 +311,18 @@ async fn run(cli: Cli) -> i32 {
             Mode::Json => "json",
             Mode::Print => "print",
         };
-        match extensions::Extensions::start(ext_sources, mode_name, &cwd, base_sink.clone(), {
-            let slot = api_slot.clone();
-            Arc::new(move |method: String, params| extensions::api::handle(&slot, &method, &params))
-        })
+        let slot = api_slot.clone();
+        let on_call: extensions::host::CallHandler = Arc::new(move |method: String, params| {
+            extensions::api::handle(&slot, &method, &params)
+        });
+        match extensions::Extensions::start(
+            ext_sources,
+            mode_name,
+            &cwd,
+            base_sink.clone(),
+            api_slot.clone(),
+            on_call,
+        )
         .await
         {
             Ok(e) => Some(e),
@@ -349,6 +342,25 @@ async fn run(cli: Cli) -> i32 {
         let known = tools::ALL_TOOLS.contains(&name) || ext_tool_names.iter().any(|t| t == name);
         if !name.contains('*') && !known && !mcp && !own {
             config::warn(&format!("Unknown tool \"{name}\" ignored"));
+        }
+    }
+    // Command-line values of extension flags (upstream applyExtensionFlagValues); with no
+    // extension, any unknown `--flag` is an error.
+    if !cli.unknown_flags.is_empty() {
+        let result = match &extensions {
+            Some(e) => e.apply_flags(&cli.unknown_flags),
+            None => {
+                let names: Vec<String> = cli
+                    .unknown_flags
+                    .iter()
+                    .map(|(n, _)| format!("--{n}"))
+                    .collect();
+                let s = if names.len() == 1 { "" } else { "s" };
+                Err(format!("Unknown option{s}: {}", names.join(", ")))
+            }
+        };
+        if let Err(e) = result {
+            return fail(&e);
         }
     }
     let sink = match &extensions {
@@ -474,7 +486,21 @@ async fn run_mode(
         Mode::Rpc => {
             let runtime = AgentSessionRuntime::new(factory, request, sink);
             let _ = api_slot.set(runtime.clone());
-            let code = match rpc::run(runtime, out.clone()).await {
+            let ext = runtime.session().extensions().cloned();
+            if let Some(ext) = &ext {
+                ext.emit_session_event(
+                    serde_json::json!({"type": "session_start", "reason": "startup"}),
+                )
+                .await;
+            }
+            let result = rpc::run(runtime.clone(), out.clone()).await;
+            if let Some(ext) = runtime.session().extensions() {
+                ext.emit_session_event(
+                    serde_json::json!({"type": "session_shutdown", "reason": "quit"}),
+                )
+                .await;
+            }
+            let code = match result {
                 Ok(()) => 0,
                 Err(e) => {
                     eprintln!("Error: {e}");

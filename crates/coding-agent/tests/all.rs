@@ -34,6 +34,8 @@ mod export_html;
 
 #[path = "all/extensions.rs"]
 mod extensions;
+#[path = "all/extensions_api.rs"]
+mod extensions_api;
 
 #[path = "all/extension_events.rs"]
 mod extension_events;

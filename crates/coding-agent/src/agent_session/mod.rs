@@ -19,6 +19,7 @@ mod bash;
 mod commands;
 pub mod compaction;
 pub mod convert;
+mod extension_api;
 pub mod factory;
 mod image_guard;
 mod queries;
@@ -29,6 +30,7 @@ pub mod run_control;
 pub mod runtime;
 
 pub use convert::{context_tokens, convert_to_llm, estimate_tokens, user_message};
+pub use extension_api::custom_message;
 pub use queues::{MessageQueues, QueueKind};
 pub use run::PromptOutcome;
 pub use run_control::{RunControl, RunPhase};

@@ -97,6 +97,18 @@ impl AgentSession {
         if self.is_streaming() {
             return self.queue_while_streaming(user, streaming_behavior);
         }
+        self.start_run(Some(user), streaming_behavior, on_started)
+    }
+
+    /// Starts a run after checking model and credentials: `user` (if any) is the prompt; with
+    /// none the model answers the context as it stands (an extension's `sendMessage` with
+    /// `triggerTurn`).
+    pub(super) fn start_run(
+        &self,
+        user: Option<Message>,
+        streaming_behavior: Option<&str>,
+        on_started: Option<Box<dyn FnOnce() + Send>>,
+    ) -> Result<PromptOutcome, String> {
         let model = self
             .model()
             .ok_or_else(|| crate::config::no_api_key_message(None))?;
@@ -108,7 +120,10 @@ impl AgentSession {
             _ => return Err(crate::config::no_api_key_message(Some(&model.provider))),
         }
         let Some(cancel) = self.inner.run.begin() else {
-            return self.queue_while_streaming(user, streaming_behavior);
+            return match user {
+                Some(user) => self.queue_while_streaming(user, streaming_behavior),
+                None => Err(ALREADY_PROCESSING.into()),
+            };
         };
         let mut prompts = Vec::new();
         if !self.inner.system_recorded.swap(true, Ordering::SeqCst) {
@@ -118,11 +133,12 @@ impl AgentSession {
         }
         // `before_agent_start` sees the prompt as it will be sent (after input handlers and
         // expansion); its copy is only taken when an extension listens.
-        let before_start = self
-            .extensions()
-            .filter(|e| e.handles("before_agent_start"))
-            .map(|_| prompt_parts(&user));
-        prompts.push(user);
+        let before_start = user.as_ref().and_then(|user| {
+            self.extensions()
+                .filter(|e| e.handles("before_agent_start"))
+                .map(|_| prompt_parts(user))
+        });
+        prompts.extend(user);
         let this = self.clone();
         let started = OnStarted(on_started);
         Ok(PromptOutcome::Started(Box::pin(async move {
@@ -434,13 +450,12 @@ impl AgentSession {
     pub(super) fn persist_message(&self, message: &Message) {
         let failed = {
             let mut store = self.inner.store.lock();
-            let appended = match custom_parts(message) {
-                Some((custom_type, content, display, details)) => store
-                    .append_custom_message_entry(&custom_type, content, display, details)
-                    .map(|_| ()),
+            // An extension's custom message (`pi.sendMessage`) is a `custom_message` entry.
+            let written = match super::extension_api::custom_message_entry(message) {
+                Some(kind) => store.append_entry(kind).map(|_| ()),
                 None => store.append_message(message).map(|_| ()),
             };
-            match appended {
+            match written {
                 Ok(_) => None,
                 Err(e) => Some((
                     store
@@ -549,34 +564,6 @@ impl AgentSession {
             }
         }
     }
-}
-
-/// The parts of a `custom` message (extensions' `before_agent_start` messages), which the
-/// session stores as a `custom_message` entry (upstream: `appendCustomMessageEntry`).
-fn custom_parts(
-    message: &Message,
-) -> Option<(String, pi_ai::UserContent, bool, Option<serde_json::Value>)> {
-    let Message::Other(map) = message else {
-        return None;
-    };
-    if map.get("role").and_then(serde_json::Value::as_str) != Some("custom") {
-        return None;
-    }
-    let custom_type = map
-        .get("customType")
-        .and_then(serde_json::Value::as_str)
-        .unwrap_or_default()
-        .to_string();
-    let content = map
-        .get("content")
-        .and_then(|c| serde_json::from_value(c.clone()).ok())
-        .unwrap_or(pi_ai::UserContent::Blocks(vec![]));
-    let display = map
-        .get("display")
-        .and_then(serde_json::Value::as_bool)
-        .unwrap_or(false);
-    let details = map.get("details").cloned().filter(|d| !d.is_null());
-    Some((custom_type, content, display, details))
 }
 
 /// The text and images of a user prompt message (for `before_agent_start`).

@@ -22,6 +22,29 @@ pub struct AgentSessionRuntime {
     factory: Arc<SessionFactory>,
     current: Arc<RwLock<AgentSession>>,
     sink: EventSink,
+    shutdown: Arc<tokio::sync::Notify>,
+}
+
+/// Why a session is replaced, as extensions see it (`session_shutdown.reason`,
+/// `session_start.reason`; upstream docs/extensions.md "Session Events").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplaceReason {
+    /// `new_session` / `ctx.newSession()`.
+    New,
+    /// `switch_session` / `ctx.switchSession()`.
+    Resume,
+    /// `fork`, `clone` / `ctx.fork()`.
+    Fork,
+}
+
+impl ReplaceReason {
+    fn as_str(self) -> &'static str {
+        match self {
+            ReplaceReason::New => "new",
+            ReplaceReason::Resume => "resume",
+            ReplaceReason::Fork => "fork",
+        }
+    }
 }
 
 impl AgentSessionRuntime {
@@ -32,7 +55,55 @@ impl AgentSessionRuntime {
             factory: Arc::new(factory),
             current: Arc::new(RwLock::new(session)),
             sink,
+            shutdown: Arc::default(),
         }
+    }
+
+    /// `ctx.shutdown()` in RPC mode (upstream docs/extensions.md): the process ends once the
+    /// session is idle; the RPC loop waits on [`Self::shutdown_requested`], then lets commands
+    /// in flight answer.
+    pub fn request_shutdown(&self) {
+        let rt = self.clone();
+        tokio::spawn(async move {
+            // Let the requesting handler (and its command) finish first.
+            tokio::task::yield_now().await;
+            rt.wait_settled().await;
+            rt.shutdown.notify_one();
+        });
+    }
+
+    /// Resolves once an extension has asked for shutdown and the session is idle.
+    pub async fn shutdown_requested(&self) {
+        self.shutdown.notified().await
+    }
+
+    /// Runs `session_before_switch` / `session_before_fork` handlers: whether one cancelled.
+    async fn cancelled_by_extensions(&self, event: serde_json::Value) -> bool {
+        let Some(ext) = self.session().extensions().cloned() else {
+            return false;
+        };
+        ext.emit_session_event(event).await.get("cancel") == Some(&serde_json::Value::Bool(true))
+    }
+
+    /// `ctx.reload()` (upstream docs/extensions.md): `session_shutdown {reason:"reload"}`, a
+    /// fresh instance of every extension, the session's tools and system prompt rebuilt, then
+    /// `session_start {reason:"reload"}`. Refused while a run is in flight.
+    pub async fn reload_extensions(&self) -> Result<(), String> {
+        let session = self.session();
+        let Some(ext) = session.extensions().cloned() else {
+            return Ok(());
+        };
+        if session.is_streaming() {
+            return Err("Cannot reload while the agent is running".into());
+        }
+        ext.emit_session_event(serde_json::json!({"type": "session_shutdown", "reason": "reload"}))
+            .await;
+        ext.reload().await.map_err(|e| e.to_string())?;
+        session.set_loadout(self.factory.loadout(session.cwd()));
+        ext.push_state();
+        ext.emit_session_event(serde_json::json!({"type": "session_start", "reason": "reload"}))
+            .await;
+        Ok(())
     }
 
     /// The current session.
@@ -47,28 +118,73 @@ impl AgentSessionRuntime {
 
     /// Tears down the current session (aborts its run and waits for it to settle) and makes a
     /// new one from `request` current. Returns the new session.
-    pub async fn replace(&self, request: SessionRequest) -> AgentSession {
+    ///
+    /// With extensions (upstream `AgentSessionRuntime.teardownCurrent` / `createRuntime`):
+    /// `session_shutdown {reason, targetSessionFile}` once the run has settled, a fresh
+    /// instance of every extension, then `session_start {reason, previousSessionFile}` on the
+    /// new session.
+    pub async fn replace(&self, request: SessionRequest, reason: ReplaceReason) -> AgentSession {
         let old = self.session();
         old.abort_bash();
         old.abort().await;
+        let ext = old.extensions().cloned();
+        let previous = old.state().session_file;
+        if let Some(ext) = &ext {
+            let target = request
+                .store
+                .session_file()
+                .map(|f| f.to_string_lossy().into_owned());
+            ext.emit_session_event(serde_json::json!({
+                "type": "session_shutdown", "reason": reason.as_str(), "targetSessionFile": target,
+            }))
+            .await;
+            if let Err(e) = ext.reload().await {
+                tracing::warn!("extensions could not be re-instantiated: {e}");
+            }
+        }
         let next = self.factory.create(request, self.sink.clone());
         *self.current.write() = next.clone();
+        if let Some(ext) = &ext {
+            ext.push_state();
+            ext.emit_session_event(serde_json::json!({
+                "type": "session_start", "reason": reason.as_str(), "previousSessionFile": previous,
+            }))
+            .await;
+        }
         next
     }
 
     /// `clone` (rpc-protocol.md §4.9): duplicates the active branch up to the leaf into a new
-    /// session file (header `parentSession` = the old file) and switches to it.
-    pub async fn clone_session(&self) -> Result<(), String> {
-        let session = self.session();
-        let mut store = session.store_snapshot();
+    /// session file (header `parentSession` = the old file) and switches to it. `Ok(true)` =
+    /// cancelled by a `session_before_fork` handler.
+    pub async fn clone_session(&self) -> Result<bool, String> {
+        let store = self.session().store_snapshot();
         if store.is_persisted() && !store.is_flushed() {
             return Err(NOT_SAVED_YET.into());
         }
         let Some(leaf) = store.leaf_id().map(str::to_string) else {
             return Err("Cannot clone session: no current entry selected".into());
         };
+        self.clone_through(&leaf).await
+    }
+
+    /// `ctx.fork(entryId, {position:"at"})`: like `clone`, through `entry_id` instead of the
+    /// leaf. `Ok(true)` = cancelled by a `session_before_fork` handler.
+    pub async fn clone_through(&self, entry_id: &str) -> Result<bool, String> {
+        let before = serde_json::json!({"type": "session_before_fork", "entryId": entry_id, "position": "at"});
+        if self.cancelled_by_extensions(before).await {
+            return Ok(true);
+        }
+        let session = self.session();
+        let mut store = session.store_snapshot();
+        if store.entry(entry_id).is_none() {
+            return Err("Invalid entry ID for forking".into());
+        }
+        if store.is_persisted() && !store.is_flushed() {
+            return Err(NOT_SAVED_YET.into());
+        }
         store
-            .create_branched_session(&leaf)
+            .create_branched_session(entry_id)
             .map_err(|e| e.to_string())?;
         let request = SessionRequest {
             cwd: store.cwd().to_path_buf(),
@@ -76,14 +192,23 @@ impl AgentSessionRuntime {
             model: session.model(),
             thinking_level: session.thinking_level(),
         };
-        self.replace(request).await;
-        Ok(())
+        self.replace(request, ReplaceReason::Fork).await;
+        Ok(false)
     }
 
     /// `new_session {parentSession?}` (rpc-protocol.md §4.1): tears down the current session
     /// and starts a fresh one in the same session directory and cwd, holding the current
-    /// model and thinking level as its first entries (1.6 notes §14).
-    pub async fn new_session(&self, parent_session: Option<String>) -> Result<(), String> {
+    /// model and thinking level as its first entries (1.6 notes §14). `Ok(true)` = cancelled
+    /// by a `session_before_switch` handler.
+    pub async fn new_session(&self, parent_session: Option<String>) -> Result<bool, String> {
+        if self
+            .cancelled_by_extensions(
+                serde_json::json!({"type": "session_before_switch", "reason": "new"}),
+            )
+            .await
+        {
+            return Ok(true);
+        }
         let current = self.session();
         let mut store = current.store_snapshot();
         store
@@ -94,21 +219,29 @@ impl AgentSessionRuntime {
             .map_err(|e| e.to_string())?;
         let (model, level) = (current.model(), current.thinking_level());
         record_start(&mut store, model.as_ref(), level);
-        self.replace(SessionRequest {
-            cwd: store.cwd().to_path_buf(),
-            store,
-            model,
-            thinking_level: level,
-        })
+        self.replace(
+            SessionRequest {
+                cwd: store.cwd().to_path_buf(),
+                store,
+                model,
+                thinking_level: level,
+            },
+            ReplaceReason::New,
+        )
         .await;
-        Ok(())
+        Ok(false)
     }
 
     /// `fork {entryId}` (rpc-protocol.md §4.9): `entryId` must be a user message. The new
     /// session holds the path up to (not including) it, or is empty with `parentSession` set
-    /// when it is the first entry. Returns the user message's text for the editor.
-    pub async fn fork(&self, entry_id: &str) -> Result<String, String> {
+    /// when it is the first entry. Returns the user message's text for the editor; `None` =
+    /// cancelled by a `session_before_fork` handler.
+    pub async fn fork(&self, entry_id: &str) -> Result<Option<String>, String> {
         const INVALID: &str = "Invalid entry ID for forking";
+        let before = serde_json::json!({"type": "session_before_fork", "entryId": entry_id, "position": "before"});
+        if self.cancelled_by_extensions(before).await {
+            return Ok(None);
+        }
         let current = self.session();
         let mut store = current.store_snapshot();
         let (text, parent) = match store.entry(entry_id) {
@@ -144,20 +277,28 @@ impl AgentSessionRuntime {
                 );
             }
         }
-        self.replace(SessionRequest {
-            cwd: store.cwd().to_path_buf(),
-            store,
-            model: current.model(),
-            thinking_level: current.thinking_level(),
-        })
+        self.replace(
+            SessionRequest {
+                cwd: store.cwd().to_path_buf(),
+                store,
+                model: current.model(),
+                thinking_level: current.thinking_level(),
+            },
+            ReplaceReason::Fork,
+        )
         .await;
-        Ok(text)
+        Ok(Some(text))
     }
 
     /// `switch_session {sessionPath}` (rpc-protocol.md §4.9): opens the file (a missing file
     /// starts a new session at exactly that path), restores its model when that model is
     /// available and its thinking level (clamped), and switches to it in its recorded cwd.
-    pub async fn switch_session(&self, path: &str) -> Result<(), String> {
+    /// `Ok(true)` = cancelled by a `session_before_switch` handler.
+    pub async fn switch_session(&self, path: &str) -> Result<bool, String> {
+        let before = serde_json::json!({"type": "session_before_switch", "reason": "resume", "targetSessionFile": path});
+        if self.cancelled_by_extensions(before).await {
+            return Ok(true);
+        }
         let current = self.session();
         let mut store = SessionManager::open(Path::new(path)).map_err(|e| e.to_string())?;
         if !store.cwd().is_dir() {
@@ -197,8 +338,8 @@ impl AgentSessionRuntime {
             model,
             thinking_level: level,
         };
-        self.replace(request).await;
-        Ok(())
+        self.replace(request, ReplaceReason::Resume).await;
+        Ok(false)
     }
 
     /// Waits until the current session has no run in flight (EOF handling).

@@ -137,8 +137,10 @@ globalThis.__piVirtual = {
 
 // ---- state ----
 let mode = "rpc";
-let sessionName;
 let cwd = process.cwd();
+let paths = []; // entry files, in load order (reload re-imports them)
+let generation = 0; // bumped per reload: a fresh module instance per import
+let flagValues = new Map(); // name -> command-line value (ToHost::Flags)
 const extensions = []; // {path, handlers: Map<event, fn[]>, commands: Map, tools: Map}
 const commands = new Map(); // name -> {ext, def}
 const tools = new Map(); // name -> {ext, def}
@@ -163,6 +165,74 @@ function callPi(method, params) {
 function firePi(method, params) {
 	send({ t: "call", method, params });
 }
+
+// ---- the session mirror (ToHost::State; wire.rs) and API calls that answer ----
+// Synchronous accessors (getThinkingLevel, ctx.sessionManager.*, ctx.model, …) read this
+// mirror; pi pushes it before commands and session events, and with every API call answer.
+const piState = {
+	cwd: process.cwd(), sessionFile: undefined, sessionId: "", sessionName: undefined, sessionDir: undefined, header: undefined,
+	leafId: null, entries: [], model: undefined, thinkingLevel: "off", activeTools: [], allTools: [], isIdle: true,
+	hasPendingMessages: false, contextUsage: undefined, systemPrompt: "", commands: [],
+};
+function applyState(st) {
+	if (!st || typeof st !== "object") return;
+	const { entries, entriesFrom, ...rest } = st;
+	Object.assign(piState, rest);
+	if (Array.isArray(entries)) {
+		if (entriesFrom === null || entriesFrom === undefined) piState.entries = entries;
+		else {
+			const at = piState.entries.findIndex((e) => e.id === entriesFrom);
+			piState.entries = at < 0 ? entries : [...piState.entries.slice(0, at + 1), ...entries];
+		}
+	}
+	if (typeof st.cwd === "string") cwd = st.cwd;
+}
+// An API call pi answers with `{value, state?}` (or `{error}`, thrown here).
+async function callApi(method, params) {
+	const r = (await callPi(method, params)) || {};
+	applyState(r.state);
+	if (r.error !== undefined) throw new Error(r.error);
+	return r.value;
+}
+const entryById = (id) => piState.entries.find((e) => e.id === id);
+function branchOf(leafId) {
+	const out = [];
+	for (let e = leafId ? entryById(leafId) : undefined; e; e = e.parentId ? entryById(e.parentId) : undefined) out.unshift(e);
+	return out;
+}
+function treeOf() {
+	const nodes = new Map(piState.entries.map((e) => [e.id, { entry: e, children: [], label: labelOf(e.id) }]));
+	const roots = [];
+	for (const e of piState.entries) {
+		const n = nodes.get(e.id);
+		const p = e.parentId ? nodes.get(e.parentId) : undefined;
+		(p ? p.children : roots).push(n);
+	}
+	return roots;
+}
+function labelOf(id) {
+	let label;
+	for (const e of piState.entries) if (e.type === "label" && e.targetId === id) label = e.label === null ? undefined : e.label;
+	return label;
+}
+// ctx.sessionManager: read-only accessors over the mirror (upstream ReadonlySessionManager).
+const sessionManager = {
+	getCwd: () => piState.cwd,
+	getSessionDir: () => piState.sessionDir,
+	getSessionId: () => piState.sessionId,
+	getSessionFile: () => piState.sessionFile,
+	getSessionName: () => piState.sessionName,
+	getHeader: () => piState.header,
+	getEntries: () => [...piState.entries],
+	getEntry: (id) => entryById(id),
+	getBranch: (fromId) => branchOf(fromId ?? piState.leafId),
+	getTree: () => treeOf(),
+	getLeafId: () => piState.leafId,
+	getLeafEntry: () => (piState.leafId ? entryById(piState.leafId) : undefined),
+	getLabel: (id) => labelOf(id),
+	buildContextEntries: () => branchOf(piState.leafId),
+	isPersisted: () => piState.sessionFile !== undefined,
+};
 
 // ---- UI (rpc-protocol.md §6) ----
 function dialog(method, fields, fallback, opts) {
@@ -232,22 +302,56 @@ function context() {
 		ui,
 		mode,
 		hasUI: mode === "rpc",
-		cwd,
+		get cwd() {
+			return piState.cwd;
+		},
 		signal: undefined,
-		isIdle: () => true,
+		isIdle: () => piState.isIdle,
 		abort: () => firePi("abort", {}),
 		shutdown: () => firePi("shutdown", {}),
-		hasPendingMessages: () => false,
-		getContextUsage: () => undefined,
-		getSystemPrompt: () => "",
-		sessionManager: { getEntries: () => [], getBranch: () => [], getSessionFile: () => undefined, getSessionId: () => "", getLeafId: () => null, getCwd: () => cwd },
+		hasPendingMessages: () => piState.hasPendingMessages,
+		getContextUsage: () => piState.contextUsage,
+		getSystemPrompt: () => piState.systemPrompt,
+		isProjectTrusted: () => piState.projectTrusted === true,
+		sessionManager,
 		modelRegistry: {},
-		model: undefined,
-		waitForIdle: async () => {},
-		newSession: async () => ({ cancelled: true }),
-		fork: async () => ({ cancelled: true }),
-		switchSession: async () => ({ cancelled: true }),
-		reload: async () => {},
+		get model() {
+			return piState.model;
+		},
+		get thinkingLevel() {
+			return piState.thinkingLevel;
+		},
+		scopedModels: [],
+		compact: (o) => {
+			callApi("compact", { customInstructions: o && o.customInstructions }).then(
+				(r) => o && o.onComplete && o.onComplete(r),
+				(e) => o && o.onError && o.onError(e),
+			);
+		},
+	};
+}
+
+// The command context (upstream ExtensionCommandContext): session control through pi's session
+// runtime, the same path as the RPC new_session / fork / switch_session commands.
+async function afterReplace(result, o) {
+	if (result && result.cancelled === false && o && typeof o.withSession === "function") {
+		const ctx = commandContext();
+		await o.withSession({ ...ctx, sendUserMessage: async (c, so) => firePi("sendUserMessage", { content: c, options: so }), sendMessage: async (m, so) => firePi("sendMessage", { message: m, options: so }) });
+	}
+	return result;
+}
+function commandContext() {
+	return {
+		...context(),
+		waitForIdle: () => callApi("waitForIdle", {}).then(() => undefined),
+		newSession: async (o) => afterReplace(await callApi("newSession", { parentSession: o && o.parentSession }), o),
+		fork: async (entryId, o) => afterReplace(await callApi("fork", { entryId, position: (o && o.position) || "before" }), o),
+		switchSession: async (sessionPath, o) => afterReplace(await callApi("switchSession", { sessionPath }), o),
+		navigateTree: async () => {
+			throw new Error("navigateTree is not supported by this pi build yet");
+		},
+		reload: () => callApi("reload", {}).then(() => undefined),
+		getSystemPromptOptions: () => ({ cwd: piState.cwd }),
 	};
 }
 
@@ -266,8 +370,8 @@ function makeApi(ext) {
 			tools.set(def.name, { ext, def });
 		},
 		registerShortcut: noop,
-		registerFlag: (name, o) => ext.flags.set(name, o && o.default),
-		getFlag: (name) => ext.flags.get(name),
+		registerFlag: (name, o) => ext.flags.set(name, { type: (o && o.type) || "boolean", default: o && o.default, description: o && o.description }),
+		getFlag: (name) => (ext.flags.has(name) ? (flagValues.has(name) ? flagValues.get(name) : ext.flags.get(name).default) : undefined),
 		registerMessageRenderer: noop,
 		registerEntryRenderer: noop,
 		registerProvider: noop,
@@ -275,23 +379,34 @@ function makeApi(ext) {
 		sendUserMessage: (content, o) => firePi("sendUserMessage", { content, options: o }),
 		appendEntry: (customType, data) => firePi("appendEntry", { customType, data }),
 		setSessionName: (name) => {
-			if (typeof name === "string" && name.trim()) sessionName = name.trim();
+			if (typeof name === "string") piState.sessionName = name.trim() || undefined;
 			firePi("setSessionName", { name });
 		},
-		// Names set by extensions in this process (a client's set_session_name is not seen yet).
-		getSessionName: () => sessionName,
-		// Extension commands only (templates and skills are not known to the host yet).
-		getCommands: () =>
-			[...commands].map(([name, c]) => ({ name, description: c.def && c.def.description, source: "extension", path: c.ext.path })),
-		setLabel: noop,
+		getSessionName: () => piState.sessionName,
+		// The session's slash commands as `get_commands` lists them (pi's mirror).
+		getCommands: () => piState.commands.map((c) => ({ ...c })),
 		exec: (command, args, o) => execCmd(command, args || [], o || {}),
-		getActiveTools: () => [],
-		getAllTools: () => [],
-		setActiveTools: noop,
-		setModel: async () => false,
-		getThinkingLevel: () => "off",
-		setThinkingLevel: noop,
+		...sessionApi(),
 		events: busFor(),
+	};
+}
+
+// pi.* methods that read or change the session (served by pi: api.rs).
+function sessionApi() {
+	return {
+		setLabel: (entryId, label) => firePi("setLabel", { entryId, label: label ?? null }),
+		getActiveTools: () => [...piState.activeTools],
+		getAllTools: () => piState.allTools.map((t) => ({ ...t })),
+		setActiveTools: (names) => {
+			const known = new Set(piState.allTools.map((t) => t.name));
+			piState.activeTools = (Array.isArray(names) ? names : []).filter((n) => known.has(n));
+			firePi("setActiveTools", { names: piState.activeTools });
+		},
+		setModel: (model) => callApi("setModel", { provider: model && model.provider, id: model && model.id }),
+		getThinkingLevel: () => piState.thinkingLevel,
+		setThinkingLevel: (level) => {
+			firePi("setThinkingLevel", { level });
+		},
 	};
 }
 
@@ -334,12 +449,14 @@ function execCmd(command, args, o) {
 }
 
 // ---- loading ----
-async function load(paths) {
+async function load(list) {
+	paths = list;
 	const errors = [];
-	for (const path of paths) {
+	for (const path of list) {
 		const ext = { path, handlers: new Map(), commands: new Map(), tools: new Map(), flags: new Map() };
 		try {
-			const mod = await import(pathToFileURL(path).href);
+			const url = pathToFileURL(path).href + (generation ? `?pi-gen=${generation}` : "");
+			const mod = await import(url);
 			const factory = typeof mod.default === "function" ? mod.default : typeof mod === "function" ? mod : undefined;
 			if (!factory) throw new Error("the module has no default export function");
 			await factory(makeApi(ext));
@@ -354,9 +471,23 @@ async function load(paths) {
 			events: [...x.handlers.keys()],
 			commands: [...x.commands].map(([name, d]) => ({ name, description: d && d.description })),
 			tools: [...x.tools.values()].map((t) => ({ name: t.name, label: t.label, description: t.description, parameters: t.parameters, promptSnippet: t.promptSnippet, promptGuidelines: t.promptGuidelines })),
+			flags: [...x.flags].map(([name, f]) => ({ name, type: f.type, description: f.description })),
 		})),
 		errors,
 	};
+}
+
+// A fresh instance of every extension (after a session replacement or ctx.reload(), as upstream
+// rebinds extensions): the entry modules are imported again under a new URL and their factories
+// run again; flag values are kept, the old instances' pi.events listeners are dropped (the new
+// instances subscribe again).
+async function reloadAll() {
+	generation++;
+	extensions.length = 0;
+	commands.clear();
+	tools.clear();
+	bus.clear();
+	return load(paths);
 }
 
 // ---- events ----
@@ -430,6 +561,8 @@ async function emitGeneric(event) {
 			try {
 				const r = await h(event, ctx);
 				if (r !== undefined) result = r;
+				// session_before_*: the first handler that cancels decides (upstream runner).
+				if (event.type.startsWith("session_before") && r && r.cancel === true) return r;
 			} catch (e) {
 				reportError(ext.path, event.type, e);
 			}
@@ -442,7 +575,7 @@ async function runCommand(name, args) {
 	const c = commands.get(name);
 	if (!c) throw new Error(`Unknown extension command: ${name}`);
 	try {
-		await c.def.handler(args, context());
+		await c.def.handler(args, commandContext());
 	} catch (e) {
 		reportError(`command:${name}`, "command", e);
 	}
@@ -617,6 +750,8 @@ async function handle(msg) {
 			return runTool(msg);
 		case "ping":
 			return null;
+		case "reload":
+			return reloadAll();
 		default:
 			throw new Error(`unknown message ${msg.t}`);
 	}
@@ -643,6 +778,15 @@ rl.on("line", (line) => {
 	if (msg.t === "abort") {
 		const ac = aborters.get(msg.id);
 		if (ac) ac.abort();
+		return;
+	}
+	// Mirror updates apply at once, in order with the requests around them.
+	if (msg.t === "state") {
+		applyState(msg.state);
+		return;
+	}
+	if (msg.t === "flags") {
+		flagValues = new Map(Object.entries(msg.values || {}));
 		return;
 	}
 	if (msg.t === "call_result") {

@@ -43,6 +43,20 @@ pub type UpdateSink = Arc<dyn Fn(Value) + Send + Sync>;
 
 type Updates = Arc<Mutex<HashMap<u64, UpdateSink>>>;
 
+/// What `pi` does with one API call from an extension ([`FromHost::Call`]): the synchronous
+/// part has run when this is returned (so calls take effect in the order they were made); a
+/// call that carried an id is answered with the value, at once or once the future is done.
+pub enum CallReply {
+    /// The answer (`call_result`), already known.
+    Now(Value),
+    /// Work that has to wait (a session replacement, `waitForIdle`); it runs as its own task
+    /// so the host's replies keep flowing meanwhile.
+    Later(futures::future::BoxFuture<'static, Value>),
+}
+
+/// Carries out API calls (`method` as upstream spells it, its params).
+pub type CallHandler = Arc<dyn Fn(String, Value) -> CallReply + Send + Sync>;
+
 /// A running extension host. Cheap to share (`Arc`).
 pub struct ExtensionHost {
     tx: mpsc::UnboundedSender<String>,
@@ -90,7 +104,7 @@ impl ExtensionHost {
     pub fn spawn(
         cwd: &std::path::Path,
         sink: EventSink,
-        on_call: Arc<dyn Fn(String, Value) + Send + Sync>,
+        on_call: CallHandler,
     ) -> Result<Arc<Self>, HostError> {
         let node = std::env::var("PI_NODE").unwrap_or_else(|_| "node".into());
         check_node(&node).map_err(HostError::NodeUnavailable)?;
@@ -175,7 +189,21 @@ impl ExtensionHost {
                         };
                         send_line(&reply_tx, &ToHost::CallResult { id, result });
                     }
-                    FromHost::Call { method, params, .. } => on_call(method, params),
+                    FromHost::Call { id, method, params } => match (on_call(method, params), id) {
+                        (CallReply::Now(result), Some(id)) => {
+                            send_line(&reply_tx, &ToHost::CallResult { id, result })
+                        }
+                        (CallReply::Now(_), None) => {}
+                        (CallReply::Later(work), id) => {
+                            let tx = reply_tx.clone();
+                            tokio::spawn(async move {
+                                let result = work.await;
+                                if let Some(id) = id {
+                                    send_line(&tx, &ToHost::CallResult { id, result });
+                                }
+                            });
+                        }
+                    },
                     FromHost::ToolUpdate { id, partial } => {
                         let sink = ups.lock().get(&id).cloned();
                         if let Some(sink) = sink {

@@ -22,14 +22,15 @@ pub mod wire;
 
 use crate::agent_session::EventSink;
 use crate::rpc::protocol::{RpcEvent, SlashCommand};
-use host::{ExtensionHost, HostError};
+use host::{CallHandler, ExtensionHost, HostError};
+use parking_lot::{Mutex, RwLock};
 use pi_agent::{BeforeToolCall, ToolCallHooks, ToolOutput};
 use pi_ai::ToolCall;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use wire::{LoadResult, ToHost, ToolCallResult};
+use wire::{FlagInfo, LoadResult, ToHost, ToolCallResult};
 
 /// Default limit for one `tool_call` / `tool_result` round (handlers may wait on a dialog).
 pub const DEFAULT_HOOK_TIMEOUT: Duration = Duration::from_secs(300);
@@ -171,10 +172,16 @@ pub fn discover(o: &DiscoverOptions) -> (Vec<ExtensionSource>, Vec<String>) {
 pub struct Extensions {
     host: Arc<ExtensionHost>,
     sources: Vec<ExtensionSource>,
-    loaded: LoadResult,
+    /// What the current instances registered (replaced by [`Extensions::reload`]).
+    loaded: RwLock<LoadResult>,
     sink: EventSink,
     hook_timeout: Duration,
     shaper: events::EventShaper,
+    /// The session runtime, for the state mirror ([`Extensions::push_state`]).
+    runtime: api::RuntimeSlot,
+    /// `(session id, last entry id)` of the last mirror push: the next one sends only the
+    /// entries after it.
+    pushed: Mutex<Option<(String, Option<String>)>>,
 }
 
 /// Why extensions could not be started.
@@ -197,7 +204,8 @@ impl Extensions {
         mode: &str,
         cwd: &Path,
         sink: EventSink,
-        on_call: Arc<dyn Fn(String, Value) + Send + Sync>,
+        runtime: api::RuntimeSlot,
+        on_call: CallHandler,
     ) -> Result<Arc<Self>, StartError> {
         let names = || {
             sources
@@ -225,16 +233,158 @@ impl Extensions {
         Ok(Arc::new(Extensions {
             host,
             sources,
-            loaded,
+            loaded: RwLock::new(loaded),
             sink,
             hook_timeout: DEFAULT_HOOK_TIMEOUT,
             shaper: events::EventShaper::default(),
+            runtime,
+            pushed: Mutex::new(None),
         }))
+    }
+
+    /// The flags the extensions registered (`pi.registerFlag`), in load order.
+    pub fn flags(&self) -> Vec<FlagInfo> {
+        self.loaded
+            .read()
+            .extensions
+            .iter()
+            .flat_map(|e| e.flags.iter().cloned())
+            .collect()
+    }
+
+    /// Matches the command line's unknown `--flags` against the registered ones (upstream
+    /// `applyExtensionFlagValues`) and hands the values to the host: a boolean flag is `true`
+    /// (a value after it is consumed and ignored, as upstream), a string flag takes its value.
+    /// `Err`: the message for stderr (`Unknown option(s): --a, --b`, or `Extension flag
+    /// "--x" requires a value`); the caller exits 1.
+    pub fn apply_flags(&self, given: &[(String, crate::cli::FlagValue)]) -> Result<(), String> {
+        let registered = self.flags();
+        let mut values = serde_json::Map::new();
+        let mut unknown = vec![];
+        let mut errors = vec![];
+        for (name, value) in given {
+            let Some(flag) = registered.iter().find(|f| f.name == *name) else {
+                unknown.push(format!("--{name}"));
+                continue;
+            };
+            match (flag.kind.as_deref().unwrap_or("boolean"), value) {
+                ("boolean", _) => {
+                    values.insert(name.clone(), Value::Bool(true));
+                }
+                (_, crate::cli::FlagValue::Text(t)) => {
+                    values.insert(name.clone(), Value::String(t.clone()));
+                }
+                (_, crate::cli::FlagValue::Bool) => {
+                    errors.push(format!("Extension flag \"--{name}\" requires a value"))
+                }
+            }
+        }
+        if !unknown.is_empty() {
+            let s = if unknown.len() == 1 { "" } else { "s" };
+            errors.push(format!("Unknown option{s}: {}", unknown.join(", ")));
+        }
+        if !values.is_empty() {
+            self.host.send(&ToHost::Flags { values });
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(errors.join("\n"))
+        }
+    }
+
+    /// Sends the host the session mirror (`ToHost::State`, `api::state`): only the entries
+    /// after the last push when the session is the same. Nothing before the runtime exists.
+    pub fn push_state(&self) {
+        let Some(runtime) = self.runtime.get() else {
+            return;
+        };
+        if self.host.is_dead() {
+            return;
+        }
+        let mut pushed = self.pushed.lock();
+        let session = runtime.session();
+        let id = session.state().session_id;
+        let from = match &*pushed {
+            Some((sid, last)) if *sid == id => last.clone(),
+            _ => None,
+        };
+        let state = api::state(runtime, from.as_deref());
+        let last = state
+            .get("entries")
+            .and_then(Value::as_array)
+            .and_then(|e| e.last())
+            .and_then(|e| e.get("id"))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .or(from);
+        *pushed = Some((id, last));
+        // Sent under the lock: pushes reach the host in the order they were computed.
+        self.host.send(&ToHost::State { state });
+    }
+
+    /// Runs the handlers of a session event (`session_start`, `session_shutdown`,
+    /// `session_before_switch`, `session_before_fork`) and waits for them; returns the
+    /// combined result (`{cancel: true}` from a `session_before_*` handler), `null` when no
+    /// extension handles it or the host failed (then after an `extension_error`).
+    pub async fn emit_session_event(&self, event: Value) -> Value {
+        let kind = event
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        if !self.handles(&kind) || self.host.is_dead() {
+            return Value::Null;
+        }
+        self.push_state();
+        let id = self.host.next_id();
+        let msg = ToHost::Event {
+            id: Some(id),
+            event,
+        };
+        match self.host.request(id, &msg, Some(self.hook_timeout)).await {
+            Ok(v) => v,
+            Err(e) => {
+                for p in self.handlers_of(&kind) {
+                    self.error(&p, &kind, &e.to_string());
+                }
+                Value::Null
+            }
+        }
+    }
+
+    /// A fresh instance of every extension (after a session replacement or `ctx.reload()`,
+    /// as upstream rebinds them): the host imports them again and runs their factories; their
+    /// commands, tools and handlers replace the old ones. Load errors are reported as at start.
+    pub async fn reload(&self) -> Result<(), HostError> {
+        let id = self.host.next_id();
+        let v = self
+            .host
+            .request(id, &ToHost::Reload { id }, Some(Duration::from_secs(60)))
+            .await?;
+        let loaded: LoadResult = serde_json::from_value(v)
+            .map_err(|e| HostError::Handler(format!("bad reload reply: {e}")))?;
+        for e in &loaded.errors {
+            self.error(&e.path, "load", &e.error);
+        }
+        *self.loaded.write() = loaded;
+        Ok(())
+    }
+
+    /// `(tool name, extension path)` of every registered tool.
+    pub fn tool_paths(&self) -> Vec<(String, String)> {
+        self.loaded
+            .read()
+            .extensions
+            .iter()
+            .flat_map(|e| e.tools.iter().map(|t| (t.name.clone(), e.path.clone())))
+            .collect()
     }
 
     /// The registered tools, in load order, as agent tools.
     pub fn tools(self: &Arc<Self>) -> Vec<Arc<dyn pi_agent::AgentTool>> {
         self.loaded
+            .read()
             .extensions
             .iter()
             .flat_map(|e| e.tools.iter())
@@ -250,6 +400,7 @@ impl Extensions {
     /// The system-prompt view of the registered tools (snippet and guidelines as given).
     pub fn prompt_tools(&self) -> Vec<crate::system_prompt::PromptTool> {
         self.loaded
+            .read()
             .extensions
             .iter()
             .flat_map(|e| e.tools.iter())
@@ -273,6 +424,7 @@ impl Extensions {
     /// Whether any loaded extension handles `event`.
     pub fn handles(&self, event: &str) -> bool {
         self.loaded
+            .read()
             .extensions
             .iter()
             .any(|e| e.events.iter().any(|x| x == event))
@@ -281,6 +433,7 @@ impl Extensions {
     /// The extensions with handlers for `event`.
     fn handlers_of(&self, event: &str) -> Vec<String> {
         self.loaded
+            .read()
             .extensions
             .iter()
             .filter(|e| e.events.iter().any(|x| x == event))
@@ -292,7 +445,7 @@ impl Extensions {
     /// `source: "extension"`, `sourceInfo: {path, source, scope, origin: "top-level"}`.
     pub fn commands(&self) -> Vec<SlashCommand> {
         let mut out = vec![];
-        for ext in &self.loaded.extensions {
+        for ext in &self.loaded.read().extensions {
             let src = self
                 .sources
                 .iter()
@@ -322,6 +475,7 @@ impl Extensions {
             None => (rest, ""),
         };
         self.loaded
+            .read()
             .extensions
             .iter()
             .any(|e| e.commands.iter().any(|c| c.name == name))
@@ -331,6 +485,7 @@ impl Extensions {
     /// Runs a registered command to completion (dialogs included). A handler that throws has
     /// already been reported as `extension_error` (`command:<name>`, `command`) by the host.
     pub async fn run_command(&self, name: &str, args: &str) -> Result<(), HostError> {
+        self.push_state();
         let id = self.host.next_id();
         let msg = ToHost::Command {
             id,
@@ -411,15 +566,37 @@ impl Extensions {
         Arc::new(move |ev: RpcEvent| {
             if let Ok(v) = serde_json::to_value(&ev) {
                 if let Some(t) = v.get("type").and_then(Value::as_str) {
+                    let handled = me.handles(t);
+                    // Handlers of these read the session (entries, idle state) as it is now;
+                    // `tool_call` handlers see it through the assistant message that made the
+                    // call (upstream docs/extensions.md "ctx.sessionManager").
+                    let refresh = (handled
+                        && matches!(
+                            t,
+                            "agent_start"
+                                | "agent_end"
+                                | "agent_settled"
+                                | "turn_start"
+                                | "turn_end"
+                                | "message_end"
+                        ))
+                        || (t == "message_end" && me.handles("tool_call"));
                     // The turn counter follows every run, handled or not.
                     let counted = matches!(ev, RpcEvent::AgentStart | RpcEvent::TurnEnd { .. });
-                    if me.handles(t) && !me.host.is_dead() {
-                        let awaited = events::AWAITED.contains(&t);
-                        let event = me.shaper.shape(&ev, v);
-                        if awaited {
-                            me.notify_and_wait(event);
-                        } else {
-                            me.host.send(&ToHost::Event { id: None, event });
+                    if (handled || refresh) && !me.host.is_dead() {
+                        if refresh {
+                            me.push_state();
+                        }
+                        if handled {
+                            let awaited = events::AWAITED.contains(&t);
+                            let event = me.shaper.shape(&ev, v);
+                            if awaited {
+                                me.notify_and_wait(event);
+                            } else {
+                                me.host.send(&ToHost::Event { id: None, event });
+                            }
+                        } else if counted {
+                            me.shaper.shape(&ev, Value::Null);
                         }
                     } else if counted {
                         me.shaper.shape(&ev, Value::Null);

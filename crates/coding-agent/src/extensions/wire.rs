@@ -24,6 +24,28 @@ pub enum ToHost {
         /// `ctx.cwd`.
         cwd: String,
     },
+    /// The command-line values of registered extension flags (upstream
+    /// `applyExtensionFlagValues`): name without dashes → `true` (boolean flag) or the string
+    /// given. `pi.getFlag` answers these, else the registered default. Fire and forget.
+    Flags {
+        /// The values.
+        values: serde_json::Map<String, Value>,
+    },
+    /// Re-import every extension and run its factory again (a fresh instance, as upstream
+    /// after a session replacement or `ctx.reload()`). Reply: [`LoadResult`].
+    Reload {
+        /// Request id.
+        id: u64,
+    },
+    /// The session state the host mirrors for synchronous accessors (`pi.getThinkingLevel`,
+    /// `ctx.sessionManager.*`, `ctx.model`, …); see `api::state`. Fire and forget.
+    State {
+        /// `{cwd, sessionFile, sessionId, sessionName, sessionDir, header, leafId, entries,
+        /// entriesFrom, model, thinkingLevel, activeTools, allTools, isIdle,
+        /// hasPendingMessages, contextUsage, systemPrompt, commands}`; `entriesFrom` = the id after which `entries`
+        /// follow (`null` = `entries` are all of them).
+        state: Value,
+    },
     /// Run the `tool_call` handlers. `event` = `{type:"tool_call", toolCallId, toolName, input}`.
     /// Reply: [`ToolCallResult`].
     ToolCall {
@@ -193,6 +215,22 @@ pub struct LoadedExtension {
     /// Its tools.
     #[serde(default)]
     pub tools: Vec<ToolInfo>,
+    /// Its command-line flags (`pi.registerFlag`).
+    #[serde(default)]
+    pub flags: Vec<FlagInfo>,
+}
+
+/// One flag registered with `pi.registerFlag(name, {type, default, description})`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct FlagInfo {
+    /// Name without the dashes.
+    pub name: String,
+    /// `boolean` or `string` (upstream's two flag types; anything else is treated as `string`).
+    #[serde(default, rename = "type")]
+    pub kind: Option<String>,
+    /// Shown by `--help` (not yet).
+    #[serde(default)]
+    pub description: Option<String>,
 }
 
 /// One registered tool as the host reports it (`pi.registerTool` definition minus code).

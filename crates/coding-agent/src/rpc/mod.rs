@@ -41,7 +41,12 @@ pub async fn run(runtime: AgentSessionRuntime, out: Output) -> std::io::Result<(
     let mut buf = Vec::new();
     loop {
         buf.clear();
-        let n = reader.read_until(b'\n', &mut buf).await?;
+        // An extension's `ctx.shutdown()` ends the loop once the session is idle; commands in
+        // flight still answer below.
+        let n = tokio::select! {
+            n = reader.read_until(b'\n', &mut buf) => n?,
+            () = runtime.shutdown_requested() => break,
+        };
         if n == 0 {
             break;
         }
@@ -453,16 +458,14 @@ fn dispatch(
         RpcCommand::Clone {} => {
             let rt = runtime.clone();
             answer_later(tasks, out, call, async move {
-                rt.clone_session().await.map(|()| Some(not_cancelled()))
+                rt.clone_session().await.map(|c| Some(cancelled(c)))
             })
         }
         RpcCommand::SwitchSession { session_path } => {
             let rt = runtime.clone();
             let path = session_path.unwrap_or_default();
             answer_later(tasks, out, call, async move {
-                rt.switch_session(&path)
-                    .await
-                    .map(|()| Some(not_cancelled()))
+                rt.switch_session(&path).await.map(|c| Some(cancelled(c)))
             })
         }
         RpcCommand::NewSession { parent_session } => {
@@ -470,7 +473,7 @@ fn dispatch(
             answer_later(tasks, out, call, async move {
                 rt.new_session(parent_session)
                     .await
-                    .map(|()| Some(not_cancelled()))
+                    .map(|c| Some(cancelled(c)))
             })
         }
         RpcCommand::Fork { entry_id } => {
@@ -479,8 +482,8 @@ fn dispatch(
             answer_later(tasks, out, call, async move {
                 let text = rt.fork(&entry_id).await?;
                 Ok(Some(ResponseData::Fork(ForkData {
-                    text: Some(text),
-                    cancelled: false,
+                    cancelled: text.is_none(),
+                    text,
                 })))
             })
         }
@@ -592,8 +595,10 @@ fn extension_commands(session: &AgentSession) -> Vec<protocol::SlashCommand> {
         .unwrap_or_default()
 }
 
-fn not_cancelled() -> ResponseData {
-    ResponseData::Cancelled(CancelledData { cancelled: false })
+/// `{cancelled}` of `new_session`, `switch_session`, `clone` (true when an extension's
+/// `session_before_switch` / `session_before_fork` handler cancelled).
+fn cancelled(cancelled: bool) -> ResponseData {
+    ResponseData::Cancelled(CancelledData { cancelled })
 }
 
 fn cycle_model(session: &AgentSession) -> Result<Option<ResponseData>, String> {

@@ -1,0 +1,198 @@
+//! What the extension API reads and changes on a session beyond the RPC commands
+//! (upstream docs/extensions.md "ExtensionAPI Methods"; extensions/api.rs calls these).
+
+use super::factory::SessionFactory;
+use super::queues::QueueKind;
+use super::{AgentSession, Loadout, PromptOutcome};
+use crate::rpc::protocol::RpcEvent;
+use crate::session::{CustomMessageEntry, EntryKind};
+use pi_agent::AgentTool;
+use pi_ai::{Message, UserContent};
+use serde_json::Value;
+use std::path::Path;
+use std::sync::Arc;
+
+/// The `custom_message` entry of a custom message (`role: "custom"`, as `pi.sendMessage`
+/// makes them; sessions.md §3.7); `None` for any other message.
+pub(super) fn custom_message_entry(message: &Message) -> Option<EntryKind> {
+    let Message::Other(m) = message else {
+        return None;
+    };
+    if m.get("role").and_then(Value::as_str) != Some("custom") {
+        return None;
+    }
+    Some(EntryKind::CustomMessage(CustomMessageEntry {
+        custom_type: m
+            .get("customType")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        content: m
+            .get("content")
+            .and_then(|c| serde_json::from_value::<UserContent>(c.clone()).ok())
+            .unwrap_or_else(|| UserContent::Text(String::new())),
+        display: m.get("display").and_then(Value::as_bool).unwrap_or(false),
+        details: m.get("details").cloned().filter(|d| !d.is_null()),
+    }))
+}
+
+/// The custom message of `pi.sendMessage({customType, content, display, details})`: a
+/// `role: "custom"` message with a timestamp (ms).
+pub fn custom_message(message: &Value) -> Message {
+    let mut m = serde_json::Map::new();
+    m.insert("role".into(), "custom".into());
+    m.insert(
+        "customType".into(),
+        message
+            .get("customType")
+            .cloned()
+            .unwrap_or_else(|| "".into()),
+    );
+    m.insert(
+        "content".into(),
+        message.get("content").cloned().unwrap_or_else(|| "".into()),
+    );
+    m.insert(
+        "display".into(),
+        Value::Bool(
+            message
+                .get("display")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+        ),
+    );
+    if let Some(d) = message.get("details").filter(|d| !d.is_null()) {
+        m.insert("details".into(), d.clone());
+    }
+    m.insert("timestamp".into(), Value::from(pi_ai::now_ms()));
+    Message::Other(m)
+}
+
+impl AgentSession {
+    /// `pi.getActiveTools()`: the names of the tools offered to the model, in order.
+    pub fn active_tool_names(&self) -> Vec<String> {
+        self.inner
+            .loadout
+            .lock()
+            .tools
+            .iter()
+            .map(|t| t.definition().name)
+            .collect()
+    }
+
+    /// `ctx.getSystemPrompt()`: the system prompt text sent to the model.
+    pub fn system_prompt(&self) -> String {
+        self.inner.loadout.lock().system_prompt.clone()
+    }
+
+    /// `ctx.sessionManager.getSessionDir()`: where the session file lives (`None` in memory).
+    pub fn session_dir(&self) -> Option<String> {
+        self.inner
+            .store
+            .lock()
+            .session_dir()
+            .map(|d| d.to_string_lossy().into_owned())
+    }
+
+    /// `pi.setLabel(entryId, label)`: appends a `label` entry (`None` clears the label) and
+    /// emits `entry_appended`. `Err`: no such entry, or the write failed.
+    pub fn set_label(&self, entry_id: &str, label: Option<&str>) -> Result<(), String> {
+        let entry = {
+            let mut store = self.inner.store.lock();
+            store
+                .append_label_change(entry_id, label)
+                .map_err(|e| e.to_string())?
+                .clone()
+        };
+        self.emit(RpcEvent::EntryAppended { entry });
+        Ok(())
+    }
+}
+
+impl AgentSession {
+    /// `pi.sendMessage(message, {deliverAs, triggerTurn})` (upstream docs/extensions.md):
+    /// idle, the message is entered at once (`custom_message` entry, `message_start` /
+    /// `message_end`) and, with `triggerTurn` (not for `nextTurn`), a run starts that answers
+    /// it — returned to be spawned. While streaming, `steer` (default) and `followUp` queue it;
+    /// `nextTurn` or `triggerTurn: false` enter it once the run has settled.
+    pub fn send_custom_message(
+        &self,
+        message: Message,
+        deliver_as: Option<&str>,
+        trigger_turn: bool,
+    ) -> Option<futures::future::BoxFuture<'static, ()>> {
+        use futures::FutureExt;
+        let deliver = deliver_as.unwrap_or("steer");
+        if self.is_streaming() {
+            match deliver {
+                "steer" | "followUp" if trigger_turn || deliver_as.is_some() => {
+                    let kind = if deliver == "followUp" {
+                        QueueKind::FollowUp
+                    } else {
+                        QueueKind::Steering
+                    };
+                    self.enqueue(kind, message);
+                    return None;
+                }
+                _ => {
+                    let this = self.clone();
+                    return Some(
+                        async move {
+                            this.wait_settled().await;
+                            this.enter_custom_message(message);
+                        }
+                        .boxed(),
+                    );
+                }
+            }
+        }
+        self.enter_custom_message(message);
+        if trigger_turn && deliver != "nextTurn" {
+            match self.start_run(None, None, None) {
+                Ok(PromptOutcome::Started(run)) => return Some(run),
+                Ok(PromptOutcome::Queued) => {}
+                Err(e) => tracing::warn!("extension sendMessage: {e}"),
+            }
+        }
+        None
+    }
+
+    /// Enters a custom message while idle: entry, context, `message_start` / `message_end`.
+    fn enter_custom_message(&self, message: Message) {
+        self.emit(RpcEvent::MessageStart {
+            message: message.clone(),
+        });
+        self.persist_message(&message);
+        self.transcript().push(message.clone());
+        self.emit(RpcEvent::MessageEnd { message });
+    }
+}
+
+impl SessionFactory {
+    /// Every tool a session in `cwd` can offer (`pi.getAllTools()`): all built-in tools, then
+    /// the extensions' tools.
+    pub fn all_tools(&self, cwd: &Path) -> Vec<Arc<dyn AgentTool>> {
+        let mut tools =
+            crate::tools::create_tools_with(cwd, &crate::tools::ALL_TOOLS, &self.tool_options);
+        if let Some(ext) = &self.services.extensions {
+            tools.extend(ext.tools());
+        }
+        tools
+    }
+
+    /// The loadout of `cwd` with exactly the tools named (`pi.setActiveTools(names)`; unknown
+    /// names are ignored, as upstream). The system prompt is rebuilt for them.
+    pub fn loadout_with(&self, cwd: &Path, names: &[String]) -> Loadout {
+        let mut f = self.clone();
+        f.tool_names = names
+            .iter()
+            .filter(|n| crate::tools::ALL_TOOLS.contains(&n.as_str()))
+            .cloned()
+            .collect();
+        let mut loadout = f.loadout(cwd);
+        loadout
+            .tools
+            .retain(|t| names.iter().any(|n| *n == t.definition().name));
+        loadout
+    }
+}

@@ -1,0 +1,339 @@
+//! The extension API methods and contexts (issue 12; upstream docs/extensions.md
+//! "ExtensionCommandContext", "ExtensionAPI Methods"): the command context's session control
+//! through pi's session runtime, session events, `registerFlag` values from the command line,
+//! and the session accessors. The extensions here are our own, written for these tests.
+
+use crate::common::*;
+use pi_fakellm::{Script, Turn};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// A command `/ctl <verb> [arg]` that drives the command context and reports through
+/// `notify`; session events are reported too. Cross-instance state lives on `globalThis`
+/// (every session replacement makes a fresh extension instance, as upstream).
+const CTL_EXT: &str = r#"
+export default function (pi) {
+  const say = (ctx, text) => ctx.ui.notify(text, "info");
+  pi.registerFlag("plan", { description: "plan mode", type: "boolean", default: false });
+  pi.registerFlag("level", { description: "a level", type: "string", default: "low" });
+  pi.on("session_start", (e, ctx) => say(ctx, `start ${e.reason} prev=${e.previousSessionFile ? "yes" : "no"} plan=${pi.getFlag("plan")} level=${pi.getFlag("level")}`));
+  pi.on("session_shutdown", (e, ctx) => say(ctx, `shutdown ${e.reason}`));
+  pi.on("session_before_switch", (e) => (globalThis.blockSwitch ? { cancel: true } : undefined));
+  pi.on("session_before_fork", (e) => (globalThis.blockSwitch ? { cancel: true } : undefined));
+  pi.registerCommand("ctl", {
+    description: "drive the command context",
+    handler: async (args, ctx) => {
+      const [verb, arg] = args.split(" ");
+      const sm = ctx.sessionManager;
+      if (verb === "info") {
+        const user = sm.getEntries().find((e) => e.type === "message" && e.message.role === "user");
+        say(ctx, JSON.stringify({
+          id: sm.getSessionId(), file: sm.getSessionFile() ?? null, leaf: sm.getLeafId(), n: sm.getEntries().length,
+          branch: sm.getBranch().length, user: user ? user.id : null, name: pi.getSessionName() ?? null,
+          level: pi.getThinkingLevel(), model: ctx.model ? ctx.model.id : null, idle: ctx.isIdle(),
+          active: pi.getActiveTools(), all: pi.getAllTools().map((t) => t.name + ":" + t.sourceInfo.source),
+        }));
+      } else if (verb === "block") globalThis.blockSwitch = arg === "on";
+      else if (verb === "new") say(ctx, "new " + JSON.stringify(await ctx.newSession()) + " " + sm.getEntries().length);
+      else if (verb === "fork") say(ctx, "fork " + JSON.stringify(await ctx.fork(arg)));
+      else if (verb === "clone") say(ctx, "clone " + JSON.stringify(await ctx.fork(arg, { position: "at" })));
+      else if (verb === "switch") say(ctx, "switch " + JSON.stringify(await ctx.switchSession(arg)) + " " + sm.getSessionFile());
+      else if (verb === "wait") { await ctx.waitForIdle(); say(ctx, "idle " + ctx.isIdle()); }
+      else if (verb === "reload") { await ctx.reload(); say(ctx, "reloaded"); }
+      else if (verb === "tools") { pi.setActiveTools(["read", "nope"]); say(ctx, "tools " + pi.getActiveTools().join(",")); }
+      else if (verb === "think") { pi.setThinkingLevel(arg); say(ctx, "think"); }
+      else if (verb === "model") say(ctx, "model " + (await pi.setModel({ provider: arg, id: "nope" })));
+      else if (verb === "label") { pi.setLabel(arg, "mark"); say(ctx, "label"); }
+      else if (verb === "quit") ctx.shutdown();
+      else if (verb === "msg") pi.sendMessage({ customType: "note", content: "remember " + arg, display: true, details: { a: 1 } }, { triggerTurn: arg === "go" });
+    },
+  });
+}
+"#;
+
+fn notify_from(agent: &RpcAgent, from: usize, prefix: &str) -> (usize, String) {
+    let (i, v) = agent.wait_from(from, LIVENESS, |v| {
+        kind(v) == "extension_ui_request"
+            && v["method"] == "notify"
+            && v["message"].as_str().is_some_and(|m| m.starts_with(prefix))
+    });
+    (i, v["message"].as_str().unwrap_or_default().to_string())
+}
+
+fn ctl(agent: &mut RpcAgent, id: &str, args: &str) -> usize {
+    let from = agent.len();
+    let r = agent.request(json!({"id": id, "type": "prompt", "message": format!("/ctl {args}")}));
+    assert_eq!(r["data"]["disposition"], "handled", "{}", agent.dump());
+    from
+}
+
+fn info(agent: &mut RpcAgent, id: &str) -> Value {
+    let from = ctl(agent, id, "info");
+    let (_, text) = notify_from(agent, from, "{");
+    serde_json::from_str(&text).unwrap()
+}
+
+fn ctl_root(script: Script) -> (pi_fakellm::FakeLlm, RunRoot) {
+    let (fake, root) = setup(script, DEFAULT_MODEL);
+    root.write_cwd_file("ctl.js", CTL_EXT);
+    (fake, root)
+}
+
+#[test]
+fn command_context_replaces_sessions_through_the_runtime() {
+    let (_fake, root) = ctl_root(Script::new([Turn::text("one"), Turn::text("two")]));
+    let mut agent = root.spawn_with(true, &["-e", "ctl.js", "--plan", "--level", "high"]);
+    // session_start at startup, with the command line's flag values.
+    let (_, start) = notify_from(&agent, 0, "start ");
+    assert_eq!(start, "start startup prev=no plan=true level=high");
+    agent.send(json!({"id": "p", "type": "prompt", "message": "hello"}));
+    agent.wait_event("agent_settled");
+    let first = agent.request(json!({"id": "s1", "type": "get_state"}))["data"].clone();
+
+    // The mirror: entries, branch, leaf, thinking level, model, tools.
+    let i = info(&mut agent, "c1");
+    assert_eq!(i["id"], first["sessionId"]);
+    assert_eq!(i["file"], first["sessionFile"]);
+    let entries = agent.request(json!({"id": "e", "type": "get_entries"}))["data"].clone();
+    assert_eq!(i["n"], entries["entries"].as_array().unwrap().len());
+    assert_eq!(i["leaf"], entries["leafId"]);
+    assert_eq!(i["level"], first["thinkingLevel"]);
+    assert_eq!(i["model"], first["model"]["id"]);
+    assert_eq!(i["idle"], true);
+    assert_eq!(i["active"], json!(["read", "bash", "edit", "write"]));
+    assert!(
+        i["all"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("grep:builtin")),
+        "{i}"
+    );
+    let user = i["user"].as_str().unwrap().to_string();
+
+    // A cancelling session_before_switch / _fork handler: nothing is replaced, for the
+    // command context and for the RPC commands alike.
+    ctl(&mut agent, "b1", "block on");
+    let from = ctl(&mut agent, "n1", "new");
+    assert_eq!(
+        notify_from(&agent, from, "new ").1,
+        format!("new {{\"cancelled\":true}} {}", i["n"])
+    );
+    let r = agent.request(json!({"id": "rn", "type": "new_session"}));
+    assert_eq!(r["data"], json!({"cancelled": true}), "{}", agent.dump());
+    let r = agent.request(json!({"id": "rf", "type": "fork", "entryId": user}));
+    assert_eq!(r["data"], json!({"cancelled": true}));
+    ctl(&mut agent, "b2", "block off");
+
+    // fork: the new session holds what came before the user message.
+    let from = ctl(&mut agent, "f1", &format!("fork {user}"));
+    assert_eq!(
+        notify_from(&agent, from, "fork ").1,
+        "fork {\"cancelled\":false}"
+    );
+    notify_from(&agent, from, "shutdown fork");
+    assert_eq!(
+        notify_from(&agent, from, "start ").1,
+        "start fork prev=yes plan=true level=high"
+    );
+    let forked = agent.request(json!({"id": "s2", "type": "get_state"}))["data"].clone();
+    assert_ne!(forked["sessionId"], first["sessionId"]);
+    assert_eq!(info(&mut agent, "c2")["id"], forked["sessionId"]);
+
+    // newSession: fresh session; the mirror follows it.
+    let from = ctl(&mut agent, "n2", "new");
+    let (_, text) = notify_from(&agent, from, "new ");
+    assert!(text.starts_with("new {\"cancelled\":false}"), "{text}");
+    notify_from(&agent, from, "start new prev=yes");
+    let fresh = agent.request(json!({"id": "s3", "type": "get_state"}))["data"].clone();
+    assert_ne!(fresh["sessionId"], forked["sessionId"]);
+
+    // switchSession back to the first file.
+    let path = first["sessionFile"].as_str().unwrap();
+    let from = ctl(&mut agent, "w1", &format!("switch {path}"));
+    assert_eq!(
+        notify_from(&agent, from, "switch ").1,
+        format!("switch {{\"cancelled\":false}} {path}")
+    );
+    notify_from(&agent, from, "start resume prev=yes");
+    let back = agent.request(json!({"id": "s4", "type": "get_state"}))["data"].clone();
+    assert_eq!(back["sessionId"], first["sessionId"]);
+
+    // fork {position:"at"}: a copy through the entry.
+    let from = ctl(&mut agent, "k1", &format!("clone {user}"));
+    assert_eq!(
+        notify_from(&agent, from, "clone ").1,
+        "clone {\"cancelled\":false}"
+    );
+    let cloned = info(&mut agent, "c3");
+    assert_eq!(cloned["leaf"], json!(user), "{cloned}");
+
+    // reload: shutdown + start with reason "reload", a fresh instance.
+    let from = ctl(&mut agent, "r1", "reload");
+    notify_from(&agent, from, "shutdown reload");
+    notify_from(&agent, from, "start reload");
+    notify_from(&agent, from, "reloaded");
+    agent.close_stdin();
+    assert!(agent.wait_exit(LIVENESS).is_some_and(|s| s.success()));
+}
+
+#[test]
+fn wait_for_idle_returns_after_the_run_settles_and_shutdown_ends_the_process() {
+    let (_fake, root) = ctl_root(Script::new([Turn::text("slow").delay_ms(300)]));
+    let mut agent = root.spawn_with(false, &["-e", "ctl.js"]);
+    agent.send(json!({"id": "p", "type": "prompt", "message": "hello"}));
+    agent.wait_event("agent_start");
+    let from = ctl(&mut agent, "w", "wait");
+    let (idle_at, text) = notify_from(&agent, from, "idle ");
+    assert_eq!(text, "idle true");
+    let (settled_at, _) = agent.wait_from(0, LIVENESS, |v| kind(v) == "agent_settled");
+    assert!(settled_at < idle_at, "{}", agent.dump());
+    // ctx.shutdown(): the process ends without stdin being closed.
+    let from = ctl(&mut agent, "q", "quit");
+    notify_from(&agent, from, "shutdown quit");
+    let status = agent.wait_exit(Duration::from_secs(10));
+    assert!(status.is_some_and(|s| s.success()), "{}", agent.dump());
+}
+
+#[test]
+fn api_methods_change_tools_thinking_level_model_and_labels() {
+    let (fake, root) = ctl_root(Script::new([Turn::text("one"), Turn::text("two")]));
+    let mut agent = root.spawn_with(false, &["-e", "ctl.js"]);
+    agent.send(json!({"id": "p", "type": "prompt", "message": "hello"}));
+    agent.wait_event("agent_settled");
+    // setActiveTools ignores unknown names; the next LLM call offers only `read`.
+    let from = ctl(&mut agent, "t", "tools");
+    assert_eq!(notify_from(&agent, from, "tools ").1, "tools read");
+    assert_eq!(info(&mut agent, "i1")["active"], json!(["read"]));
+    agent.send(json!({"id": "p2", "type": "prompt", "message": "again"}));
+    agent.wait_event("agent_settled");
+    let body = fake.requests()[1].body_text();
+    assert!(
+        body.contains("\"read\"") && !body.contains("\"bash\""),
+        "{body}"
+    );
+    // setThinkingLevel goes through the session (thinking_level_changed, clamped).
+    ctl(&mut agent, "k", "think off");
+    assert_eq!(info(&mut agent, "i2")["level"], "off");
+    // setModel without credentials for the provider: false.
+    let from = ctl(&mut agent, "m", "model nowhere");
+    assert_eq!(notify_from(&agent, from, "model ").1, "model false");
+    // setLabel: a label entry.
+    let leaf = info(&mut agent, "i3")["leaf"].as_str().unwrap().to_string();
+    ctl(&mut agent, "l", &format!("label {leaf}"));
+    let e = agent.wait_for(|v| kind(v) == "entry_appended", LIVENESS);
+    assert_eq!(e["entry"]["type"], "label");
+    assert_eq!(e["entry"]["targetId"], json!(leaf));
+    assert_eq!(e["entry"]["label"], "mark");
+}
+
+#[test]
+fn unregistered_flags_are_errors_and_string_flags_need_a_value() {
+    let (_fake, root) = ctl_root(Script::new([Turn::text("x")]));
+    let mut agent = root.spawn_with(false, &["-e", "ctl.js", "--nope"]);
+    let status = agent.wait_exit(LIVENESS);
+    assert_eq!(status.and_then(|s| s.code()), Some(1));
+    assert!(
+        agent.stderr().contains("Unknown option: --nope"),
+        "{}",
+        agent.stderr()
+    );
+    let mut agent = root.spawn_with(false, &["-e", "ctl.js", "--level"]);
+    assert_eq!(agent.wait_exit(LIVENESS).and_then(|s| s.code()), Some(1));
+    assert!(
+        agent
+            .stderr()
+            .contains("Extension flag \"--level\" requires a value"),
+        "{}",
+        agent.stderr()
+    );
+    let mut agent = root.spawn_with(false, &["--nope"]);
+    assert_eq!(agent.wait_exit(LIVENESS).and_then(|s| s.code()), Some(1));
+    assert!(agent.stderr().contains("Unknown option: --nope"));
+}
+
+#[test]
+fn send_message_enters_custom_messages_and_may_trigger_a_turn() {
+    let (fake, root) = ctl_root(Script::new([Turn::text("noted")]));
+    let mut agent = root.spawn_with(false, &["-e", "ctl.js"]);
+    // Idle, no triggerTurn: entered (message_start/_end, a custom_message entry), no LLM call.
+    ctl(&mut agent, "m1", "msg quiet");
+    let (_, end) = agent.wait_from(0, LIVENESS, |v| kind(v) == "message_end");
+    assert_eq!(end["message"]["role"], "custom");
+    assert_eq!(end["message"]["content"], "remember quiet");
+    assert_eq!(end["message"]["details"], json!({"a": 1}));
+    let entries =
+        agent.request(json!({"id": "e", "type": "get_entries"}))["data"]["entries"].clone();
+    let last = entries.as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["type"], "custom_message", "{last}");
+    assert_eq!(last["customType"], "note");
+    assert_eq!(fake.requests().len(), 0);
+    // triggerTurn: a run answers the context, which holds both custom messages.
+    ctl(&mut agent, "m2", "msg go");
+    agent.wait_for(|v| kind(v) == "agent_settled", LIVENESS);
+    let body = fake.requests()[0].body_text();
+    assert!(
+        body.contains("remember quiet") && body.contains("remember go"),
+        "{body}"
+    );
+}
+
+/// `pi.events`: one extension emits, another listens; a session replacement leaves one
+/// listener (the fresh instance's), not two.
+#[test]
+fn event_bus_connects_extensions_across_instances() {
+    let (_fake, root) = setup(Script::new([Turn::text("x")]), DEFAULT_MODEL);
+    root.write_cwd_file(
+        "a.js",
+        r#"export default function (pi) {
+          pi.registerCommand("ping", { handler: async (args) => { pi.events.emit("demo:ping", { n: args }); } });
+        }"#,
+    );
+    root.write_cwd_file(
+        "b.js",
+        r#"export default function (pi) {
+          let ui;
+          pi.on("session_start", (_e, ctx) => { ui = ctx.ui; });
+          pi.events.on("demo:ping", (d) => ui && ui.notify("got " + d.n));
+        }"#,
+    );
+    let mut agent = root.spawn_with(false, &["-e", "a.js", "-e", "b.js"]);
+    agent.request(json!({"id": "p1", "type": "prompt", "message": "/ping 1"}));
+    let (_, n) = agent.wait_from(0, LIVENESS, |v| v["method"] == "notify");
+    assert_eq!(n["message"], "got 1");
+    agent.request(json!({"id": "n", "type": "new_session"}));
+    let from = agent.len();
+    agent.request(json!({"id": "p2", "type": "prompt", "message": "/ping 2"}));
+    agent.wait_quiet(Duration::from_millis(300), LIVENESS);
+    let got: Vec<Value> = agent.records()[from..]
+        .iter()
+        .filter_map(|r| r.value.clone())
+        .filter(|v| v["method"] == "notify")
+        .collect();
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0]["message"], "got 2");
+}
+
+/// A `tool_call` handler sees the session through the assistant message that made the call.
+#[test]
+fn tool_call_handlers_see_the_session_through_the_calling_message() {
+    let ext = r#"export default function (pi) {
+      pi.on("tool_call", (event, ctx) => {
+        const last = ctx.sessionManager.getBranch().at(-1);
+        const calls = last && last.message && last.message.content.filter((c) => c.type === "toolCall").map((c) => c.id);
+        ctx.ui.notify("leaf has " + JSON.stringify(calls) + " idle=" + ctx.isIdle());
+      });
+    }"#;
+    let (_fake, root) = setup(
+        Script::new([
+            Turn::tool_call("bash", json!({"command": "true"})),
+            Turn::text("done"),
+        ]),
+        DEFAULT_MODEL,
+    );
+    root.write_cwd_file("tc.js", ext);
+    let mut agent = root.spawn_with(false, &["-e", "tc.js"]);
+    agent.send(json!({"id": "p", "type": "prompt", "message": "go"}));
+    agent.wait_event("agent_settled");
+    let (_, n) = agent.wait_from(0, LIVENESS, |v| v["method"] == "notify");
+    assert_eq!(n["message"], "leaf has [\"call_fake_1_0\"] idle=false");
+}
