@@ -16,8 +16,8 @@ pub mod config;
 pub mod convert;
 pub mod log;
 pub mod manager;
-pub mod search;
 pub mod oauth;
+pub mod search;
 pub mod tools;
 
 pub use manager::{McpManager, ServerState, ToolFilter, DIRECT_WAIT};
