@@ -101,7 +101,12 @@ impl SessionFactory {
             let slot = crate::codemode::StoreSlot::default();
             codemode_store = Some(slot.clone());
             let cm: std::sync::Arc<dyn pi_agent::AgentTool> = std::sync::Arc::new(
-                crate::codemode::CodemodeTool::new(own, mcp.clone(), cm_settings, slot),
+                crate::codemode::CodemodeTool::new(own, mcp.clone(), cm_settings, slot).with_hooks(
+                    self.services
+                        .extensions
+                        .clone()
+                        .map(|e| e as std::sync::Arc<dyn pi_agent::ToolCallHooks>),
+                ),
             );
             prompt_tools.push(PromptTool {
                 definition: cm.definition(),

@@ -160,6 +160,10 @@ pub fn replay_store(entries: &[Value]) -> Map<String, Value> {
 pub struct CodemodeTool {
     own: Vec<Arc<dyn AgentTool>>,
     mcp: Option<Arc<McpManager>>,
+    /// The session's `tool_call`/`tool_result` hooks (extensions), run around every call a
+    /// script makes, as around the model's own calls (upstream nested-tool-calls: each nested
+    /// call goes through the tool pipeline with its hooks). A gate is never bypassed.
+    hooks: Option<Arc<dyn pi_agent::ToolCallHooks>>,
     memory: Arc<parking_lot::Mutex<Map<String, Value>>>,
     slot: StoreSlot,
     description: String,
@@ -205,10 +209,18 @@ impl CodemodeTool {
         CodemodeTool {
             own,
             mcp,
+            hooks: None,
             memory: Default::default(),
             slot,
             description,
         }
+    }
+
+    /// Runs `hooks` (the extensions' `tool_call`/`tool_result` handlers) around every tool call
+    /// a script makes: a blocked call rejects in the script with the reason.
+    pub fn with_hooks(mut self, hooks: Option<Arc<dyn pi_agent::ToolCallHooks>>) -> Self {
+        self.hooks = hooks;
+        self
     }
 
     /// The stored values a script starts from.
@@ -449,6 +461,7 @@ struct ScriptHost {
     deadline: Option<Instant>,
     calls: parking_lot::Mutex<Vec<Value>>,
     mcp: Option<Arc<McpManager>>,
+    hooks: Option<Arc<dyn pi_agent::ToolCallHooks>>,
 }
 
 /// What a call's output resolves to in a script; `Err` = it rejects with that text.
@@ -483,47 +496,69 @@ impl sandbox::Host for ScriptHost {
         let result: Result<Value, String> =
             match pi_agent::validate::validate_tool_arguments(name, &entry.parameters, &args) {
                 Err(e) => Err(e),
-                Ok(args) => {
-                    let ctx = ToolContext {
-                        call_id: id.clone(),
-                        cancel: self.cancel.child_token(),
-                        on_update: Arc::new(|_| {}),
-                    };
-                    let deadline = self.deadline;
-                    let cancel = self.cancel.clone();
-                    let fut = entry.tool.execute(ctx, args);
-                    let out = self.handle.block_on(async move {
-                        let until = async {
-                            match deadline {
-                                Some(d) => tokio::time::sleep_until(d.into()).await,
-                                None => std::future::pending().await,
-                            }
+                Ok(args) => match self.before_call(&id, name, args) {
+                    Err(reason) => Err(reason),
+                    Ok((call, args)) => {
+                        let ctx = ToolContext {
+                            call_id: id.clone(),
+                            cancel: self.cancel.child_token(),
+                            on_update: Arc::new(|_| {}),
                         };
-                        tokio::select! {
-                            r = fut => Some(r),
-                            _ = cancel.cancelled() => None,
-                            _ = until => None,
-                        }
-                    });
-                    match out {
-                        None => Err("Operation aborted".into()),
-                        Some(Err(e)) => Err(e.to_string()),
-                        Some(Ok(o)) => {
-                            let v = script_value(entry.returns, &o);
-                            if o.is_error == Some(true) {
-                                let text = o
-                                    .content
-                                    .iter()
-                                    .filter_map(Content::as_text)
-                                    .collect::<Vec<_>>()
-                                    .join("\n");
-                                self.record(&id, name, &args_text, started, Some(&text));
-                                return v;
+                        let deadline = self.deadline;
+                        let cancel = self.cancel.clone();
+                        let fut = entry.tool.execute(ctx, args.clone());
+                        let hooks = self.hooks.clone();
+                        let out = self.handle.block_on(async move {
+                            let until = async {
+                                match deadline {
+                                    Some(d) => tokio::time::sleep_until(d.into()).await,
+                                    None => std::future::pending().await,
+                                }
+                            };
+                            let r = tokio::select! {
+                                r = fut => r,
+                                _ = cancel.cancelled() => return None,
+                                _ = until => return None,
+                            };
+                            let Some(hooks) = hooks.filter(|_| call.is_some()) else {
+                                return Some(r);
+                            };
+                            let Some(call) = call else {
+                                return Some(r);
+                            };
+                            // `tool_result` handlers see (and may change) the result.
+                            let (output, is_error) = match r {
+                                Ok(o) => {
+                                    let e = o.is_error == Some(true);
+                                    (o, e)
+                                }
+                                Err(e) => (ToolOutput::error(e.to_string()), true),
+                            };
+                            let (mut o, is_error) =
+                                hooks.after_tool_call(&call, &args, output, is_error).await;
+                            o.is_error = is_error.then_some(true);
+                            Some(Ok(o))
+                        });
+                        match out {
+                            None => Err("Operation aborted".into()),
+                            Some(Err(e)) => Err(e.to_string()),
+                            Some(Ok(o)) => {
+                                let v = script_value(entry.returns, &o);
+                                if o.is_error == Some(true) {
+                                    let text = o
+                                        .content
+                                        .iter()
+                                        .filter_map(Content::as_text)
+                                        .collect::<Vec<_>>()
+                                        .join("\n");
+                                    self.record(&id, name, &args_text, started, Some(&text));
+                                    return v;
+                                }
+                                v
                             }
-                            v
                         }
                     }
-                }
+                },
             };
         self.record(
             &id,
@@ -600,6 +635,34 @@ impl sandbox::Host for ScriptHost {
 }
 
 impl ScriptHost {
+    /// The `tool_call` hooks for the script's call `id`: `Ok((the call the hooks saw, possibly
+    /// changed arguments))`, `(None, args)` without hooks, or `Err(reason)` when a handler
+    /// blocked it (a handler that failed or a dead host blocks too: extensions fail closed).
+    fn before_call(
+        &self,
+        id: &str,
+        name: &str,
+        args: Value,
+    ) -> Result<(Option<pi_ai::ToolCall>, Value), String> {
+        let Some(hooks) = &self.hooks else {
+            return Ok((None, args));
+        };
+        let call = pi_ai::ToolCall {
+            id: id.to_string(),
+            name: name.to_string(),
+            arguments: args.clone(),
+            thought_signature: None,
+            extra: Default::default(),
+        };
+        match self.handle.block_on(hooks.before_tool_call(&call, args)) {
+            pi_agent::BeforeToolCall::Proceed(args) => Ok((Some(call), args)),
+            pi_agent::BeforeToolCall::Block(reason) if reason.is_empty() => {
+                Err("Tool execution was blocked".into())
+            }
+            pi_agent::BeforeToolCall::Block(reason) => Err(reason),
+        }
+    }
+
     fn record(&self, id: &str, name: &str, args: &str, started: Instant, error: Option<&str>) {
         let mut calls = self.calls.lock();
         if calls.iter().any(|c| c["id"] == id) {
@@ -795,6 +858,7 @@ impl AgentTool for CodemodeTool {
             deadline,
             calls: Default::default(),
             mcp: self.mcp.clone(),
+            hooks: self.hooks.clone(),
         });
         let h: Arc<dyn sandbox::Host> = host.clone();
         let outcome = tokio::task::spawn_blocking(move || {

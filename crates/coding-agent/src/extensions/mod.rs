@@ -686,6 +686,12 @@ impl ToolCallHooks for Extensions {
                     .and_then(|c| serde_json::from_value(c.clone()).ok())
                 {
                     out.content = c;
+                    // Replacing `content` alone drops the machine-readable result, so a
+                    // redaction cannot leak through it (upstream `ToolResultEvent`).
+                    out.structured_content = None;
+                }
+                if let Some(s) = v.get("structuredContent") {
+                    out.structured_content = (!s.is_null()).then(|| s.clone());
                 }
                 if let Some(d) = v.get("details") {
                     out.details = (!d.is_null()).then(|| d.clone());

@@ -851,3 +851,49 @@ fn upstream_todo_example() {
     let (_, n) = ui_request(&agent, 0, "notify");
     assert_eq!(n["message"], "/todos requires interactive mode");
 }
+
+/// A `tool_call` gate also sees the calls a `codemode` script makes (upstream runs nested calls
+/// through the same hooks): a blocked `bash` call rejects in the script with the reason and
+/// never runs, and a `tool_result` handler changes what the script gets back.
+#[test]
+fn gates_see_the_calls_of_codemode_scripts() {
+    let ext = r#"export default function (pi) {
+      pi.on("tool_call", (event) => {
+        if (event.toolName === "bash" && /touch/.test(event.input.command)) {
+          return { block: true, reason: "no touching " + event.toolCallId.includes("/") };
+        }
+      });
+      pi.on("tool_result", (event) => {
+        if (event.toolName === "read") return { content: [{ type: "text", text: "redacted" }] };
+      });
+    }"#;
+    let code = "let m = 'none';\ntry { await tools.bash({ command: 'touch ran.txt' }); } catch (e) { m = String(e.message || e); }\nconst r = await tools.read({ path: 'secret.txt' });\nreturn m + ' | ' + r;";
+    let (_fake, root) = ext_root(
+        Script::new([
+            Turn::text("").with_tool_call("codemode", json!({ "code": code })),
+            Turn::text("done"),
+        ]),
+        "gate.js",
+        ext,
+    );
+    root.write_cwd_file("secret.txt", "the secret");
+    root.merge_settings(json!({"defaultTools": ["+codemode"]}));
+    let mut agent = root.spawn_with(false, &["-e", "gate.js"]);
+    agent.send(json!({"id": "p", "type": "prompt", "message": "go"}));
+    agent.wait_event("agent_settled");
+    let end = tool_end(&agent);
+    assert_eq!(end["toolName"], "codemode", "{}", agent.dump());
+    let text: String = end["result"]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(text.contains("no touching true | redacted"), "{text}");
+    assert!(!text.contains("the secret"), "{text}");
+    assert!(
+        !root.cwd.join("ran.txt").exists(),
+        "the gated command never ran"
+    );
+}

@@ -225,7 +225,7 @@ fn slash_mcp_shows_each_servers_state_tools_and_errors() {
         })
         .count();
     assert_eq!(reports, 1);
-    let err = agent.stderr();
+    let err = agent.stderr_with("MCP server \"broken\" failed to connect", LIVENESS);
     assert_eq!(
         err.matches("MCP server \"broken\" failed to connect")
             .count(),
@@ -493,7 +493,7 @@ fn pi_mcp_login_signs_in_stores_tokens_0600_and_the_session_uses_them() {
     assert_eq!(text, "web: needs sign-in, run /mcp login web (direct)");
     assert_eq!(
         agent
-            .stderr()
+            .stderr_with("MCP server \"web\" requires sign-in", LIVENESS)
             .matches("MCP server \"web\" requires sign-in")
             .count(),
         1,

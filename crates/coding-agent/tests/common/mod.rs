@@ -365,6 +365,19 @@ impl RpcAgent {
         self.shared.lock().stderr.clone()
     }
 
+    /// stderr once it contains `needle` (polled every 10 ms), or as it is after `timeout`: a
+    /// line written just after the event a test waited for has then arrived.
+    pub fn stderr_with(&self, needle: &str, timeout: Duration) -> String {
+        let until = Instant::now() + timeout;
+        loop {
+            let s = self.stderr();
+            if s.contains(needle) || Instant::now() >= until {
+                return s;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// Waits for the first record at index ≥ `from` matching `pred`; returns its index and
     /// value. Panics (with a transcript dump) on timeout or when stdout closes first.
     pub fn wait_from(
