@@ -439,9 +439,11 @@ impl AgentSession {
     fn settle(&self) {
         self.flush_deferred_bash();
         self.inner.run_system_prompt.lock().take();
-        let aborted = self.inner.run.finish();
-        self.emit(RpcEvent::AgentSettled { aborted });
-        self.inner.run.mark_settled();
+        let finished = self.inner.run.finish();
+        self.emit(RpcEvent::AgentSettled {
+            aborted: finished.aborted,
+        });
+        self.inner.run.mark_settled(finished);
     }
 
     /// Appends a finished message to the session file. A failure that the store could not

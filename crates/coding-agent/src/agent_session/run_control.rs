@@ -7,7 +7,7 @@
 //! settle guard calls on every exit path, unwinding from a panic included.
 
 use parking_lot::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -36,12 +36,26 @@ impl RunPhase {
     }
 }
 
+/// What [`RunControl::finish`] returns: whether the run was aborted, and which run it was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Finished {
+    /// Whether the run was aborted (`agent_settled.aborted`).
+    pub aborted: bool,
+    run: u64,
+}
+
 /// Phase, cancel token and the settled signal of one session.
 #[derive(Debug)]
 pub struct RunControl {
     phase: watch::Sender<RunPhase>,
-    /// True once the last run's `agent_settled` has been queued (what `abort` waits for).
-    settled: watch::Sender<bool>,
+    /// Number of the last run started (1 for the first; 0 = none yet).
+    started: AtomicU64,
+    /// Number of the last run whose `agent_settled` has been queued (what `abort` waits for).
+    /// A number rather than a flag: the settling task of run N can be preempted between its
+    /// `agent_settled` and [`RunControl::mark_settled`] for so long that run N+1 has begun
+    /// (a client reacts to the event at once); a flag set then would claim run N+1 settled,
+    /// and a `fork` sent during run N+1 was answered before its `agent_settled` (seen in CI).
+    settled: watch::Sender<u64>,
     cancel: Mutex<Option<CancellationToken>>,
     aborted: AtomicBool,
 }
@@ -50,7 +64,8 @@ impl Default for RunControl {
     fn default() -> Self {
         RunControl {
             phase: watch::channel(RunPhase::Idle).0,
-            settled: watch::channel(true).0,
+            started: AtomicU64::new(0),
+            settled: watch::channel(0).0,
             cancel: Mutex::new(None),
             aborted: AtomicBool::new(false),
         }
@@ -80,7 +95,7 @@ impl RunControl {
         let token = CancellationToken::new();
         *self.cancel.lock() = Some(token.clone());
         self.aborted.store(false, Ordering::SeqCst);
-        self.settled.send_replace(false);
+        self.started.fetch_add(1, Ordering::SeqCst);
         Some(token)
     }
 
@@ -110,23 +125,35 @@ impl RunControl {
     }
 
     /// Ends the run: the phase becomes Idle (so a client reacting to `agent_settled` finds the
-    /// session idle) and returns whether it was aborted. Call before emitting `agent_settled`.
-    pub fn finish(&self) -> bool {
+    /// session idle) and says whether it was aborted. Call before emitting `agent_settled`,
+    /// and pass the result to [`RunControl::mark_settled`] after.
+    pub fn finish(&self) -> Finished {
         let token = self.cancel.lock().take();
         let aborted = self.was_aborted() || token.is_some_and(|t| t.is_cancelled());
+        // Read before the phase is Idle: no later run can have begun yet.
+        let run = self.started.load(Ordering::SeqCst);
         self.phase.send_replace(RunPhase::Idle);
-        aborted
+        Finished { aborted, run }
     }
 
-    /// Signals waiters that `agent_settled` has been queued. Call after emitting it.
-    pub fn mark_settled(&self) {
-        self.settled.send_replace(true);
+    /// Signals waiters that the `agent_settled` of the run `finished` ended has been queued.
+    /// Call after emitting it.
+    pub fn mark_settled(&self, finished: Finished) {
+        self.settled.send_if_modified(|s| {
+            let newer = finished.run > *s;
+            if newer {
+                *s = finished.run;
+            }
+            newer
+        });
     }
 
-    /// Resolves once no run is in flight and its `agent_settled` has been queued.
+    /// Resolves once the last run started has settled (its `agent_settled` has been queued);
+    /// at once when no run was ever started.
     pub async fn wait_settled(&self) {
+        let want = self.started.load(Ordering::SeqCst);
         let mut rx = self.settled.subscribe();
-        while !*rx.borrow_and_update() {
+        while *rx.borrow_and_update() < want {
             if rx.changed().await.is_err() {
                 break;
             }
@@ -146,7 +173,7 @@ mod tests {
         assert!(rc.phase().is_streaming());
         rc.set_phase(RunPhase::RetryBackoff);
         assert_eq!(rc.phase(), RunPhase::RetryBackoff);
-        assert!(!rc.finish());
+        assert!(!rc.finish().aborted);
         assert_eq!(rc.phase(), RunPhase::Idle);
         rc.set_phase(RunPhase::Streaming);
         assert_eq!(rc.phase(), RunPhase::Idle, "set_phase never starts a run");
@@ -158,8 +185,35 @@ mod tests {
         let token = rc.begin().unwrap();
         rc.abort();
         assert!(token.is_cancelled());
-        assert!(rc.finish());
-        rc.mark_settled();
+        let finished = rc.finish();
+        assert!(finished.aborted);
+        rc.mark_settled(finished);
         rc.wait_settled().await;
+    }
+
+    /// Run 1's settling task marks it settled only after run 2 has begun (it was preempted
+    /// between its `agent_settled` and the mark): waiters still wait for run 2.
+    #[tokio::test]
+    async fn a_late_mark_of_the_last_run_does_not_settle_the_next() {
+        let rc = std::sync::Arc::new(RunControl::default());
+        rc.begin().unwrap();
+        let first = rc.finish();
+        rc.begin().unwrap();
+        rc.mark_settled(first);
+        let waiter = {
+            let rc = rc.clone();
+            tokio::spawn(async move { rc.wait_settled().await })
+        };
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        assert!(
+            !waiter.is_finished(),
+            "run 2 counted as settled by run 1's mark"
+        );
+        let second = rc.finish();
+        rc.mark_settled(second);
+        tokio::time::timeout(std::time::Duration::from_secs(5), waiter)
+            .await
+            .expect("wait_settled resolves once run 2 settled")
+            .unwrap();
     }
 }
