@@ -8,6 +8,7 @@
 
 pub mod env_keys;
 pub mod error;
+pub mod extra;
 pub mod json;
 pub mod models;
 pub mod providers;

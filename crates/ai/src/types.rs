@@ -4,6 +4,7 @@
 //! `packages/coding-agent/src/core/messages.ts`). Optional fields are omitted when unset.
 
 use crate::error::ProviderError;
+pub use crate::extra::Extra;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -37,7 +38,7 @@ pub struct TextContent {
     /// Unknown keys, kept verbatim and written after the known ones (upstream keeps every
     /// field of a persisted block); empty for anything pi creates.
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: Extra,
 }
 
 /// `{"type":"thinking","thinking":…,"thinkingSignature"?,"redacted"?}`.
@@ -56,7 +57,7 @@ pub struct ThinkingContent {
     /// Unknown keys, kept verbatim and written after the known ones (upstream keeps every
     /// field of a persisted block); empty for anything pi creates.
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: Extra,
 }
 
 /// `{"type":"image","data":<base64 without data: prefix>,"mimeType":"image/png"}`.
@@ -70,7 +71,7 @@ pub struct ImageContent {
     /// Unknown keys, kept verbatim and written after the known ones (upstream keeps every
     /// field of a persisted block); empty for anything pi creates.
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: Extra,
 }
 
 /// `{"type":"toolCall","id","name","arguments":{…}}`. `arguments` is always a JSON object.
@@ -91,7 +92,7 @@ pub struct ToolCall {
     /// Unknown keys, kept verbatim and written after the known ones (upstream keeps every
     /// field of a persisted block); empty for anything pi creates.
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: Extra,
 }
 
 fn empty_object() -> Value {
@@ -337,7 +338,7 @@ pub struct SystemMessage {
     /// Unknown keys, kept verbatim and written after the known ones (upstream keeps every
     /// field of a persisted message); empty for anything pi creates.
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: Extra,
 }
 
 /// `role:"user"` message (spec messages-and-models.md §4.2).
@@ -351,7 +352,7 @@ pub struct UserMessage {
     /// Unknown keys, kept verbatim and written after the known ones (upstream keeps every
     /// field of a persisted message); empty for anything pi creates.
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: Extra,
 }
 
 /// An assistant response (spec §4.3). `timestamp` is when the request started.
@@ -397,7 +398,7 @@ pub struct AssistantMessage {
     /// Unknown keys, kept verbatim and written after the known ones (upstream keeps every
     /// field of a persisted message); empty for anything pi creates.
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: Extra,
 }
 
 impl AssistantMessage {
@@ -456,7 +457,7 @@ pub struct ToolResultMessage {
     /// Unknown keys, kept verbatim and written after the known ones (upstream keeps every
     /// field of a persisted message); empty for anything pi creates.
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: Extra,
 }
 
 /// Output of an RPC `bash` command (spec §4.5).
@@ -485,7 +486,7 @@ pub struct BashExecutionMessage {
     /// Unknown keys, kept verbatim and written after the known ones (upstream keeps every
     /// field of a persisted message); empty for anything pi creates.
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: Extra,
 }
 
 /// Every message role of the coding agent. Unknown roles are kept verbatim in `Other`.

@@ -419,7 +419,9 @@ pub(crate) fn context_from_path_with(
             edits.insert(target_id.as_str(), replacement);
         }
     }
-    let mut messages = Vec::new();
+    // Almost every selected entry gives one message: reserving avoids the doubling's slack
+    // (up to half the vector, 336 bytes per message) in a long session.
+    let mut messages = Vec::with_capacity(selected.len());
     for (i, entry) in selected.iter().enumerate() {
         // An older compaction inside the kept range contributes nothing; only the newest
         // (index 0) provides the summary.
