@@ -13,6 +13,8 @@ mod compaction;
 #[path = "all/config_local.rs"]
 mod config_local;
 
+#[path = "all/auth_oauth.rs"]
+mod auth_oauth;
 #[path = "all/auth_cmd.rs"]
 mod auth_cmd;
 #[path = "all/catalogue.rs"]
