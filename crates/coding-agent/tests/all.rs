@@ -13,10 +13,10 @@ mod compaction;
 #[path = "all/config_local.rs"]
 mod config_local;
 
-#[path = "all/auth_oauth.rs"]
-mod auth_oauth;
 #[path = "all/auth_cmd.rs"]
 mod auth_cmd;
+#[path = "all/auth_oauth.rs"]
+mod auth_oauth;
 #[path = "all/catalogue.rs"]
 mod catalogue;
 #[path = "all/config_models.rs"]

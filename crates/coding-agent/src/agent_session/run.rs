@@ -116,7 +116,11 @@ impl AgentSession {
             return Err(format!("No API provider registered for api: {}", model.api));
         }
         match (self.inner.services.api_key)(&model, super::KeyUse::Check) {
-            Ok(c) if c.keyless || c.api_key.is_some() || !c.headers.is_empty() || c.error.is_some() => {}
+            Ok(c)
+                if c.keyless
+                    || c.api_key.is_some()
+                    || !c.headers.is_empty()
+                    || c.error.is_some() => {}
             _ => return Err(crate::config::no_api_key_message(Some(&model.provider))),
         }
         let Some(cancel) = self.inner.run.begin() else {

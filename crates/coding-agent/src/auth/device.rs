@@ -282,9 +282,7 @@ fn kimi(ui: &mut dyn Interaction) -> Result<Map<String, Value>, String> {
                 .unwrap_or_default();
             Ok(match json["error"].as_str() {
                 Some("authorization_pending") => Poll::Pending,
-                Some("slow_down") => {
-                    Poll::SlowDown(json["interval"].as_f64().filter(|i| *i > 0.0))
-                }
+                Some("slow_down") => Poll::SlowDown(json["interval"].as_f64().filter(|i| *i > 0.0)),
                 Some("expired_token") => Poll::Failed(
                     "Kimi Code device authorization expired. Please restart login.".into(),
                 ),
@@ -292,7 +290,9 @@ fn kimi(ui: &mut dyn Interaction) -> Result<Map<String, Value>, String> {
                 other => Poll::Failed(format!(
                     "Kimi Code device token request failed (status {}){}",
                     reply.status,
-                    other.map(|e| format!(": {e}{description}")).unwrap_or_default()
+                    other
+                        .map(|e| format!(": {e}{description}"))
+                        .unwrap_or_default()
                 )),
             })
         },
@@ -339,7 +339,10 @@ fn xai(ui: &mut dyn Interaction) -> Result<Map<String, Value>, String> {
             .filter(|s| !s.is_empty())
             .ok_or_else(|| field("verification_uri"))?,
     )?;
-    let complete = match body["verification_uri_complete"].as_str().filter(|s| !s.is_empty()) {
+    let complete = match body["verification_uri_complete"]
+        .as_str()
+        .filter(|s| !s.is_empty())
+    {
         Some(c) => Some(https(c)?),
         None => None,
     };
@@ -347,7 +350,9 @@ fn xai(ui: &mut dyn Interaction) -> Result<Map<String, Value>, String> {
         .as_f64()
         .filter(|e| e.is_finite() && *e > 0.0)
         .ok_or_else(|| field("expires_in"))?;
-    let interval = body["interval"].as_f64().filter(|i| i.is_finite() && *i > 0.0);
+    let interval = body["interval"]
+        .as_f64()
+        .filter(|i| i.is_finite() && *i > 0.0);
     show_code(ui, complete.as_deref().unwrap_or(&uri), user_code);
     poll_device_flow(interval, Some(expires_in), true, || {
         let reply = form_post(
@@ -426,7 +431,9 @@ fn codex(ui: &mut dyn Interaction) -> Result<Map<String, Value>, String> {
             let json = reply.json();
             return Ok(
                 match (
-                    json["authorization_code"].as_str().filter(|s| !s.is_empty()),
+                    json["authorization_code"]
+                        .as_str()
+                        .filter(|s| !s.is_empty()),
                     json["code_verifier"].as_str().filter(|s| !s.is_empty()),
                 ) {
                     (Some(c), Some(v)) => Poll::Complete((c.to_string(), v.to_string())),

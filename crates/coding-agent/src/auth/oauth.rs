@@ -93,7 +93,8 @@ impl OAuthProvider {
 }
 
 fn oauth_entry(access: &str, refresh: &str, expires: i64) -> Map<String, Value> {
-    let Value::Object(m) = json!({"type": "oauth", "refresh": refresh, "access": access, "expires": expires})
+    let Value::Object(m) =
+        json!({"type": "oauth", "refresh": refresh, "access": access, "expires": expires})
     else {
         return Map::new();
     };
@@ -108,7 +109,9 @@ fn refresh_anthropic(refresh: &str) -> Result<Map<String, Value>, String> {
     let url = http::endpoint(ANTHROPIC_TOKEN_URL);
     let body = json!({"grant_type": "refresh_token", "client_id": ANTHROPIC_CLIENT_ID, "refresh_token": refresh});
     let failed = |details: String| {
-        format!("Anthropic token refresh request failed. url={ANTHROPIC_TOKEN_URL}; details={details}")
+        format!(
+            "Anthropic token refresh request failed. url={ANTHROPIC_TOKEN_URL}; details={details}"
+        )
     };
     let reply = http::send(
         reqwest::Method::POST,
@@ -130,7 +133,10 @@ fn refresh_anthropic(refresh: &str) -> Result<Map<String, Value>, String> {
             reply.body
         )
     })?;
-    let expires_in = data.get("expires_in").and_then(Value::as_f64).unwrap_or(0.0);
+    let expires_in = data
+        .get("expires_in")
+        .and_then(Value::as_f64)
+        .unwrap_or(0.0);
     Ok(oauth_entry(
         str_field(&data, "access_token").unwrap_or_default(),
         str_field(&data, "refresh_token").unwrap_or_default(),
@@ -171,7 +177,11 @@ pub fn codex_token_reply(reply: &Reply, operation: &str) -> Result<(String, Stri
 
 /// The ChatGPT account id in a Codex access token (a JWT claim); upstream stores it as
 /// `accountId` and refuses a token without one.
-pub fn codex_entry(access: &str, refresh: &str, expires: i64) -> Result<Map<String, Value>, String> {
+pub fn codex_entry(
+    access: &str,
+    refresh: &str,
+    expires: i64,
+) -> Result<Map<String, Value>, String> {
     use base64::Engine;
     let account = access
         .split('.')
@@ -221,7 +231,11 @@ pub fn normalize_domain(input: &str) -> Option<String> {
     let rest = t.split_once("://").map_or(t, |(_, r)| r);
     let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
     let host = host.rsplit('@').next().unwrap_or_default();
-    let host = host.split(':').next().unwrap_or_default().to_ascii_lowercase();
+    let host = host
+        .split(':')
+        .next()
+        .unwrap_or_default()
+        .to_ascii_lowercase();
     if host.is_empty() || host.contains(char::is_whitespace) {
         return None;
     }
@@ -241,7 +255,9 @@ pub fn copilot_base_url(token: &str, enterprise: Option<&str>) -> String {
         .find_map(|part| part.strip_prefix("proxy-ep="))
         .filter(|s| !s.is_empty())
     {
-        let host = ep.strip_prefix("proxy.").map_or(ep.to_string(), |h| format!("api.{h}"));
+        let host = ep
+            .strip_prefix("proxy.")
+            .map_or(ep.to_string(), |h| format!("api.{h}"));
         return format!("https://{host}");
     }
     match enterprise {
@@ -261,7 +277,10 @@ pub fn copilot_token(
     let domain = enterprise.unwrap_or("github.com");
     let url = http::endpoint(&format!("https://api.{domain}/copilot_internal/v2/token"));
     let auth = format!("Bearer {github_token}");
-    let mut headers = vec![("Accept", "application/json"), ("Authorization", auth.as_str())];
+    let mut headers = vec![
+        ("Accept", "application/json"),
+        ("Authorization", auth.as_str()),
+    ];
     headers.extend_from_slice(COPILOT_HEADERS);
     let reply = http::send(
         reqwest::Method::GET,
@@ -283,11 +302,7 @@ pub fn copilot_token(
     ) else {
         return Err("Invalid Copilot token response fields".into());
     };
-    let mut entry = oauth_entry(
-        token,
-        github_token,
-        (expires_at * 1000.0) as i64 - SKEW_MS,
-    );
+    let mut entry = oauth_entry(token, github_token, (expires_at * 1000.0) as i64 - SKEW_MS);
     if let Some(d) = enterprise {
         entry.insert("enterpriseUrl".into(), Value::String(d.to_string()));
     }
@@ -308,7 +323,10 @@ fn copilot_models(token: &str, enterprise: Option<&str>) -> Result<Vec<String>, 
     let base = copilot_base_url(token, enterprise);
     let individual = base == "https://api.individual.githubcopilot.com";
     let auth = format!("Bearer {token}");
-    let mut headers = vec![("Accept", "application/json"), ("Authorization", auth.as_str())];
+    let mut headers = vec![
+        ("Accept", "application/json"),
+        ("Authorization", auth.as_str()),
+    ];
     headers.extend_from_slice(COPILOT_HEADERS);
     headers.push(("X-GitHub-Api-Version", "2026-06-01"));
     let reply = http::send(
@@ -333,7 +351,9 @@ fn copilot_models(token: &str, enterprise: Option<&str>) -> Result<Vec<String>, 
     let id = |m: &&Value| m["id"].as_str().unwrap_or_default().to_string();
     let picker: Vec<String> = usable
         .iter()
-        .filter(|m| m["model_picker_enabled"] == Value::Bool(true) && m["policy"]["state"] != "disabled")
+        .filter(|m| {
+            m["model_picker_enabled"] == Value::Bool(true) && m["policy"]["state"] != "disabled"
+        })
         .map(id)
         .collect();
     if !picker.is_empty() || !individual {
@@ -368,11 +388,7 @@ pub fn kimi_token(json: &Value, operation: &str) -> Result<Map<String, Value>, S
         str_field(json, "refresh_token"),
         expires_in,
     ) {
-        (Some(a), Some(r), Some(e)) => Ok(oauth_entry(
-            a,
-            r,
-            pi_ai::now_ms() + (e * 1000.0) as i64,
-        )),
+        (Some(a), Some(r), Some(e)) => Ok(oauth_entry(a, r, pi_ai::now_ms() + (e * 1000.0) as i64)),
         _ => Err(format!(
             "Kimi Code token {operation} response missing fields: {json}"
         )),
@@ -419,7 +435,10 @@ fn refresh_kimi(refresh: &str) -> Result<Map<String, Value>, String> {
             ));
         }
         if (reply.status == 429 || reply.status >= 500) && attempt < 3 {
-            last = format!("Kimi Code token refresh failed with status {}", reply.status);
+            last = format!(
+                "Kimi Code token refresh failed with status {}",
+                reply.status
+            );
             continue;
         }
         return Err(format!(

@@ -12,9 +12,9 @@
 //! refreshes (see [`crate::auth`]) and keeps the refreshed entry in memory too. Runtime keys
 //! (`--api-key`) live only in memory and win over the file.
 
-pub use crate::auth::refresh::RefreshError;
 use super::value::resolve_config_value_with;
 use super::{read_json_file, warn, JsonFile};
+pub use crate::auth::refresh::RefreshError;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -151,7 +151,10 @@ impl AuthStorage {
 
     /// The `auth.json` entry of `provider`.
     pub fn get(&self, provider: &str) -> Option<AuthCredential> {
-        self.entries.read().get(provider).map(AuthCredential::from_value)
+        self.entries
+            .read()
+            .get(provider)
+            .map(AuthCredential::from_value)
     }
 
     /// Whether a runtime key or an `auth.json` entry exists for `provider` (no resolution, no

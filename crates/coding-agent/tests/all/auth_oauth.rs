@@ -229,7 +229,9 @@ fn two_processes_racing_an_expired_token_refresh_once_and_both_use_the_new_token
         "/api/oauth/token",
         vec![Answer {
             delay_ms: 700,
-            ..ok(json!({"access_token": "new-access", "refresh_token": "new-refresh", "expires_in": 3600}))
+            ..ok(
+                json!({"access_token": "new-access", "refresh_token": "new-refresh", "expires_in": 3600}),
+            )
         }],
     )]);
     let root = kimi_root(&fake);
@@ -275,7 +277,10 @@ fn two_processes_racing_an_expired_token_refresh_once_and_both_use_the_new_token
     assert_eq!(auth["kimi-coding"]["refresh"], "new-refresh");
     let expires = auth["kimi-coding"]["expires"].as_i64().unwrap();
     let now = pi_ai::now_ms();
-    assert!(expires > now + 3_000_000 && expires <= now + 3_600_000, "{expires}");
+    assert!(
+        expires > now + 3_000_000 && expires <= now + 3_600_000,
+        "{expires}"
+    );
     assert_eq!(auth["openai"], json!({"type": "api_key", "key": "sk-keep"}));
     assert_eq!(auth_mode(&root), 0o600);
 }
@@ -360,11 +365,15 @@ fn print_bearer_token_refreshes_each_provider_as_upstream_does() {
     let oauth = FakeOAuth::start(vec![
         (
             "/v1/oauth/token",
-            vec![ok(json!({"access_token": "sk-ant-oat-new", "refresh_token": "ant-r2", "expires_in": 28800}))],
+            vec![ok(
+                json!({"access_token": "sk-ant-oat-new", "refresh_token": "ant-r2", "expires_in": 28800}),
+            )],
         ),
         (
             "/oauth/token",
-            vec![ok(json!({"access_token": jwt, "refresh_token": "codex-r2", "expires_in": 864000}))],
+            vec![ok(
+                json!({"access_token": jwt, "refresh_token": "codex-r2", "expires_in": 864000}),
+            )],
         ),
         (
             "/oauth2/token",
@@ -373,7 +382,9 @@ fn print_bearer_token_refreshes_each_provider_as_upstream_does() {
         ),
         (
             "/copilot_internal/v2/token",
-            vec![ok(json!({"token": "tid=1;exp=9;proxy-ep=proxy.enterprise.githubcopilot.com;", "expires_at": 4102444800u64}))],
+            vec![ok(
+                json!({"token": "tid=1;exp=9;proxy-ep=proxy.enterprise.githubcopilot.com;", "expires_at": 4102444800u64}),
+            )],
         ),
         (
             "/models",
@@ -384,7 +395,8 @@ fn print_bearer_token_refreshes_each_provider_as_upstream_does() {
             ]}))],
         ),
     ]);
-    let expired = |r: &str| json!({"type": "oauth", "access": "old", "refresh": r, "expires": 1000});
+    let expired =
+        |r: &str| json!({"type": "oauth", "access": "old", "refresh": r, "expires": 1000});
     let root = auth_root(json!({
         "anthropic": expired("ant-r1"),
         "openai-codex": expired("codex-r1"),
@@ -393,9 +405,22 @@ fn print_bearer_token_refreshes_each_provider_as_upstream_does() {
     }));
     let env = [("PI_TEST_OAUTH_ORIGIN", oauth.origin())];
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let print = |p: &str| run(&root, &["auth", "print-bearer-token", "--provider", p], "", &env);
-    assert_eq!(print("anthropic"), (0, "sk-ant-oat-new\n".into(), String::new()));
-    assert_eq!(print("openai-codex"), (0, format!("{jwt}\n"), String::new()));
+    let print = |p: &str| {
+        run(
+            &root,
+            &["auth", "print-bearer-token", "--provider", p],
+            "",
+            &env,
+        )
+    };
+    assert_eq!(
+        print("anthropic"),
+        (0, "sk-ant-oat-new\n".into(), String::new())
+    );
+    assert_eq!(
+        print("openai-codex"),
+        (0, format!("{jwt}\n"), String::new())
+    );
     assert_eq!(print("xai"), (0, "xai-new\n".into(), String::new()));
     assert_eq!(
         print("github-copilot"),
@@ -451,7 +476,10 @@ fn print_bearer_token_refreshes_each_provider_as_upstream_does() {
         auth["github-copilot"]["expires"],
         json!(4102444800i64 * 1000 - 300_000)
     );
-    assert_eq!(auth["github-copilot"]["availableModelIds"], json!(["gpt-x"]));
+    assert_eq!(
+        auth["github-copilot"]["availableModelIds"],
+        json!(["gpt-x"])
+    );
     assert_eq!(auth_mode(&root), 0o600);
 
     // Now fresh: printed without another refresh.
@@ -465,7 +493,8 @@ fn failed_refreshes_in_auth_commands_answer_as_upstream() {
         "/api/oauth/token",
         vec![status(400, json!({"error": "invalid_request"}))],
     )]);
-    let entry = json!({"kimi-coding": {"type": "oauth", "access": "old", "refresh": "r", "expires": 1000}});
+    let entry =
+        json!({"kimi-coding": {"type": "oauth", "access": "old", "refresh": "r", "expires": 1000}});
     let root = auth_root(entry.clone());
     let env = [("KIMI_CODE_OAUTH_HOST", oauth.origin())];
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
@@ -477,13 +506,18 @@ fn failed_refreshes_in_auth_commands_answer_as_upstream() {
     };
     assert_eq!(
         go("auth print-bearer-token --provider kimi-coding"),
-        (1, String::new(), "Error: Failed to resolve credential\n".into())
+        (
+            1,
+            String::new(),
+            "Error: Failed to resolve credential\n".into()
+        )
     );
     assert_eq!(
         go("auth check --provider kimi-coding --json"),
         (
             2,
-            "{\"status\":\"invalid\",\"provider\":\"kimi-coding\",\"reason\":\"invalid_state\"}\n".into(),
+            "{\"status\":\"invalid\",\"provider\":\"kimi-coding\",\"reason\":\"invalid_state\"}\n"
+                .into(),
             String::new()
         )
     );
@@ -498,15 +532,27 @@ fn failed_refreshes_in_auth_commands_answer_as_upstream() {
     // A refreshed token that still has less than --min-expiry left is refused.
     let short = FakeOAuth::start(vec![(
         "/api/oauth/token",
-        vec![ok(json!({"access_token": "a2", "refresh_token": "r2", "expires_in": 3600}))],
+        vec![ok(
+            json!({"access_token": "a2", "refresh_token": "r2", "expires_in": 3600}),
+        )],
     )]);
     let (rc, out, err) = run(
         &root,
-        &["auth", "print-bearer-token", "--provider", "kimi-coding", "--min-expiry", "2h"],
+        &[
+            "auth",
+            "print-bearer-token",
+            "--provider",
+            "kimi-coding",
+            "--min-expiry",
+            "2h",
+        ],
         "",
         &[("KIMI_CODE_OAUTH_HOST", &short.origin())],
     );
-    assert_eq!((rc, out.as_str(), err.as_str()), (1, "", "Error: Failed to resolve credential\n"));
+    assert_eq!(
+        (rc, out.as_str(), err.as_str()),
+        (1, "", "Error: Failed to resolve credential\n")
+    );
     assert_eq!(short.seen("/api/oauth/token").len(), 1);
 }
 
@@ -528,11 +574,15 @@ fn copilot_device_login_polls_as_told_and_stores_the_entry() {
         ),
         (
             "/copilot_internal/v2/token",
-            vec![ok(json!({"token": "tid=9;exp=1", "expires_at": 4102444800u64}))],
+            vec![ok(
+                json!({"token": "tid=9;exp=1", "expires_at": 4102444800u64}),
+            )],
         ),
         (
             "/models",
-            vec![ok(json!({"data": [{"id": "m1", "model_picker_enabled": true}]}))],
+            vec![ok(
+                json!({"data": [{"id": "m1", "model_picker_enabled": true}]}),
+            )],
         ),
     ]);
     let root = auth_root(json!({"anthropic": {"type": "api_key", "key": "sk-ant-keep"}}));
@@ -553,11 +603,15 @@ fn copilot_device_login_polls_as_told_and_stores_the_entry() {
         )
     );
     assert!(
-        stderr.starts_with("GitHub Enterprise URL/domain (blank for github.com) (company.ghe.com): "),
+        stderr
+            .starts_with("GitHub Enterprise URL/domain (blank for github.com) (company.ghe.com): "),
         "{stderr}"
     );
     let code = &oauth.seen("/login/device/code")[0];
-    assert_eq!(code.body, "client_id=Iv1.b507a08c87ecfe98&scope=read%3Auser");
+    assert_eq!(
+        code.body,
+        "client_id=Iv1.b507a08c87ecfe98&scope=read%3Auser"
+    );
     let polls = oauth.seen("/login/oauth/access_token");
     assert_eq!(polls.len(), 3);
     assert_eq!(
@@ -580,7 +634,10 @@ fn copilot_device_login_polls_as_told_and_stores_the_entry() {
 
     // logout removes that one entry and keeps the other.
     let (rc, stdout, _) = run(&root, &["auth", "logout", "github-copilot"], "", &[]);
-    assert_eq!((rc, stdout.as_str()), (0, "Logged out of GitHub Copilot.\n"));
+    assert_eq!(
+        (rc, stdout.as_str()),
+        (0, "Logged out of GitHub Copilot.\n")
+    );
     let auth = read_auth(&root);
     assert!(auth.get("github-copilot").is_none());
     assert_eq!(auth["anthropic"]["key"], "sk-ant-keep");
@@ -596,7 +653,9 @@ fn an_expired_device_code_fails_the_login_and_stores_nothing() {
         ),
         (
             "/login/oauth/access_token",
-            vec![ok(json!({"error": "expired_token", "error_description": "The device code has expired."}))],
+            vec![ok(
+                json!({"error": "expired_token", "error_description": "The device code has expired."}),
+            )],
         ),
     ]);
     let root = auth_root(json!({}));
@@ -656,8 +715,14 @@ fn login_arguments_answer_as_upstream() {
     let go = |args: &[&str]| run(&root, args, "", &[]);
     let usage = "Usage: pi auth login <provider> [--api-key] [--no-browser]\n";
     assert_eq!(go(&["auth", "login"]), (1, String::new(), usage.into()));
-    assert_eq!(go(&["auth", "login", "a", "b"]), (1, String::new(), usage.into()));
-    assert_eq!(go(&["auth", "login", "xai", "--bogus"]), (1, String::new(), usage.into()));
+    assert_eq!(
+        go(&["auth", "login", "a", "b"]),
+        (1, String::new(), usage.into())
+    );
+    assert_eq!(
+        go(&["auth", "login", "xai", "--bogus"]),
+        (1, String::new(), usage.into())
+    );
     assert_eq!(
         go(&["auth", "login", "xai", "--api-key", "--no-browser"]),
         (
@@ -715,4 +780,36 @@ fn anthropic_auth_token_goes_out_as_a_bearer_token() {
     let req = &fake.llm_requests()[1];
     assert_eq!(req.header("x-api-key"), Some("sk-ant-stored"));
     assert_eq!(req.header("authorization"), None);
+}
+
+#[test]
+fn a_device_code_that_runs_out_while_pending_times_out() {
+    let oauth = FakeOAuth::start(vec![
+        (
+            "/api/oauth/device_authorization",
+            vec![ok(json!({"device_code": "kd", "user_code": "K-2",
+                "verification_uri": "https://www.kimi.com/d",
+                "verification_uri_complete": "https://www.kimi.com/d?c=K-2",
+                "interval": 1, "expires_in": 2}))],
+        ),
+        (
+            "/api/oauth/token",
+            vec![ok(json!({"error": "authorization_pending"}))],
+        ),
+    ]);
+    let root = auth_root(json!({}));
+    let (rc, _, stderr) = run(
+        &root,
+        &["auth", "login", "kimi-coding"],
+        "",
+        &[("KIMI_CODE_OAUTH_HOST", &oauth.origin())],
+    );
+    assert_eq!(rc, 1);
+    assert_eq!(
+        stderr,
+        "Failed to log in to Kimi For Coding: Device flow timed out\n"
+    );
+    let polls = oauth.seen("/api/oauth/token").len();
+    assert!((1..=2).contains(&polls), "{polls} polls");
+    assert_eq!(read_auth(&root), json!({}));
 }

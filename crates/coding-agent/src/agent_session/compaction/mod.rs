@@ -198,7 +198,9 @@ impl AgentSession {
         let creds = (self.inner.services.api_key)(model, super::KeyUse::Request)
             .map_err(|_| CompactionError::NoApiKey(model.provider.clone()))?;
         if let Some(e) = creds.error {
-            return Err(CompactionError::Summary(format!("Summarization failed: {e}")));
+            return Err(CompactionError::Summary(format!(
+                "Summarization failed: {e}"
+            )));
         }
         let mut model = model.clone();
         if let Some(base) = creds.base_url {
