@@ -11,9 +11,14 @@
 //!   exit 1. Without `--provider`, only providers with a stored (`auth.json`) credential are
 //!   searched, as upstream does.
 //! - `pi auth logout <provider>`: removes the provider's `auth.json` entry.
-//! - `pi auth login <provider> [--api-key]`: reads an API key (one line on stdin; upstream
-//!   prompts on a terminal) and stores `{"type":"api_key","key":…}`. Account (OAuth) logins
-//!   are not offered by this build.
+//! - `pi auth login <provider> [--api-key] [--no-browser]`: for a provider with an account
+//!   sign-in (and no `--api-key`), runs its device-code flow ([`crate::auth::device`]: GitHub
+//!   Copilot, Kimi Code, xAI, OpenAI Codex with `--no-browser`) and stores the
+//!   `{"type":"oauth",…}` entry; otherwise reads an API key and stores
+//!   `{"type":"api_key","key":…}`. Answers are read one line each from stdin (upstream
+//!   prompts on a terminal and refuses to run without one); prompts go to stderr, progress
+//!   (`Open <url> and enter code: <code>`) and the result to stdout. Not offered: the browser
+//!   (PKCE with a localhost callback) sign-ins of Anthropic, OpenAI Codex, OpenAI, OpenRouter.
 //!
 //! `auth.json` is rewritten whole through a temporary file and a rename, mode 0600, while
 //! holding an exclusive lock on `auth.json.lock`, after re-reading the file under that lock.
@@ -53,7 +58,7 @@ impl Kind {
 }
 
 const HELP: &str = "Usage:
-  pi auth login <provider> [--api-key]
+  pi auth login <provider> [--api-key] [--no-browser]
   pi auth logout <provider>
   pi auth print-api-key [--provider <provider>] [--model <model>]
   pi auth print-bearer-token [--provider <provider>] [--model <model>] [--min-expiry <duration>]
@@ -62,7 +67,7 @@ const HELP: &str = "Usage:
 Store, remove, print or check provider credentials (kept in auth.json in the agent directory).
 
 Commands:
-  login <provider>        Store an API key read from standard input, then exit
+  login <provider>        Sign in (device code) or store an API key read from standard input
   logout <provider>       Remove the stored credential (environment variables and models.json stay)
   print-api-key           Print the API key the provider would use
   print-bearer-token      Print the provider's OAuth access token
@@ -84,6 +89,7 @@ struct Parsed {
     json: bool,
     credentials: bool,
     min_expiry_ms: Option<i64>,
+    no_refresh: bool,
 }
 
 /// An error printed as `Error: <text>`.
@@ -112,6 +118,7 @@ fn parse(kind: Kind, args: &[String]) -> Result<Parsed, (Failure, Option<&'stati
         json: false,
         credentials: false,
         min_expiry_ms: None,
+        no_refresh: false,
     };
     let mut positional = false;
     let mut i = 0;
@@ -141,7 +148,7 @@ fn parse(kind: Kind, args: &[String]) -> Result<Parsed, (Failure, Option<&'stati
                 match a {
                     "--json" => p.json = true,
                     "--credentials" => p.credentials = true,
-                    _ => {}
+                    _ => p.no_refresh = true,
                 }
             }
             "--provider" | "--model" => {
@@ -254,16 +261,18 @@ fn api_credential(registry: &ModelRegistry, provider: &str) -> Option<String> {
         .or_else(|| pi_ai::env_keys::env_api_key(provider))
 }
 
-fn oauth_access(registry: &ModelRegistry, provider: &str, min_validity_ms: i64) -> Option<String> {
-    match registry.auth().get(provider)? {
-        config::AuthCredential::OAuth {
-            access, expires, ..
-        } => {
-            let fresh = expires.is_none_or(|e| e - pi_ai::now_ms() > min_validity_ms);
-            access.filter(|a| fresh && !a.is_empty())
-        }
-        _ => None,
-    }
+/// The OAuth access token of `provider`, refreshed first (unless `refresh` is false) when it
+/// has less than five minutes or `min_validity_ms` left. `Err` = the refresh failed.
+fn oauth_access(
+    registry: &ModelRegistry,
+    provider: &str,
+    min_validity_ms: Option<i64>,
+    refresh: bool,
+) -> Result<Option<String>, config::RefreshError> {
+    Ok(registry
+        .auth()
+        .oauth_access(provider, min_validity_ms, refresh)?
+        .map(|a| a.access))
 }
 
 fn check(p: &Parsed, registry: &ModelRegistry) -> i32 {
@@ -316,14 +325,21 @@ fn check_result(p: &Parsed, registry: &ModelRegistry) -> Value {
         return not_ready(&provider, "credentials_not_configured");
     }
     let oauth = registry.auth().is_oauth(&id);
-    if oauth && oauth_access(registry, &id, 0).is_none() {
-        // Expired and this build does not refresh: nothing usable.
-        return not_ready(&provider, "credentials_not_configured");
-    }
+    // Upstream resolves (and so refreshes) the credential unless `--no-refresh`; a failed
+    // refresh makes the state invalid.
+    let access = if oauth {
+        match oauth_access(registry, &id, None, !p.no_refresh) {
+            Ok(Some(a)) => Some(a),
+            Ok(None) => return not_ready(&provider, "credentials_not_configured"),
+            Err(_) => return invalid(&provider),
+        }
+    } else {
+        None
+    };
     let mut out = json!({"status": "ready", "provider": provider, "authType": if oauth { "oauth" } else { "api_key" }});
     if p.credentials {
         let value = if oauth {
-            oauth_access(registry, &id, 0)
+            access
         } else {
             api_credential(registry, &id)
         };
@@ -394,7 +410,9 @@ fn print_credential(p: &Parsed, registry: &ModelRegistry) -> Result<String, Fail
         let value = match p.kind {
             Kind::ApiKey if kind == Some("oauth") => continue,
             Kind::BearerToken if kind != Some("oauth") => continue,
-            Kind::BearerToken => oauth_access(registry, id, min),
+            // A failed refresh is upstream's generic resolution failure.
+            Kind::BearerToken => oauth_access(registry, id, Some(min), true)
+                .map_err(|_| Failure("Failed to resolve credential".into()))?,
             _ => api_credential(registry, id),
         };
         if let Some(v) = value {
@@ -495,61 +513,124 @@ fn logout(args: &[String], agent_dir: &Path) -> i32 {
     }
 }
 
+const LOGIN_USAGE: &str = "pi auth login <provider> [--api-key] [--no-browser]";
+
+/// Prompts on standard error and reads answers from standard input, one line each (upstream
+/// asks on a terminal and refuses to run without one; here piped input works too).
+struct StdioInteraction;
+
+impl crate::auth::device::Interaction for StdioInteraction {
+    fn question(&mut self, message: &str) -> Option<String> {
+        eprint!("{message}");
+        let _ = std::io::stderr().flush();
+        let mut line = String::new();
+        match std::io::stdin().read_line(&mut line) {
+            Ok(0) | Err(_) => None,
+            Ok(_) => Some(line.trim_end_matches(['\r', '\n']).to_string()),
+        }
+    }
+    fn write(&mut self, line: &str) {
+        println!("{line}");
+        let _ = std::io::stdout().flush();
+    }
+}
+
 fn login(args: &[String], agent_dir: &Path) -> i32 {
     let mut provider: Option<&String> = None;
+    let (mut api_key, mut no_browser) = (false, false);
     for a in args {
         match a.as_str() {
-            "--api-key" | "--no-browser" => {}
-            s if s.starts_with('-') => {
-                eprintln!("Unknown option {s} for \"auth login\".");
-                return 1;
-            }
-            _ if provider.is_some() => {
-                eprintln!("Usage: pi auth login <provider> [--api-key]");
+            "--api-key" => api_key = true,
+            "--no-browser" => no_browser = true,
+            s if s.starts_with('-') || provider.is_some() => {
+                eprintln!("Usage: {LOGIN_USAGE}");
                 return 1;
             }
             _ => provider = Some(a),
         }
     }
     let Some(provider) = provider else {
-        eprintln!("Usage: pi auth login <provider> [--api-key]");
+        eprintln!("Usage: {LOGIN_USAGE}");
         return 1;
     };
+    if api_key && no_browser {
+        eprintln!("--no-browser only applies to account sign-in; omit it with --api-key.");
+        return 1;
+    }
     let registry = ModelRegistry::load(agent_dir);
     let Some(id) = known_provider(&registry, provider) else {
         eprintln!("Unknown provider \"{provider}\".");
-        let ids: Vec<&str> = pi_ai::models::builtin_providers()
+        let mut ids: Vec<&str> = pi_ai::models::builtin_providers()
             .iter()
-            .filter(|p| !p.env_vars.is_empty())
+            .filter(|p| p.oauth || !p.env_vars.is_empty())
             .map(|p| p.id.as_str())
             .collect();
+        ids.sort_unstable();
         eprintln!("Providers: {}", ids.join(", "));
         return 1;
     };
     let name = display_name(&id);
-    eprint!("Enter {name} API key: ");
-    let _ = std::io::stderr().flush();
-    let mut line = String::new();
-    if std::io::stdin().read_line(&mut line).is_err() {
-        eprintln!("\nLogin cancelled.");
+    let builtin = pi_ai::models::builtin_provider(&id);
+    let has_oauth = builtin.is_some_and(|b| b.oauth);
+    // Custom (models.json) providers take a key; built-ins when they read one.
+    let has_key_login = builtin.is_none_or(|b| !b.env_vars.is_empty());
+    let mut ui = StdioInteraction;
+    let entry = if !api_key && has_oauth {
+        match crate::auth::http::blocking(|| crate::auth::device::login(&id, no_browser, &mut ui)) {
+            Ok(Ok(entry)) => Value::Object(entry),
+            Ok(Err(None)) => {
+                let hint = if id == "openai-codex" {
+                    format!("run \"pi auth login {id} --no-browser\" for the device code sign-in")
+                } else if has_key_login {
+                    format!("run \"pi auth login {id} --api-key\" to store an API key")
+                } else {
+                    "no other sign-in method is available".into()
+                };
+                eprintln!("Failed to log in to {name}: browser sign-in is not available in this build; {hint}.");
+                return 1;
+            }
+            Ok(Err(Some(message))) if message == "Login cancelled" => {
+                eprintln!("Login cancelled.");
+                return 1;
+            }
+            Ok(Err(Some(message))) | Err(message) => {
+                eprintln!("Failed to log in to {name}: {message}");
+                return 1;
+            }
+        }
+    } else if has_key_login {
+        use crate::auth::device::Interaction;
+        let Some(line) = ui.question(&format!("Enter {name} API key: ")) else {
+            eprintln!("\nLogin cancelled.");
+            return 1;
+        };
+        eprintln!();
+        let key = line.trim().to_string();
+        if key.is_empty() {
+            eprintln!("Login cancelled.");
+            return 1;
+        }
+        json!({"type": "api_key", "key": key})
+    } else if api_key && has_oauth {
+        eprintln!("{name} has no API key login. Omit --api-key to sign in.");
         return 1;
-    }
-    eprintln!();
-    let key = line.trim().to_string();
-    if key.is_empty() {
-        eprintln!("Login cancelled.");
+    } else {
+        eprintln!("{name} is configured outside pi (ambient credentials).");
         return 1;
-    }
+    };
+    let oauth = entry["type"] == "oauth";
     let result = config::update_auth_file(agent_dir, |entries| {
-        entries.insert(id.clone(), json!({"type": "api_key", "key": key}));
+        entries.insert(id.clone(), entry);
         true
     });
     match result {
         Ok(path) => {
-            println!(
-                "Saved API key for {name}. Credentials saved to {}",
-                path.display()
-            );
+            let what = if oauth {
+                format!("Logged in to {name}")
+            } else {
+                format!("Saved API key for {name}")
+            };
+            println!("{what}. Credentials saved to {}", path.display());
             0
         }
         Err(e) => {

@@ -1,6 +1,7 @@
 //! `pi-coding-agent` library: tools, sessions, settings, resources and the run modes.
 
 pub mod agent_session;
+pub mod auth;
 pub mod auth_cmd;
 pub mod child_guard;
 pub mod cli;

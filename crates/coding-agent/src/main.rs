@@ -3,7 +3,7 @@
 use pi_ai::{Model, ThinkingLevel};
 use pi_coding_agent::agent_session::factory::{SessionFactory, SessionRequest};
 use pi_coding_agent::agent_session::runtime::{record_start, AgentSessionRuntime};
-use pi_coding_agent::agent_session::{RequestCredentials, SessionServices};
+use pi_coding_agent::agent_session::{KeyUse, RequestCredentials, SessionServices};
 use pi_coding_agent::cli::{self, Cli};
 use pi_coding_agent::config::{self, InitialModelOptions, ModelRegistry, Settings};
 use pi_coding_agent::output::Output;
@@ -378,10 +378,12 @@ async fn run(cli: Cli) -> i32 {
             reg_models.read().map(|r| r.available()).unwrap_or_default()
         }),
         scoped_models,
-        api_key: Arc::new(move |m: &Model| {
+        api_key: Arc::new(move |m: &Model, key_use: KeyUse| {
             let reg = reg_keys.read().map_err(|e| e.to_string())?;
-            let auth = reg.request_auth(m)?;
+            let auth = reg.request_auth_with(m, key_use == KeyUse::Request)?;
             Ok(RequestCredentials {
+                base_url: auth.base_url,
+                error: auth.error,
                 api_key: auth.api_key,
                 headers: auth
                     .headers

@@ -15,6 +15,8 @@ mod config_local;
 
 #[path = "all/auth_cmd.rs"]
 mod auth_cmd;
+#[path = "all/auth_oauth.rs"]
+mod auth_oauth;
 #[path = "all/catalogue.rs"]
 mod catalogue;
 #[path = "all/config_models.rs"]

@@ -120,7 +120,18 @@ impl Provider for AnthropicMessages {
         tuning: RequestTuning,
     ) -> AssistantStream {
         let model = model.clone();
-        let api_key = resolve_api_key(&model, &options);
+        // A caller's `Authorization` header (`ANTHROPIC_AUTH_TOKEN`) is the credential: no key
+        // is taken from the environment then, so only the bearer token goes out (upstream's
+        // anthropic auth resolves to that header alone).
+        let bearer = options
+            .headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("authorization"));
+        let api_key = if bearer {
+            options.api_key.clone().filter(|k| !k.is_empty())
+        } else {
+            resolve_api_key(&model, &options)
+        };
         let oauth = api_key.as_deref().is_some_and(is_oauth_token);
         let body = build_body(&model, context, &options, &tuning, oauth);
         let tools = context.tools.clone();

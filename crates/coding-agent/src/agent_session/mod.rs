@@ -61,10 +61,25 @@ pub struct RequestCredentials {
     /// The model needs no credentials (an in-process GGUF model, issue 3): a prompt is not
     /// refused for lack of a key.
     pub keyless: bool,
+    /// A base URL the credential implies (GitHub Copilot OAuth tokens); replaces the model's.
+    pub base_url: Option<String>,
+    /// Credentials are configured but unusable for this request (an OAuth refresh failed):
+    /// the request fails with this text as the assistant's `errorMessage`, as upstream's.
+    pub error: Option<String>,
 }
 
-/// Looks up credentials for a model's provider at request time; `Err` = none usable.
-pub type KeyResolver = Arc<dyn Fn(&Model) -> Result<RequestCredentials, String> + Send + Sync>;
+/// What credentials are looked up for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyUse {
+    /// Prompt admission: only whether credentials are configured; nothing is refreshed.
+    Check,
+    /// A request about to be sent: expiring OAuth tokens are refreshed first.
+    Request,
+}
+
+/// Looks up credentials for a model's provider; `Err` = none usable.
+pub type KeyResolver =
+    Arc<dyn Fn(&Model, KeyUse) -> Result<RequestCredentials, String> + Send + Sync>;
 
 /// Finds the adapter for a model's `api`.
 pub type ProviderResolver = Arc<dyn Fn(&Model) -> Option<Arc<dyn Provider>> + Send + Sync>;

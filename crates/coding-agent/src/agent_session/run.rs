@@ -115,8 +115,12 @@ impl AgentSession {
         if (self.inner.services.provider)(&model).is_none() {
             return Err(format!("No API provider registered for api: {}", model.api));
         }
-        match (self.inner.services.api_key)(&model) {
-            Ok(c) if c.keyless || c.api_key.is_some() || !c.headers.is_empty() => {}
+        match (self.inner.services.api_key)(&model, super::KeyUse::Check) {
+            Ok(c)
+                if c.keyless
+                    || c.api_key.is_some()
+                    || !c.headers.is_empty()
+                    || c.error.is_some() => {}
             _ => return Err(crate::config::no_api_key_message(Some(&model.provider))),
         }
         let Some(cancel) = self.inner.run.begin() else {
@@ -616,11 +620,19 @@ impl RunHooks for Hooks {
                 st.thinking_level,
             )
         };
-        let creds = (inner.services.api_key)(&model).unwrap_or_default();
+        let mut model = model;
+        let creds = (inner.services.api_key)(&model, super::KeyUse::Request).unwrap_or_default();
+        if let Some(base) = &creds.base_url {
+            model.base_url = base.clone();
+        }
+        let failed = creds.error.clone();
         let loadout = inner.loadout.lock().clone();
         let thinking_budgets = inner.services.settings.lock().provider_thinking_budgets();
         TurnConfig {
-            provider: (inner.services.provider)(&model).unwrap_or_else(|| Arc::new(NoProvider)),
+            provider: match failed {
+                Some(message) => Arc::new(FailedAuth(message)),
+                None => (inner.services.provider)(&model).unwrap_or_else(|| Arc::new(NoProvider)),
+            },
             api_key: creds.api_key,
             headers: creds.headers,
             model,
@@ -711,6 +723,33 @@ fn with_mcp_tools(
 
 /// Stand-in adapter when a model's `api` has no implementation: every call fails cleanly.
 struct NoProvider;
+
+/// Stands in for the adapter when the credentials could not be made usable (an OAuth refresh
+/// failed): the turn ends at once with that text as the assistant's `errorMessage`, as
+/// upstream's request-time auth failure does.
+struct FailedAuth(String);
+
+impl Provider for FailedAuth {
+    fn api(&self) -> &'static str {
+        "unknown"
+    }
+    fn stream(
+        &self,
+        model: &Model,
+        _context: &pi_ai::Context,
+        _options: pi_ai::StreamOptions,
+    ) -> pi_ai::AssistantStream {
+        let mut m = AssistantMessage::empty(model);
+        m.stop_reason = StopReason::Error;
+        m.error_message = Some(self.0.clone());
+        Box::pin(futures::stream::iter(vec![
+            pi_ai::AssistantMessageEvent::Error {
+                reason: StopReason::Error,
+                message: Box::new(m),
+            },
+        ]))
+    }
+}
 
 impl Provider for NoProvider {
     fn api(&self) -> &'static str {

@@ -7,12 +7,14 @@
 //! `api_key` entries are resolved like every config value ([`super::resolve_config_value`],
 //! `!command` results cached), with the entry's `env` object consulted before the process
 //! environment.
-//! OAuth entries are recognised; their access token is used while it has not expired, but this
-//! implementation never refreshes them. Runtime keys (`--api-key`) live only in memory and win
-//! over the file.
+//! OAuth entries: their access token is used while it has more than five minutes left; before a
+//! request, [`AuthStorage::oauth_access`] refreshes the entries of the providers upstream
+//! refreshes (see [`crate::auth`]) and keeps the refreshed entry in memory too. Runtime keys
+//! (`--api-key`) live only in memory and win over the file.
 
 use super::value::resolve_config_value_with;
 use super::{read_json_file, warn, JsonFile};
+pub use crate::auth::refresh::RefreshError;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -68,12 +70,32 @@ impl AuthCredential {
     }
 }
 
-/// The credential store: `auth.json` entries plus runtime keys.
-#[derive(Debug, Clone, Default)]
+/// The credential store: `auth.json` entries plus runtime keys. The entries sit behind a lock
+/// so that a refresh can replace one through a shared reference.
+#[derive(Debug, Default)]
 pub struct AuthStorage {
     path: Option<PathBuf>,
-    entries: Map<String, Value>,
+    entries: parking_lot::RwLock<Map<String, Value>>,
     runtime: HashMap<String, String>,
+}
+
+impl Clone for AuthStorage {
+    fn clone(&self) -> Self {
+        AuthStorage {
+            path: self.path.clone(),
+            entries: parking_lot::RwLock::new(self.entries.read().clone()),
+            runtime: self.runtime.clone(),
+        }
+    }
+}
+
+/// A usable OAuth access token and what goes with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OAuthAccess {
+    /// The access token (sent as the provider's API key).
+    pub access: String,
+    /// A base URL the credential implies (GitHub Copilot: from the token's `proxy-ep`).
+    pub base_url: Option<String>,
 }
 
 impl AuthStorage {
@@ -98,7 +120,7 @@ impl AuthStorage {
         };
         AuthStorage {
             path: Some(path),
-            entries,
+            entries: parking_lot::RwLock::new(entries),
             runtime: HashMap::new(),
         }
     }
@@ -107,7 +129,7 @@ impl AuthStorage {
     pub fn from_entries(entries: Map<String, Value>) -> Self {
         AuthStorage {
             path: None,
-            entries,
+            entries: parking_lot::RwLock::new(entries),
             runtime: HashMap::new(),
         }
     }
@@ -129,7 +151,10 @@ impl AuthStorage {
 
     /// The `auth.json` entry of `provider`.
     pub fn get(&self, provider: &str) -> Option<AuthCredential> {
-        self.entries.get(provider).map(AuthCredential::from_value)
+        self.entries
+            .read()
+            .get(provider)
+            .map(AuthCredential::from_value)
     }
 
     /// Whether a runtime key or an `auth.json` entry exists for `provider` (no resolution, no
@@ -169,6 +194,82 @@ impl AuthStorage {
     pub fn is_oauth(&self, provider: &str) -> bool {
         !self.runtime.contains_key(provider)
             && matches!(self.get(provider), Some(AuthCredential::OAuth { .. }))
+    }
+
+    /// The OAuth access token of `provider` for a request, refreshed first when it has less
+    /// than five minutes (or `min_validity_ms`, if larger) left and upstream refreshes that
+    /// provider (upstream `resolveStoredOAuth`). `Ok(None)`: no OAuth entry (or it vanished
+    /// from `auth.json` meanwhile), or one this build cannot refresh that has expired.
+    /// With `refresh` false nothing is refreshed and an expired token is returned as it is (to
+    /// tell whether credentials are configured). Blocking when it refreshes (file lock, HTTP).
+    ///
+    /// # Errors
+    /// [`RefreshError`] with upstream's text (`OAuth refresh failed for <provider>: …`).
+    pub fn oauth_access(
+        &self,
+        provider: &str,
+        min_validity_ms: Option<i64>,
+        refresh: bool,
+    ) -> Result<Option<OAuthAccess>, RefreshError> {
+        use crate::auth::{oauth, refresh as r};
+        if self.runtime.contains_key(provider) {
+            return Ok(None);
+        }
+        let Some(Value::Object(entry)) = self.entries.read().get(provider).cloned() else {
+            return Ok(None);
+        };
+        if entry.get("type").and_then(Value::as_str) != Some("oauth") {
+            return Ok(None);
+        }
+        let threshold = r::threshold(min_validity_ms);
+        let kind = oauth::OAuthProvider::for_id(provider);
+        let entry = match (kind, &self.path) {
+            (Some(kind), Some(path)) if refresh && r::needs_refresh(&entry, threshold) => {
+                let agent_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+                let id = provider.to_string();
+                let result = crate::auth::http::blocking(move || {
+                    r::refresh_stored(&agent_dir, &id, kind, threshold)
+                })
+                .map_err(|cause| RefreshError::Failed {
+                    provider: provider.to_string(),
+                    cause,
+                })??;
+                let Some(next) = result else {
+                    self.entries.write().remove(provider);
+                    return Ok(None);
+                };
+                self.entries
+                    .write()
+                    .insert(provider.to_string(), Value::Object(next.clone()));
+                if min_validity_ms.is_some() && r::needs_refresh(&next, threshold) {
+                    return Err(RefreshError::TooSoon(provider.to_string()));
+                }
+                next
+            }
+            // Not refreshable here: usable only while it has not expired.
+            (None, _) if refresh && r::needs_refresh(&entry, min_validity_ms.unwrap_or(0)) => {
+                return Ok(None)
+            }
+            _ => entry,
+        };
+        let Some(access) = entry
+            .get("access")
+            .and_then(Value::as_str)
+            .filter(|a| !a.is_empty())
+        else {
+            return Ok(None);
+        };
+        let base_url = (kind == Some(oauth::OAuthProvider::GitHubCopilot)).then(|| {
+            let enterprise = entry
+                .get("enterpriseUrl")
+                .and_then(Value::as_str)
+                .and_then(oauth::normalize_domain);
+            oauth::copilot_base_url(access, enterprise.as_deref())
+        });
+        Ok(Some(OAuthAccess {
+            access: access.to_string(),
+            base_url,
+        }))
     }
 }
 

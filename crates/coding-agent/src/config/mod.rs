@@ -15,7 +15,10 @@ pub mod resolve;
 pub mod settings;
 pub mod value;
 
-pub use auth::{read_auth_entries, update_auth_file, AuthCredential, AuthFileError, AuthStorage};
+pub use auth::{
+    read_auth_entries, update_auth_file, AuthCredential, AuthFileError, AuthStorage, OAuthAccess,
+    RefreshError,
+};
 pub use models::{
     discover_local_models, is_keyless, ModelRegistry, ModelsConfig, ProviderConfig, RequestAuth,
     LOCAL_API, LOCAL_PROVIDER,

@@ -512,6 +512,11 @@ pub struct RequestAuth {
     pub headers: Map<String, Value>,
     /// The model runs in-process ([`is_keyless`]) and needs neither key nor headers.
     pub keyless: bool,
+    /// A base URL the credential implies for this request (GitHub Copilot OAuth tokens).
+    pub base_url: Option<String>,
+    /// Credentials are configured but could not be made usable for this request (an OAuth
+    /// refresh failed): the request fails with this text, as upstream's assistant error.
+    pub error: Option<String>,
 }
 
 /// Where a model sits in registry order: built-ins by provider rank then catalogue position,
@@ -855,12 +860,39 @@ impl ModelRegistry {
     /// Key and headers for a request to `model`. Fails with `No API key found for "<provider>"`
     /// when the provider sets `authHeader` but no key resolves (never for a local GGUF model).
     pub fn request_auth(&self, model: &Model) -> Result<RequestAuth, String> {
+        self.request_auth_with(model, true)
+    }
+
+    /// [`ModelRegistry::request_auth`]; with `refresh` false a stored OAuth entry is taken as
+    /// it is (expired or not) and nothing is refreshed — enough to tell whether a prompt can be
+    /// admitted. With `refresh`, an OAuth entry of a provider upstream refreshes is refreshed
+    /// first when it is about to expire ([`AuthStorage::oauth_access`]); a failed refresh
+    /// gives `Ok` with [`RequestAuth::error`] set.
+    pub fn request_auth_with(&self, model: &Model, refresh: bool) -> Result<RequestAuth, String> {
         let keyless = is_keyless(model);
         let mut api_key = self.api_key(&model.provider);
+        let mut base_url = None;
+        if self.auth.is_oauth(&model.provider) {
+            match self.auth.oauth_access(&model.provider, None, refresh) {
+                Ok(Some(a)) => {
+                    api_key = Some(a.access);
+                    base_url = a.base_url;
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    return Ok(RequestAuth {
+                        keyless,
+                        error: Some(e.to_string()),
+                        ..Default::default()
+                    })
+                }
+            }
+        }
         let mut headers = model.headers.clone().unwrap_or_default();
         // `ANTHROPIC_AUTH_TOKEN` (upstream 1.6 anthropic auth): beats the key variables of the
         // environment, not a stored or models.json key, and goes out as a bearer token.
         let configured = self.auth.stored_api_key(&model.provider).is_some()
+            || self.auth.is_oauth(&model.provider)
             || self
                 .config
                 .provider(&model.provider)
@@ -892,6 +924,8 @@ impl ModelRegistry {
                         api_key,
                         headers,
                         keyless,
+                        base_url,
+                        error: None,
                     });
                 }
                 return Err(format!("No API key found for \"{}\"", model.provider));
@@ -905,6 +939,8 @@ impl ModelRegistry {
             api_key,
             headers,
             keyless,
+            base_url,
+            error: None,
         })
     }
 }

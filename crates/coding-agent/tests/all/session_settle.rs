@@ -100,7 +100,7 @@ fn harness(script: Script, panic_provider: bool) -> Harness {
         mcp: None,
         available_models: Arc::new(move || vec![listed.clone()]),
         scoped_models: vec![],
-        api_key: Arc::new(|_| {
+        api_key: Arc::new(|_, _| {
             Ok(RequestCredentials {
                 api_key: Some("fake-openai-key".into()),
                 ..Default::default()

@@ -195,10 +195,19 @@ impl AgentSession {
     ) -> Result<Summarizer, CompactionError> {
         let provider = (self.inner.services.provider)(model)
             .ok_or_else(|| CompactionError::NoApiKey(model.provider.clone()))?;
-        let creds = (self.inner.services.api_key)(model)
+        let creds = (self.inner.services.api_key)(model, super::KeyUse::Request)
             .map_err(|_| CompactionError::NoApiKey(model.provider.clone()))?;
+        if let Some(e) = creds.error {
+            return Err(CompactionError::Summary(format!(
+                "Summarization failed: {e}"
+            )));
+        }
+        let mut model = model.clone();
+        if let Some(base) = creds.base_url {
+            model.base_url = base;
+        }
         Ok(Summarizer {
-            model: model.clone(),
+            model,
             provider,
             api_key: creds.api_key,
             headers: creds.headers,
