@@ -40,5 +40,7 @@ pub mod wire_gemini;
 pub mod wire_mistral;
 pub mod wire_responses;
 
-pub use script::{Api, Block, ErrorSpec, ExceptionSpec, MatchSpec, Script, Turn, Usage, EXHAUSTED_TEXT};
+pub use script::{
+    Api, Block, ErrorSpec, ExceptionSpec, MatchSpec, Script, Turn, Usage, EXHAUSTED_TEXT,
+};
 pub use server::{FakeLlm, Options, RecordedRequest};

@@ -468,7 +468,11 @@ fn bedrock_path_model(path: &str) -> Option<String> {
     let mut i = 0;
     while i < bytes.len() {
         let hex = |b: u8| (b as char).to_digit(16);
-        match (bytes[i], bytes.get(i + 1).copied(), bytes.get(i + 2).copied()) {
+        match (
+            bytes[i],
+            bytes.get(i + 1).copied(),
+            bytes.get(i + 2).copied(),
+        ) {
             (b'%', Some(h), Some(l)) if hex(h).is_some() && hex(l).is_some() => {
                 let v = hex(h).unwrap_or(0) * 16 + hex(l).unwrap_or(0);
                 out.push(u8::try_from(v).unwrap_or(b'?'));

@@ -34,8 +34,8 @@
 //! credentials, `AWS_BEDROCK_FORCE_HTTP1` (the client negotiates HTTP/1.1 or 2 by itself).
 
 use super::common::{
-    self, aborted, apply_headers, extra_headers, finish_usage, parse_streaming_json, push_block,
-    end_event, Emitter, CONNECTION_ERROR_MESSAGE, REQUEST_TIMEOUT_MESSAGE,
+    self, aborted, apply_headers, end_event, extra_headers, finish_usage, parse_streaming_json,
+    push_block, Emitter, CONNECTION_ERROR_MESSAGE, REQUEST_TIMEOUT_MESSAGE,
 };
 use super::strict_schema::{prefers_strict_sampling, strict_schema};
 use super::HttpOptions;
@@ -427,8 +427,8 @@ pub fn resolve_endpoint(model: &Model, env: &AwsEnv) -> BedrockEndpoint {
     } else {
         standard_endpoint_region(base)
     };
-    let explicit = !base.is_empty()
-        && (base_region.is_none() || (configured.is_none() && !has_profile));
+    let explicit =
+        !base.is_empty() && (base_region.is_none() || (configured.is_none() && !has_profile));
     let region = arn_region(&model.id)
         .or_else(|| configured.map(str::to_owned))
         .or_else(|| base_region.clone().filter(|_| explicit))
@@ -627,7 +627,10 @@ fn plan_tokens(
         ..options.clone()
     };
     let max_tokens = common::clamp_max_tokens_to_context(model, context, &refit);
-    (max_tokens, Some(budget.min(max_tokens.saturating_sub(1024))))
+    (
+        max_tokens,
+        Some(budget.min(max_tokens.saturating_sub(1024))),
+    )
 }
 
 fn adaptive_effort(model: &Model, level: ThinkingLevel) -> String {
@@ -878,11 +881,7 @@ fn convert_messages(messages: &[Message], model: &Model, cache: Option<Value>) -
                 let mut results = Vec::new();
                 let mut after = Vec::new();
                 while let Some(Message::ToolResult(tr)) = messages.get(i) {
-                    let split = if claude {
-                        split_error_images(tr)
-                    } else {
-                        None
-                    };
+                    let split = if claude { split_error_images(tr) } else { None };
                     let content = match &split {
                         Some((content, _)) => tool_result_content(content),
                         None => tool_result_content(&tr.content),
@@ -1170,7 +1169,11 @@ fn http_error_message(status: u16, error_type: Option<&str>, body: &str) -> Stri
     let name = error_type
         .map(sanitize_error_code)
         .filter(|n| !n.is_empty())
-        .or_else(|| field("__type").or_else(|| field("code")).map(|c| sanitize_error_code(&c)));
+        .or_else(|| {
+            field("__type")
+                .or_else(|| field("code"))
+                .map(|c| sanitize_error_code(&c))
+        });
     let message = field("message").or_else(|| field("Message"));
     match (name, message) {
         (Some(name), Some(message)) => bedrock_error_message(&name, &message),
@@ -1429,23 +1432,17 @@ impl State {
             .and_then(Value::as_u64)
             .unwrap_or(0);
         match event_type {
-            "messageStart" => {
-                if payload.get("role").and_then(Value::as_str) != Some("assistant") {
-                    return Err(ProviderError::Protocol {
-                        message:
-                            "Unexpected assistant message start but got user message start instead"
-                                .to_owned(),
-                    });
-                }
+            "messageStart" if payload.get("role").and_then(Value::as_str) != Some("assistant") => {
+                return Err(ProviderError::Protocol {
+                    message:
+                        "Unexpected assistant message start but got user message start instead"
+                            .to_owned(),
+                });
             }
             "contentBlockStart" => {
                 if let Some(tool) = payload.pointer("/start/toolUse") {
-                    let str_of = |k: &str| {
-                        tool.get(k)
-                            .and_then(Value::as_str)
-                            .unwrap_or("")
-                            .to_owned()
-                    };
+                    let str_of =
+                        |k: &str| tool.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
                     let ci = push_block(
                         out,
                         em,
@@ -1927,10 +1924,16 @@ mod tests {
         let std_url = "https://bedrock-runtime.us-east-1.amazonaws.com";
         let env = AwsEnv::from_pairs([]);
         let e = resolve_endpoint(&model("a", std_url), &env);
-        assert_eq!((e.endpoint.as_str(), e.region.as_str()), (std_url, "us-east-1"));
+        assert_eq!(
+            (e.endpoint.as_str(), e.region.as_str()),
+            (std_url, "us-east-1")
+        );
         let env = AwsEnv::from_pairs([("AWS_REGION", "eu-west-1")]);
         let e = resolve_endpoint(&model("a", std_url), &env);
-        assert_eq!(e.endpoint, "https://bedrock-runtime.eu-west-1.amazonaws.com");
+        assert_eq!(
+            e.endpoint,
+            "https://bedrock-runtime.eu-west-1.amazonaws.com"
+        );
         let env = AwsEnv::from_pairs([
             ("AWS_REGION", "eu-west-1"),
             ("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", "http://127.0.0.1:9/x/"),
@@ -1943,7 +1946,10 @@ mod tests {
             ("http://127.0.0.1:9/bedrock", "eu-west-1")
         );
         let arn = "arn:aws:bedrock:ap-south-1:123:inference-profile/x";
-        assert_eq!(resolve_endpoint(&model(arn, std_url), &env).region, "ap-south-1");
+        assert_eq!(
+            resolve_endpoint(&model(arn, std_url), &env).region,
+            "ap-south-1"
+        );
         assert_eq!(
             converse_stream_url("http://h", "amazon.nova-lite-v1:0"),
             "http://h/model/amazon.nova-lite-v1%3A0/converse-stream"
@@ -1998,7 +2004,11 @@ mod tests {
         d.push(&msg[..10]);
         assert_eq!(d.next_frame(), Ok(None));
         d.push(&msg[10..]);
-        let f = d.next_frame().ok().flatten().unwrap_or_else(|| panic!("frame"));
+        let f = d
+            .next_frame()
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| panic!("frame"));
         assert_eq!(f.header(":event-type"), Some("ping"));
         assert_eq!(f.payload, b"{}");
         let mut bad = msg.clone();

@@ -419,7 +419,11 @@ fn bedrock_profile_credentials_and_region_from_the_shared_files() {
          [dev]\naws_access_key_id = AKIDDEV\naws_secret_access_key = y\n",
     )
     .unwrap();
-    std::fs::write(aws.join("config"), "[profile dev]\nregion = ap-northeast-1\n").unwrap();
+    std::fs::write(
+        aws.join("config"),
+        "[profile dev]\nregion = ap-northeast-1\n",
+    )
+    .unwrap();
     let creds = aws.join("credentials").to_string_lossy().into_owned();
     let config = aws.join("config").to_string_lossy().into_owned();
     let mut agent = root.spawn_with_env(
