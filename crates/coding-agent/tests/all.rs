@@ -97,6 +97,9 @@ mod rpc_provider_settings;
 #[path = "all/rpc_providers_google_mistral.rs"]
 mod rpc_providers_google_mistral;
 
+#[path = "all/rpc_bedrock.rs"]
+mod rpc_bedrock;
+
 #[path = "all/rpc_runtime.rs"]
 mod rpc_runtime;
 

@@ -11,6 +11,8 @@
 //! * Native Mistral SSE ([`wire_mistral`]): `POST /mistral/v1/chat/completions`.
 //! * OpenAI Responses SSE: `POST …/responses` (also `?api-version=…` and `/codex/responses`;
 //!   see [`wire_responses`]).
+//! * Amazon Bedrock ConverseStream in AWS event-stream framing ([`wire_bedrock`]):
+//!   `POST …/model/<model id>/converse-stream`.
 //!
 //! Replies come from a [`Script`]: a list of [`Turn`]s, each consumed once by the first request
 //! it fits (optional `match` substring and `api` constraints); when none fits, the script's
@@ -33,9 +35,12 @@
 mod script;
 mod server;
 pub mod wire;
+pub mod wire_bedrock;
 pub mod wire_gemini;
 pub mod wire_mistral;
 pub mod wire_responses;
 
-pub use script::{Api, Block, ErrorSpec, MatchSpec, Script, Turn, Usage, EXHAUSTED_TEXT};
+pub use script::{
+    Api, Block, ErrorSpec, ExceptionSpec, MatchSpec, Script, Turn, Usage, EXHAUSTED_TEXT,
+};
 pub use server::{FakeLlm, Options, RecordedRequest};

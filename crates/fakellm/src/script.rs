@@ -41,6 +41,9 @@ pub enum Api {
     Mistral,
     /// OpenAI Responses (`POST …/responses`, also Azure and Codex).
     Responses,
+    /// Amazon Bedrock ConverseStream (`POST …/model/<id>/converse-stream`, AWS event-stream
+    /// framing).
+    Bedrock,
 }
 
 impl Api {
@@ -52,6 +55,7 @@ impl Api {
             Api::Google => "google",
             Api::Mistral => "mistral",
             Api::Responses => "responses",
+            Api::Bedrock => "bedrock",
         }
     }
 }
@@ -324,6 +328,18 @@ pub struct ErrorSpec {
     pub delay_ms: f64,
 }
 
+/// A Bedrock exception frame ending a ConverseStream answer (`:message-type` `exception`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ExceptionSpec {
+    /// `:exception-type`, e.g. `throttlingException`, `validationException`,
+    /// `internalServerException`, `serviceUnavailableException`, `modelStreamErrorException`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The payload's `message`.
+    #[serde(default)]
+    pub message: String,
+}
+
 fn default_error_status() -> u16 {
     500
 }
@@ -389,6 +405,9 @@ pub struct Turn {
     /// OpenAI: send the usage chunk even when the request did not ask for it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub always_usage: Option<bool>,
+    /// Bedrock: end the stream (after the content blocks) with this exception frame.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exception: Option<ExceptionSpec>,
 }
 
 impl Turn {

@@ -401,6 +401,8 @@ async fn handle(
     }
     let api = if method != Method::POST {
         None
+    } else if uri.path().contains("/model/") && uri.path().ends_with("/converse-stream") {
+        Some(Api::Bedrock)
     } else if uri.path().contains(":streamGenerateContent") {
         Some(Api::Google)
     } else if uri.path().starts_with("/mistral/") && uri.path().ends_with("/chat/completions") {
@@ -452,8 +454,37 @@ async fn handle(
         .path()
         .split_once(":streamGenerateContent")
         .and_then(|(head, _)| head.rsplit('/').next())
-        .map(str::to_string);
+        .map(str::to_string)
+        .or_else(|| bedrock_path_model(uri.path()));
     serve_turn(shared, api, turn, parsed, seq, path_model).await
+}
+
+/// The model id of a Bedrock path `…/model/<percent-encoded id>/converse-stream`.
+fn bedrock_path_model(path: &str) -> Option<String> {
+    let head = path.strip_suffix("/converse-stream")?;
+    let (_, encoded) = head.rsplit_once("/model/")?;
+    let bytes = encoded.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (
+            bytes[i],
+            bytes.get(i + 1).copied(),
+            bytes.get(i + 2).copied(),
+        ) {
+            (b'%', Some(h), Some(l)) if hex(h).is_some() && hex(l).is_some() => {
+                let v = hex(h).unwrap_or(0) * 16 + hex(l).unwrap_or(0);
+                out.push(u8::try_from(v).unwrap_or(b'?'));
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 async fn serve_turn(
@@ -476,7 +507,14 @@ async fn serve_turn(
             .clone()
             .unwrap_or_else(|| wire::default_error_body(api, err.status));
         shared.set_outcome(seq, format!("error_{}", err.status));
-        return json_response(err.status, &body, &err.headers);
+        let mut headers = err.headers.clone();
+        if api == Api::Bedrock && !headers.contains_key("x-amzn-errortype") {
+            headers.insert(
+                "x-amzn-errortype".into(),
+                json!(crate::wire_bedrock::bedrock_error_type(err.status)),
+            );
+        }
+        return json_response(err.status, &body, &headers);
     }
     let (chunk_size, default_delay) = {
         let s = lock(&shared.script);
@@ -491,17 +529,32 @@ async fn serve_turn(
         .map(str::to_string)
         .or(path_model)
         .unwrap_or_else(|| "fake-model".to_string());
-    let events = match (&turn.raw_sse, api) {
-        (Some(raw), _) => raw.clone(),
-        (None, Api::Openai) => wire::openai_events(&turn, &model, seq, chunk_size, &req),
-        (None, Api::Anthropic) => wire::anthropic_events(&turn, &model, seq, chunk_size),
-        (None, Api::Google) => crate::wire_gemini::gemini_events(&turn, &model, seq, chunk_size),
-        (None, Api::Mistral) => crate::wire_mistral::mistral_events(&turn, &model, seq, chunk_size),
-        (None, Api::Responses) => {
-            crate::wire_responses::responses_events(&turn, &model, seq, chunk_size)
-        }
+    let sse = |events: Vec<String>| -> Vec<Bytes> { events.into_iter().map(Bytes::from).collect() };
+    let events: Vec<Bytes> = match (&turn.raw_sse, api) {
+        (Some(raw), _) => sse(raw.clone()),
+        (None, Api::Bedrock) => crate::wire_bedrock::bedrock_events(&turn, seq, chunk_size)
+            .into_iter()
+            .map(Bytes::from)
+            .collect(),
+        (None, Api::Openai) => sse(wire::openai_events(&turn, &model, seq, chunk_size, &req)),
+        (None, Api::Anthropic) => sse(wire::anthropic_events(&turn, &model, seq, chunk_size)),
+        (None, Api::Google) => sse(crate::wire_gemini::gemini_events(
+            &turn, &model, seq, chunk_size,
+        )),
+        (None, Api::Mistral) => sse(crate::wire_mistral::mistral_events(
+            &turn, &model, seq, chunk_size,
+        )),
+        (None, Api::Responses) => sse(crate::wire_responses::responses_events(
+            &turn, &model, seq, chunk_size,
+        )),
     };
 
+    let mut turn = turn;
+    if api == Api::Bedrock {
+        // SSE comments would corrupt the binary framing: stalls stay silent.
+        turn.stall_silent = Some(true);
+        turn.keepalive_ms = None;
+    }
     // Capacity 1: a send completes only once hyper has taken the previous chunk, so a failed
     // send promptly reveals a client that went away.
     let (tx, mut rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(1);
@@ -519,13 +572,18 @@ async fn serve_turn(
     let h = resp.headers_mut();
     h.insert(
         "content-type",
-        HeaderValue::from_static("text/event-stream"),
+        HeaderValue::from_static(if api == Api::Bedrock {
+            "application/vnd.amazon.eventstream"
+        } else {
+            "text/event-stream"
+        }),
     );
     h.insert("cache-control", HeaderValue::from_static("no-cache"));
     // `req_fake_<digits>` is always a valid header value.
     if let Ok(rid) = HeaderValue::try_from(format!("req_fake_{seq}")) {
         match api {
             Api::Anthropic => h.insert("request-id", rid),
+            Api::Bedrock => h.insert("x-amzn-requestid", rid),
             Api::Openai | Api::Google | Api::Mistral | Api::Responses => {
                 h.insert("x-request-id", rid)
             }
@@ -537,7 +595,7 @@ async fn serve_turn(
 async fn produce(
     shared: &Shared,
     turn: &Turn,
-    events: &[String],
+    events: &[Bytes],
     delay_ms: f64,
     tx: &mpsc::Sender<Result<Bytes, std::io::Error>>,
 ) -> String {
@@ -596,7 +654,7 @@ async fn produce(
                 None => tokio::time::sleep_until(tokio::time::Instant::from_std(deadline)).await,
             }
         }
-        if tx.send(Ok(Bytes::from(ev.clone()))).await.is_err() {
+        if tx.send(Ok(ev.clone())).await.is_err() {
             return GONE.into();
         }
     }

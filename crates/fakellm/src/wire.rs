@@ -121,6 +121,7 @@ pub fn default_error_body(api: Api, status: u16) -> Value {
         }
         Api::Google => crate::wire_gemini::gemini_error_body(status),
         Api::Mistral => crate::wire_mistral::mistral_error_body(status),
+        Api::Bedrock => crate::wire_bedrock::bedrock_error_body(status),
     }
 }
 

@@ -3,6 +3,7 @@
 
 pub mod anthropic_messages;
 pub mod azure_openai_responses;
+pub mod bedrock_converse_stream;
 mod common;
 pub mod google_auth;
 pub mod google_generative_ai;
@@ -17,6 +18,7 @@ mod strict_schema;
 
 pub use anthropic_messages::AnthropicMessages;
 pub use azure_openai_responses::AzureOpenAiResponses;
+pub use bedrock_converse_stream::BedrockConverseStream;
 pub use common::parse_streaming_json;
 pub use google_generative_ai::GoogleGenerativeAi;
 pub use google_vertex::GoogleVertex;
@@ -89,7 +91,7 @@ impl Default for HttpOptions {
 
 /// The adapter for a model's `api` value (`"openai-completions"`, `"anthropic-messages"`,
 /// `"google-generative-ai"`, `"google-vertex"`, `"mistral-conversations"`, `"openai-responses"`,
-/// `"azure-openai-responses"` or `"openai-codex-responses"`)
+/// `"azure-openai-responses"`, `"openai-codex-responses"` or `"bedrock-converse-stream"`)
 /// with the default [`HttpOptions`]; `None` for APIs this port does not speak.
 pub fn provider_for_api(api: &str) -> Option<Arc<dyn Provider>> {
     match api {
@@ -101,6 +103,7 @@ pub fn provider_for_api(api: &str) -> Option<Arc<dyn Provider>> {
         openai_responses::API => Some(Arc::new(OpenAiResponses::default())),
         azure_openai_responses::API => Some(Arc::new(AzureOpenAiResponses::default())),
         openai_codex_responses::API => Some(Arc::new(OpenAiCodexResponses::default())),
+        bedrock_converse_stream::API => Some(Arc::new(BedrockConverseStream::default())),
         _ => None,
     }
 }
@@ -118,6 +121,7 @@ pub struct BuiltinProviders {
     openai_responses: Arc<OpenAiResponses>,
     azure_openai_responses: Arc<AzureOpenAiResponses>,
     openai_codex_responses: Arc<OpenAiCodexResponses>,
+    bedrock_converse_stream: Arc<BedrockConverseStream>,
 }
 
 impl BuiltinProviders {
@@ -133,7 +137,8 @@ impl BuiltinProviders {
             mistral_conversations: Arc::new(MistralConversations::with_lazy(client.clone())),
             openai_responses: Arc::new(OpenAiResponses::with_lazy(client.clone())),
             azure_openai_responses: Arc::new(AzureOpenAiResponses::with_lazy(client.clone())),
-            openai_codex_responses: Arc::new(OpenAiCodexResponses::with_lazy(client)),
+            openai_codex_responses: Arc::new(OpenAiCodexResponses::with_lazy(client.clone())),
+            bedrock_converse_stream: Arc::new(BedrockConverseStream::with_lazy(client)),
         }
     }
 
@@ -149,6 +154,7 @@ impl BuiltinProviders {
             openai_responses::API => Some(self.openai_responses.clone()),
             azure_openai_responses::API => Some(self.azure_openai_responses.clone()),
             openai_codex_responses::API => Some(self.openai_codex_responses.clone()),
+            bedrock_converse_stream::API => Some(self.bedrock_converse_stream.clone()),
             _ => None,
         }
     }
