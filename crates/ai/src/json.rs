@@ -14,6 +14,10 @@ use std::borrow::Cow;
 /// The deepest nesting of arrays/objects accepted (levels).
 pub const MAX_DEPTH: usize = 1000;
 
+/// Nesting up to which [`parse_value`] uses serde_json's recursive parser directly (below its
+/// default recursion limit of 128).
+const SHALLOW_DEPTH: usize = 100;
+
 /// Nesting depth of JSON text (arrays and objects, strings skipped); stops counting once
 /// past `limit`.
 fn depth_exceeds(text: &[u8], limit: usize) -> bool {
@@ -133,6 +137,13 @@ fn rewrite_lone_surrogates<const N: usize>(
 /// Errors: serde_json's syntax errors, or `JSON nested deeper than 1000 levels`.
 pub fn parse_value(text: &[u8]) -> Result<Value, serde_json::Error> {
     let text: &[u8] = &replace_lone_surrogates(text);
+    // Shallow text (nearly all of it: commands, stream chunks) takes serde_json's own
+    // recursive parser within its default limit of 128, without the stack probing of
+    // `serde_stacker` (whose first use on the main thread reads /proc/self/maps: issue 15,
+    // start-up).
+    if !depth_exceeds(text, SHALLOW_DEPTH) {
+        return serde_json::from_slice(text);
+    }
     if depth_exceeds(text, MAX_DEPTH) {
         return Err(serde::de::Error::custom(format!(
             "JSON nested deeper than {MAX_DEPTH} levels"

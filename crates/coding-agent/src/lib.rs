@@ -14,6 +14,7 @@ pub mod images;
 pub mod json_error;
 pub mod list_models;
 pub mod mcp;
+pub mod mem;
 pub mod models_cmd;
 pub mod output;
 pub mod package_cmd;

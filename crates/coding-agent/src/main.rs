@@ -82,9 +82,13 @@ fn main() {
         .without_time()
         .with_target(false)
         .init();
+    // A worker writes the stdout records it queued just before it parks, so a burst goes out
+    // in one write without waking the writer thread (output.rs).
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
+        .on_thread_unpark(pi_coding_agent::output::on_worker_unpark)
+        .on_thread_park(pi_coding_agent::output::on_worker_park)
         .build()
     {
         Ok(r) => r,
@@ -110,6 +114,11 @@ fn install_signal_handlers() {
             tokio::spawn(async move {
                 if s.recv().await.is_some() {
                     procs::kill_all();
+                    // Lines already queued still go out whole (a reader that stopped reading
+                    // holds the exit for at most this long).
+                    pi_coding_agent::output::flush_stdout_for_exit(
+                        std::time::Duration::from_millis(200),
+                    );
                     std::process::exit(code);
                 }
             });

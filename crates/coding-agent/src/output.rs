@@ -2,11 +2,22 @@
 //!
 //! Every record is one complete line (`JSON + "\n"`). Whoever queues a record serialises it
 //! straight from the typed protocol structs into one shared buffer (under one lock, so lines
-//! never interleave); one writer thread takes everything queued so far in one swap and writes
-//! it with one `write` and a flush. The queuing side wakes the writer only when it is idle, so
-//! a busy stream costs no thread hand-off per event and a burst goes out in one write, while a
-//! slow stream still sees each event at once. If stdout is closed (EPIPE), the process ends
-//! quietly with exit code 0 after killing the process groups of running tools.
+//! never interleave). What is queued goes out in one `write` per batch, by whoever drains the
+//! buffer: only one thread writes at a time (the `writing` flag, set under the lock), and it
+//! keeps taking batches until the buffer is empty, so queue order is write order.
+//!
+//! **When a batch is written** (issue 15: no thread hand-off per event). A record queued on an
+//! async runtime worker is only queued; the worker writes the buffer itself just before it
+//! parks ([`on_worker_park`], installed with `on_thread_park`), i.e. once no further task is
+//! ready to run — so a burst of events goes out in one write, and a slow stream still sees each
+//! event as soon as the worker has nothing else to do. A record queued on any other thread
+//! (the RPC reader, blocking tasks, tool reader threads) wakes the writer thread when it is
+//! idle, as does a deferred buffer past [`DEFER_MAX`] bytes or older than [`DEFER_MAX_AGE`].
+//! Only the instance made by [`Output::stdout`] defers; [`Output::with_writer`] wakes its
+//! writer thread for every record queued while it is idle.
+//!
+//! If stdout is closed (EPIPE), the process ends quietly with exit code 0 after killing the
+//! process groups of running tools.
 //!
 //! Two promises to readers of stdout:
 //! * `tool_execution_start` is written and flushed before [`Output::event`] returns, so the
@@ -19,51 +30,121 @@
 
 use crate::rpc::protocol::{RpcEvent, RpcOutput, RpcResponse};
 use serde_json::Value;
+use std::cell::Cell;
 use std::io::Write;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
 
 /// Queued bytes above which queuing an event waits for the writer (4 MiB).
 pub const HIGH_WATER: usize = 4 << 20;
 /// Queued bytes below which waiting senders go on (1 MiB).
 pub const LOW_WATER: usize = 1 << 20;
+/// Deferred bytes (queued on a runtime worker, not yet handed to a writer) past which the
+/// writer thread is woken at once (64 KiB).
+pub const DEFER_MAX: usize = 64 << 10;
+/// Age of the oldest deferred line past which the next record queued wakes the writer thread
+/// (1 ms), for a worker that stays busy without parking.
+pub const DEFER_MAX_AGE: Duration = Duration::from_millis(1);
 /// Largest buffer kept for reuse after a write (bigger ones are freed).
 const SPARE_MAX: usize = 256 << 10;
+
+thread_local! {
+    /// Whether this thread is an async runtime worker between an unpark and its next park
+    /// (its records are written by [`on_worker_park`]).
+    static ON_WORKER: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The process's stdout writer, once [`Output::stdout`] made it (for the runtime hooks and
+/// [`flush_stdout_for_exit`]).
+static STDOUT: OnceLock<Arc<Shared>> = OnceLock::new();
+
+/// Runtime hook (`tokio::runtime::Builder::on_thread_unpark`): records queued on this thread
+/// from now on are deferred to its next park.
+pub fn on_worker_unpark() {
+    ON_WORKER.with(|w| w.set(true));
+}
+
+/// Runtime hook (`tokio::runtime::Builder::on_thread_park`): writes every deferred record
+/// (unless another thread is writing, which then takes them too) before the worker parks.
+/// The write may block while the reader is slow, as the writer thread's would.
+pub fn on_worker_park() {
+    ON_WORKER.with(|w| w.set(false));
+    if let Some(shared) = STDOUT.get() {
+        let mut st = lock(shared);
+        if st.deferred_since.take().is_some() && !st.writing {
+            drop(drain(shared, st));
+        }
+    }
+}
+
+/// Marks this thread as no longer deferring records: called before it may leave the worker
+/// role (`block_in_place`), so a thread that ends up in the blocking pool never defers.
+pub fn leaving_worker() {
+    ON_WORKER.with(|w| w.set(false));
+    if let Some(shared) = STDOUT.get() {
+        let mut st = lock(shared);
+        if st.deferred_since.take().is_some() {
+            wake_writer(shared, &mut st);
+        }
+    }
+}
+
+/// Hands every queued stdout record to the writer and waits at most `limit` for it to be
+/// written (the SIGTERM/SIGHUP exit path: a reader that stopped reading cannot hold the exit).
+pub fn flush_stdout_for_exit(limit: Duration) {
+    let Some(shared) = STDOUT.get() else {
+        return;
+    };
+    let deadline = Instant::now() + limit;
+    let mut st = lock(shared);
+    st.deferred_since = None;
+    let end = st.queued;
+    wake_writer(shared, &mut st);
+    while st.written < end {
+        let now = Instant::now();
+        if now >= deadline {
+            return;
+        }
+        st.waiters += 1;
+        st = match shared.progress.wait_timeout(st, deadline - now) {
+            Ok((g, _)) => g,
+            Err(e) => e.into_inner().0,
+        };
+        st.waiters -= 1;
+    }
+}
 
 fn lock(shared: &Shared) -> MutexGuard<'_, State> {
     shared.state.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The writer thread: takes everything queued, writes it in one go and flushes, until stdout
-/// fails (then the process ends with 0 after killing running tools).
-fn write_loop(shared: &Shared, mut w: Box<dyn Write + Send>) {
-    let mut st = lock(shared);
-    loop {
-        while st.buf.is_empty() && st.jobs.is_empty() {
-            st.idle = true;
-            st = shared.wake.wait(st).unwrap_or_else(|e| e.into_inner());
-        }
+/// Wakes the writer thread if it waits and nobody is writing (a writer in progress takes
+/// everything queued before it stops).
+fn wake_writer(shared: &Shared, st: &mut State) {
+    if st.idle && !st.writing {
         st.idle = false;
+        shared.wake.notify_one();
+    }
+}
+
+/// Writes batches until the buffer is empty, as the one writing thread (`st.writing` must be
+/// false on entry; it is false again on return). Each batch is one `write` of everything
+/// queued, streamed records ([`Output::write_with`]) at their places, then a flush. If stdout
+/// fails, running tools are killed and the process ends with 0.
+fn drain<'a>(shared: &'a Shared, mut st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+    st.writing = true;
+    while !st.buf.is_empty() || !st.jobs.is_empty() {
+        st.deferred_since = None;
         let spare = std::mem::take(&mut st.spare);
         let mut batch = std::mem::replace(&mut st.buf, spare);
         let jobs = std::mem::take(&mut st.jobs);
         let job_count = jobs.len() as u64;
         drop(st);
-        // Lines queued before a streamed record go out before it, the rest after it.
-        let mut pos = 0;
-        let mut written = Ok(());
-        for (at, job) in jobs {
-            written = written.and_then(|_| w.write_all(&batch[pos..at]));
-            pos = at;
-            let mut buffered = std::io::BufWriter::with_capacity(1 << 16, &mut w);
-            written = written
-                .and_then(|_| job(&mut buffered))
-                .and_then(|_| buffered.flush());
-        }
-        if written
-            .and_then(|_| w.write_all(&batch[pos..]))
-            .and_then(|_| w.flush())
-            .is_err()
-        {
+        let written = {
+            let mut w = shared.sink.lock().unwrap_or_else(|e| e.into_inner());
+            write_batch(&mut **w, &batch, jobs)
+        };
+        if written.is_err() {
             crate::procs::kill_all();
             std::process::exit(0);
         }
@@ -78,25 +159,67 @@ fn write_loop(shared: &Shared, mut w: Box<dyn Write + Send>) {
             shared.progress.notify_all();
         }
     }
+    st.writing = false;
+    st
+}
+
+/// Writes one batch: lines queued before a streamed record go out before it, the rest after.
+fn write_batch(
+    w: &mut dyn Write,
+    batch: &[u8],
+    jobs: Vec<(usize, RecordWriter)>,
+) -> std::io::Result<()> {
+    let mut pos = 0;
+    for (at, job) in jobs {
+        w.write_all(&batch[pos..at])?;
+        pos = at;
+        let mut buffered = std::io::BufWriter::with_capacity(1 << 16, &mut *w);
+        job(&mut buffered)?;
+        buffered.flush()?;
+    }
+    w.write_all(&batch[pos..])?;
+    w.flush()
+}
+
+/// The writer thread: drains whatever it is woken for, unless another thread is writing.
+fn write_loop(shared: &Shared) {
+    let mut st = lock(shared);
+    loop {
+        while st.writing || (st.buf.is_empty() && st.jobs.is_empty()) {
+            st.idle = true;
+            st = shared.wake.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+        st.idle = false;
+        st = drain(shared, st);
+    }
 }
 
 /// Runs a wait for the writing thread without starving the async runtime: through
 /// `block_in_place` on a multi-threaded runtime, else directly.
 fn blocking<T>(wait: impl FnOnce() -> T) -> T {
     match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
-        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(wait),
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => {
+            // The thread may leave the worker role here (the caller holds the state lock and
+            // has already handed deferred records to the writer).
+            ON_WORKER.with(|w| w.set(false));
+            tokio::task::block_in_place(wait)
+        }
         _ => wait(),
     }
 }
 
 #[derive(Default)]
 struct State {
-    /// Complete lines not yet taken by the writer.
+    /// Complete lines not yet taken by a writer.
     buf: Vec<u8>,
     /// An emptied buffer kept for the next swap.
     spare: Vec<u8>,
     /// Whether the writer thread is waiting for lines (queuing then wakes it).
     idle: bool,
+    /// Whether some thread is writing batches now (it drains until the buffer is empty).
+    writing: bool,
+    /// When the oldest record deferred to a worker's park was queued (`None`: nothing deferred).
+    deferred_since: Option<Instant>,
     /// Bytes ever queued / ever written (so `queued - written` is the backlog).
     queued: u64,
     written: u64,
@@ -113,6 +236,10 @@ pub type RecordWriter = Box<dyn FnOnce(&mut dyn Write) -> std::io::Result<()> + 
 
 struct Shared {
     state: Mutex<State>,
+    /// The sink; only the thread with `State::writing` set locks it.
+    sink: Mutex<Box<dyn Write + Send>>,
+    /// Whether records queued on a runtime worker wait for its park (stdout only).
+    defers: bool,
     /// Signalled after each write.
     progress: Condvar,
     /// Signalled when lines are queued while the writer is idle.
@@ -126,20 +253,33 @@ pub struct Output {
 }
 
 impl Output {
-    /// Starts the writer thread on the process's stdout.
+    /// Starts the writer thread on the process's stdout; records queued on runtime workers are
+    /// written when the worker parks ([`on_worker_park`]). The first call owns stdout for the
+    /// runtime hooks.
     pub fn stdout() -> Self {
-        Self::with_writer(Box::new(std::io::stdout()))
+        let out = Self::start(Box::new(std::io::stdout()), true);
+        if STDOUT.set(out.shared.clone()).is_err() {
+            // A second stdout writer would not be flushed by the hooks: let it never defer.
+            return Self::with_writer(Box::new(std::io::stdout()));
+        }
+        out
     }
 
-    /// Starts a writer thread on any sink (used by tests).
+    /// Starts a writer thread on any sink (used by tests); it never defers.
     pub fn with_writer(w: Box<dyn Write + Send>) -> Self {
+        Self::start(w, false)
+    }
+
+    fn start(w: Box<dyn Write + Send>, defers: bool) -> Self {
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
+            sink: Mutex::new(w),
+            defers,
             progress: Condvar::new(),
             wake: Condvar::new(),
         });
         let writer = shared.clone();
-        std::thread::spawn(move || write_loop(&writer, w));
+        std::thread::spawn(move || write_loop(&writer));
         Output { shared }
     }
 
@@ -175,9 +315,11 @@ impl Output {
         st.queued
     }
 
-    /// Queues one line and wakes the writer if it is idle; with `flushed`, returns only once
-    /// the line has been written and flushed; with `back_pressure`, waits first while the
-    /// backlog is over [`HIGH_WATER`] until it is at most [`LOW_WATER`].
+    /// Queues one line; on a runtime worker of the stdout writer it is left for the worker's
+    /// park (within [`DEFER_MAX`] / [`DEFER_MAX_AGE`]), otherwise the writer is woken if idle.
+    /// With `flushed`, returns only once the line has been written and flushed; with
+    /// `back_pressure`, waits first while the backlog is over [`HIGH_WATER`] until it is at
+    /// most [`LOW_WATER`].
     fn put(
         &self,
         fill: impl FnOnce(&mut Vec<u8>) -> Result<(), String>,
@@ -186,6 +328,8 @@ impl Output {
     ) {
         let mut st = self.lock();
         if back_pressure && st.queued - st.written > HIGH_WATER as u64 {
+            st.deferred_since = None;
+            wake_writer(&self.shared, &mut st);
             st = blocking(move || {
                 while st.queued - st.written > LOW_WATER as u64 {
                     st = self.wait(st);
@@ -194,9 +338,17 @@ impl Output {
             });
         }
         let end = Self::append(&mut st, fill);
-        if st.idle {
-            st.idle = false;
-            self.shared.wake.notify_one();
+        let defer = !flushed && self.shared.defers && ON_WORKER.with(Cell::get);
+        let now_due = !defer
+            || st.buf.len() >= DEFER_MAX
+            || st
+                .deferred_since
+                .is_some_and(|t| t.elapsed() >= DEFER_MAX_AGE);
+        if now_due {
+            st.deferred_since = None;
+            wake_writer(&self.shared, &mut st);
+        } else if st.deferred_since.is_none() {
+            st.deferred_since = Some(Instant::now());
         }
         if flushed {
             self.wait_written(st, end);
@@ -244,16 +396,14 @@ impl Output {
 
     /// Queues a record that `f` writes straight to stdout, whole and with its `\n`, after every
     /// line queued before it (used for `get_messages`, whose response can be as large as the
-    /// session).
+    /// session). The writer thread is woken for it.
     pub fn write_with(&self, f: RecordWriter) {
         let mut st = self.lock();
         let at = st.buf.len();
         st.jobs.push((at, f));
         st.queued += 1;
-        if st.idle {
-            st.idle = false;
-            self.shared.wake.notify_one();
-        }
+        st.deferred_since = None;
+        wake_writer(&self.shared, &mut st);
     }
 
     /// Queues a raw JSON line that is not a protocol record (the `--mode json` session header).
@@ -270,7 +420,9 @@ impl Output {
 
     /// Blocks until every queued record has been written and stdout flushed.
     pub fn flush(&self) {
-        let st = self.lock();
+        let mut st = self.lock();
+        st.deferred_since = None;
+        wake_writer(&self.shared, &mut st);
         let end = st.queued;
         self.wait_written(st, end);
     }

@@ -75,6 +75,8 @@ mod rpc_basic;
 
 #[path = "all/rpc_harden.rs"]
 mod rpc_harden;
+#[path = "all/rpc_stdout.rs"]
+mod rpc_stdout;
 
 #[path = "all/rpc_event_details.rs"]
 mod rpc_event_details;

@@ -439,7 +439,8 @@ impl AgentSession {
     }
 
     /// Ends the run: deferred bash results are recorded, the phase returns to idle, then
-    /// `agent_settled` is queued and waiters (`abort`, EOF) are woken.
+    /// `agent_settled` is queued, waiters (`abort`, EOF) are woken and freed heap pages are
+    /// returned to the system ([`crate::mem::release_free_memory`]).
     fn settle(&self) {
         self.flush_deferred_bash();
         self.inner.run_system_prompt.lock().take();
@@ -448,6 +449,9 @@ impl AgentSession {
             aborted: finished.aborted,
         });
         self.inner.run.mark_settled(finished);
+        // The run's transient peak (requests built from the whole context) goes back to the
+        // system, so idle RSS follows what the session holds (issue 15).
+        crate::mem::release_free_memory();
     }
 
     /// Appends a finished message to the session file. A failure that the store could not

@@ -43,11 +43,25 @@ pub async fn run(runtime: AgentSessionRuntime, out: Output) -> std::io::Result<(
         buf.clear();
         // An extension's `ctx.shutdown()` ends the loop once the session is idle; commands in
         // flight still answer below.
-        let n = tokio::select! {
-            n = reader.read_until(b'\n', &mut buf) => n?,
-            () = runtime.shutdown_requested() => break,
+        // After a quiet spell the idle process gives back pages it does not need (issue 15;
+        // once per gap between commands). `read_until` keeps what it has read in `buf` when
+        // the timer wins, and the next call goes on from there.
+        let mut released = false;
+        let n = loop {
+            tokio::select! {
+                n = reader.read_until(b'\n', &mut buf) => break Some(n?),
+                () = runtime.shutdown_requested() => break None,
+                () = tokio::time::sleep(crate::mem::IDLE_RELEASE_AFTER), if !released => {
+                    crate::mem::release_idle_pages();
+                    released = true;
+                }
+            }
         };
-        if n == 0 {
+        let Some(n) = n else {
+            break;
+        };
+        // A partial line read before a timer fired is still in `buf` at EOF.
+        if n == 0 && buf.is_empty() {
             break;
         }
         let at_eof = !buf.ends_with(b"\n");
