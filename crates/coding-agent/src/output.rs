@@ -89,6 +89,24 @@ pub fn leaving_worker() {
     }
 }
 
+/// `tokio::task::block_in_place` for the rest of the crate (the only way to call it; clippy's
+/// `disallowed-methods` forbids the direct call): the thread may leave the worker role inside
+/// it and never park as a worker again, so it first stops deferring stdout records and hands
+/// what it deferred to the writer thread ([`leaving_worker`]). Without this, an event queued
+/// just before (an `agent_end`, an `agent_settled`) waited for a park that never came: seen
+/// with the OAuth refresh's blocking HTTP (auth/http.rs), where `agent_settled` never reached
+/// stdout. Outside a multi-threaded runtime `f` just runs.
+pub fn block_in_place<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => {
+            leaving_worker();
+            #[allow(clippy::disallowed_methods)]
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
+}
+
 /// Hands every queued stdout record to the writer and waits at most `limit` for it to be
 /// written (the SIGTERM/SIGHUP exit path: a reader that stopped reading cannot hold the exit).
 pub fn flush_stdout_for_exit(limit: Duration) {
@@ -202,6 +220,7 @@ fn blocking<T>(wait: impl FnOnce() -> T) -> T {
             // The thread may leave the worker role here (the caller holds the state lock and
             // has already handed deferred records to the writer).
             ON_WORKER.with(|w| w.set(false));
+            #[allow(clippy::disallowed_methods)]
             tokio::task::block_in_place(wait)
         }
         _ => wait(),

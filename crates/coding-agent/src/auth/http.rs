@@ -19,12 +19,7 @@ pub fn blocking<T: Send>(f: impl FnOnce() -> T + Send) -> Result<T, String> {
                 .map_err(|_| "credential thread panicked".to_string())
         })
     };
-    match tokio::runtime::Handle::try_current() {
-        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(run)
-        }
-        _ => run(),
-    }
+    crate::output::block_in_place(run)
 }
 
 /// `url` with its origin replaced by `PI_TEST_OAUTH_ORIGIN` when that is set.

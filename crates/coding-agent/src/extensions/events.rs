@@ -80,9 +80,7 @@ impl Extensions {
             id: Some(id),
             event,
         };
-        // This thread may leave the worker role here: it must not defer stdout records.
-        crate::output::leaving_worker();
-        let r = tokio::task::block_in_place(|| {
+        let r = crate::output::block_in_place(|| {
             handle.block_on(self.host.request(id, &msg, Some(self.hook_timeout)))
         });
         if let Err(e) = r {
