@@ -158,7 +158,11 @@ fn check(out: &str, reference: &[String], limit: usize, noun: &str, what: &str) 
     if rows.len() != want.len() {
         let extra: Vec<&String> = rows.iter().filter(|r| !want.contains(r)).collect();
         let missing: Vec<&String> = want.iter().filter(|r| !rows.contains(r)).collect();
-        panic!("{what}: {} rows for {}; extra {extra:?}; missing {missing:?}", rows.len(), want.len());
+        panic!(
+            "{what}: {} rows for {}; extra {extra:?}; missing {missing:?}",
+            rows.len(),
+            want.len()
+        );
     }
     for (i, (got, exp)) in rows.iter().zip(want).enumerate() {
         assert_eq!(got, exp, "{what}: row {i}");
