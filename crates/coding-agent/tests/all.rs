@@ -141,5 +141,8 @@ mod tools_edit;
 #[path = "all/tools_files.rs"]
 mod tools_files;
 
+#[path = "all/tools_search.rs"]
+mod tools_search;
+
 #[path = "all/tools_validate.rs"]
 mod tools_validate;

@@ -2,19 +2,21 @@
 //! `ignore` and `globset` crates: hidden files included, `.gitignore`/`.ignore`/`.fdignore`
 //! honoured inside and outside git repositories, `.git` directories skipped, smart case.
 
-use super::grep::{limit_count, FirstInWalkOrder};
+use super::grep::limit_count;
 use super::schema;
 use super::truncate::DEFAULT_MAX_BYTES;
 use super::util::{
     arg_f64, arg_str, check_aborted, listing_output, require_str, resolve_to_cwd,
     run_blocking_cancellable, tool_definition, ListingNotice,
 };
+use super::walk::{first_in_walk_order, EntryFilter, Found, Search};
 use async_trait::async_trait;
 use globset::GlobBuilder;
 use pi_agent::{AgentTool, ToolContext, ToolError, ToolOutput};
 use pi_ai::ToolDefinition;
 use serde_json::Value;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 /// Default number of results.
@@ -65,42 +67,32 @@ fn description() -> String {
     )
 }
 
-/// Entries the sorted sequential walk visits before a listing goes parallel.
+/// Entries the sorted sequential walk visits before the parallel walk takes over
+/// ([`super::walk`]).
 const SEQUENTIAL_ENTRIES: usize = 2048;
 
-/// The first `limit` matching entries in sorted walk order (path, is a directory), by a
-/// parallel walk.
-fn find_parallel(
-    walk: &ignore::WalkBuilder,
-    matches: &(dyn Fn(&std::path::Path) -> bool + Sync),
-    limit: usize,
-    cancel: &CancellationToken,
-) -> Vec<(PathBuf, bool)> {
-    let gathered = FirstInWalkOrder::<bool>::new(limit);
-    walk.build_parallel().run(|| {
-        let gathered = &gathered;
-        Box::new(move |entry| {
-            use ignore::WalkState;
-            if cancel.is_cancelled() {
-                return WalkState::Quit;
-            }
-            let Ok(entry) = entry else {
-                return WalkState::Continue;
-            };
-            if entry.depth() == 0 {
-                return WalkState::Continue;
-            }
-            if gathered.beyond(entry.path()) {
-                return WalkState::Skip;
-            }
-            if matches(entry.path()) {
-                let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
-                gathered.add([(entry.into_path(), is_dir)]);
-            }
-            WalkState::Continue
-        })
-    });
-    gathered.finish()
+/// A listing of the entries whose path matches a glob; the item says whether the entry is a
+/// directory.
+struct FindSearch<F> {
+    matches: F,
+}
+
+impl<F: Fn(&Path) -> bool + Sync> Search for FindSearch<F> {
+    type Item = bool;
+    type State = ();
+
+    fn new_state(&self) {}
+
+    fn cost(&self, entry: &ignore::DirEntry) -> usize {
+        usize::from(entry.depth() > 0)
+    }
+
+    fn visit(&self, _: &mut (), entry: ignore::DirEntry, _room: usize, out: &mut Vec<Found<bool>>) {
+        if entry.depth() > 0 && (self.matches)(entry.path()) {
+            let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
+            out.push((entry.into_path(), is_dir));
+        }
+    }
 }
 
 fn run_find(
@@ -126,7 +118,7 @@ fn run_find(
         .map_err(|e| e.to_string())?
         .compile_matcher();
 
-    let matches = |path: &std::path::Path| -> bool {
+    let matches = |path: &Path| -> bool {
         if absolute {
             glob.is_match(path)
         } else if full_path {
@@ -139,38 +131,18 @@ fn run_find(
     let mut walk = ignore::WalkBuilder::new(search);
     walk.hidden(false)
         .require_git(false)
-        .add_custom_ignore_filename(".fdignore")
-        .filter_entry(|e| e.file_name() != ".git")
-        .sort_by_file_name(|a, b| a.cmp(b));
+        .add_custom_ignore_filename(".fdignore");
+    let not_git: EntryFilter = Arc::new(|e: &ignore::DirEntry| e.file_name() != ".git");
     let limit = limit_count(limit_arg);
-    // A listing whose limit is reached early is done fastest by the sorted walk, which stops
-    // right there; one that goes on past `SEQUENTIAL_ENTRIES` entries starts over in parallel.
-    let mut found: Vec<(PathBuf, bool)> = Vec::new();
-    let mut visited = 0usize;
-    let mut complete = true;
-    for entry in walk.build() {
-        check_aborted(cancel).map_err(|e| e.to_string())?;
-        let Ok(entry) = entry else { continue };
-        if entry.depth() == 0 {
-            continue;
-        }
-        if visited >= SEQUENTIAL_ENTRIES {
-            complete = false;
-            break;
-        }
-        visited += 1;
-        if matches(entry.path()) {
-            let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
-            found.push((entry.into_path(), is_dir));
-            if found.len() >= limit {
-                break;
-            }
-        }
-    }
-    if !complete {
-        found = find_parallel(&walk, &matches, limit, cancel);
-        check_aborted(cancel).map_err(|e| e.to_string())?;
-    }
+    let found = first_in_walk_order(
+        &mut walk,
+        Some(not_git),
+        &FindSearch { matches },
+        limit,
+        SEQUENTIAL_ENTRIES,
+        cancel,
+    )
+    .map_err(|e| e.to_string())?;
     let results: Vec<String> = found
         .into_iter()
         .map(|(path, is_dir)| {

@@ -9,6 +9,7 @@ use super::util::{
     arg_bool, arg_f64, arg_str, check_aborted, listing_output, require_str, resolve_to_cwd,
     run_blocking_cancellable, tool_definition, ListingNotice,
 };
+use super::walk::{first_in_walk_order, Found, Search};
 use async_trait::async_trait;
 use grep_regex::RegexMatcherBuilder;
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch};
@@ -92,27 +93,68 @@ struct GrepParams {
     root: PathBuf,
 }
 
-struct Hit {
-    path: PathBuf,
-    line: u64,
-    text: String,
+/// A search of file contents: the matching lines of every file walked.
+struct GrepSearch<'a> {
+    matcher: &'a grep_regex::RegexMatcher,
 }
 
+/// A matching line: its number (1-based) and its bytes as text, line terminator included.
+type Hit = (u64, String);
+
+impl Search for GrepSearch<'_> {
+    type Item = Hit;
+    type State = Searcher;
+
+    fn new_state(&self) -> Searcher {
+        SearcherBuilder::new()
+            .line_number(true)
+            .binary_detection(BinaryDetection::quit(b'\x00'))
+            .build()
+    }
+
+    fn cost(&self, entry: &ignore::DirEntry) -> usize {
+        usize::from(entry.file_type().is_some_and(|t| t.is_file()))
+    }
+
+    fn visit(
+        &self,
+        searcher: &mut Searcher,
+        entry: ignore::DirEntry,
+        room: usize,
+        out: &mut Vec<Found<Hit>>,
+    ) {
+        if !entry.file_type().is_some_and(|t| t.is_file()) {
+            return;
+        }
+        let mut sink = CollectSink {
+            path: entry.path(),
+            hits: out,
+            left: room,
+        };
+        // Unreadable files are skipped, like ripgrep's per-file errors.
+        let _ = searcher.search_path(self.matcher, entry.path(), &mut sink);
+    }
+}
+
+/// Collects the matching lines of one file, at most `left` of them.
 struct CollectSink<'a> {
     path: &'a Path,
-    hits: &'a mut Vec<Hit>,
-    limit: usize,
+    hits: &'a mut Vec<Found<Hit>>,
+    left: usize,
 }
 
 impl Sink for CollectSink<'_> {
     type Error = std::io::Error;
     fn matched(&mut self, _s: &Searcher, m: &SinkMatch<'_>) -> Result<bool, std::io::Error> {
-        self.hits.push(Hit {
-            path: self.path.to_path_buf(),
-            line: m.line_number().unwrap_or(0),
-            text: String::from_utf8_lossy(m.bytes()).into_owned(),
-        });
-        Ok(self.hits.len() < self.limit)
+        self.hits.push((
+            self.path.to_path_buf(),
+            (
+                m.line_number().unwrap_or(0),
+                String::from_utf8_lossy(m.bytes()).into_owned(),
+            ),
+        ));
+        self.left = self.left.saturating_sub(1);
+        Ok(self.left > 0)
     }
 }
 
@@ -126,127 +168,9 @@ pub(crate) fn limit_count(limit: f64) -> usize {
     }
 }
 
-/// The first `limit` items in walk order, gathered by a parallel walk: every visitor adds what
-/// it found; once `limit` items are known, entries whose path sorts after the `limit`-th
-/// smallest one so far are skipped (with their whole subtree, as everything below a directory
-/// sorts after it). The result is what a sequential walk sorted by file name would have
-/// returned first: a sorted pre-order walk visits paths in [`Path`] order (component by
-/// component, byte-wise).
-pub(crate) struct FirstInWalkOrder<T> {
-    state: std::sync::Mutex<Gathered<T>>,
-    limit: usize,
-}
-
-struct Gathered<T> {
-    items: Vec<(PathBuf, T)>,
-    /// Set once `limit` items are known: the path of the `limit`-th smallest.
-    bound: Option<PathBuf>,
-}
-
-impl<T: Ord> FirstInWalkOrder<T> {
-    /// Gathers at most `limit` items (≥ 1).
-    pub(crate) fn new(limit: usize) -> Self {
-        FirstInWalkOrder {
-            state: std::sync::Mutex::new(Gathered {
-                items: Vec::new(),
-                bound: None,
-            }),
-            limit: limit.max(1),
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Gathered<T>> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Whether an entry at `path` can no longer contribute (it sorts after the bound).
-    pub(crate) fn beyond(&self, path: &Path) -> bool {
-        self.lock().bound.as_deref().is_some_and(|b| path > b)
-    }
-
-    /// Adds the items found at one entry.
-    pub(crate) fn add(&self, found: impl IntoIterator<Item = (PathBuf, T)>) {
-        let mut g = self.lock();
-        g.items.extend(found);
-        // The first time `limit` items are known, and then whenever they have doubled.
-        let due = if g.bound.is_none() {
-            self.limit
-        } else {
-            self.limit.saturating_mul(2)
-        };
-        if g.items.len() >= due {
-            Self::settle(&mut g, self.limit);
-        }
-    }
-
-    fn settle(g: &mut Gathered<T>, limit: usize) {
-        g.items
-            .sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
-        g.items.truncate(limit);
-        if g.items.len() >= limit {
-            g.bound = g.items.last().map(|(p, _)| p.clone());
-        }
-    }
-
-    /// The first `limit` items in walk order.
-    pub(crate) fn finish(self) -> Vec<(PathBuf, T)> {
-        let limit = self.limit;
-        let mut g = self.state.into_inner().unwrap_or_else(|e| e.into_inner());
-        Self::settle(&mut g, limit);
-        g.items
-    }
-}
-
-/// Files the sorted sequential walk searches before a search goes parallel.
+/// Files the sorted sequential walk searches before the parallel walk takes over
+/// ([`super::walk`]).
 const SEQUENTIAL_FILES: usize = 256;
-
-/// The first `limit` matching lines in sorted walk order, by a parallel walk.
-fn search_parallel(
-    walk: &ignore::WalkBuilder,
-    matcher: &grep_regex::RegexMatcher,
-    new_searcher: &dyn Fn() -> Searcher,
-    limit: usize,
-    cancel: &CancellationToken,
-) -> Vec<Hit> {
-    let gathered = FirstInWalkOrder::<(u64, String)>::new(limit);
-    walk.build_parallel().run(|| {
-        let gathered = &gathered;
-        let mut searcher = new_searcher();
-        let mut hits: Vec<Hit> = Vec::new();
-        Box::new(move |entry| {
-            use ignore::WalkState;
-            if cancel.is_cancelled() {
-                return WalkState::Quit;
-            }
-            let Ok(entry) = entry else {
-                return WalkState::Continue;
-            };
-            if gathered.beyond(entry.path()) {
-                return WalkState::Skip;
-            }
-            if !entry.file_type().is_some_and(|t| t.is_file()) {
-                return WalkState::Continue;
-            }
-            let path = entry.path();
-            let mut sink = CollectSink {
-                path,
-                hits: &mut hits,
-                limit,
-            };
-            // Unreadable files are skipped, like ripgrep's per-file errors.
-            let _ = searcher.search_path(matcher, path, &mut sink);
-            if !hits.is_empty() {
-                gathered.add(hits.drain(..).map(|h| (h.path, (h.line, h.text))));
-            }
-            WalkState::Continue
-        })
-    });
-    gathered
-        .finish()
-        .into_iter()
-        .map(|(path, (line, text))| Hit { path, line, text })
-        .collect()
-}
 
 fn run_grep(p: &GrepParams, cancel: &CancellationToken) -> Result<ToolOutput, String> {
     let meta = std::fs::metadata(&p.search_path)
@@ -257,17 +181,8 @@ fn run_grep(p: &GrepParams, cancel: &CancellationToken) -> Result<ToolOutput, St
         .fixed_strings(p.literal)
         .build(&p.pattern)
         .map_err(|e| e.to_string())?;
-    let new_searcher = || {
-        SearcherBuilder::new()
-            .line_number(true)
-            .binary_detection(BinaryDetection::quit(b'\x00'))
-            .build()
-    };
-
     let mut walk = ignore::WalkBuilder::new(&p.search_path);
-    walk.hidden(false)
-        .add_custom_ignore_filename(".rgignore")
-        .sort_by_file_name(|a, b| a.cmp(b));
+    walk.hidden(false).add_custom_ignore_filename(".rgignore");
     if let Some(g) = &p.glob {
         let mut ob = ignore::overrides::OverrideBuilder::new(&p.root);
         ob.add(g).map_err(|e| e.to_string())?;
@@ -275,38 +190,15 @@ fn run_grep(p: &GrepParams, cancel: &CancellationToken) -> Result<ToolOutput, St
     }
 
     let limit = limit_count(p.limit);
-    // A search whose limit is reached early is done fastest by the sorted walk, which stops
-    // right there; one that goes on past `SEQUENTIAL_FILES` files starts over in parallel.
-    let mut searcher = new_searcher();
-    let mut hits: Vec<Hit> = Vec::new();
-    let mut searched = 0usize;
-    let mut complete = true;
-    for entry in walk.build() {
-        check_aborted(cancel).map_err(|e| e.to_string())?;
-        let Ok(entry) = entry else { continue };
-        if !entry.file_type().is_some_and(|t| t.is_file()) {
-            continue;
-        }
-        if searched >= SEQUENTIAL_FILES {
-            complete = false;
-            break;
-        }
-        searched += 1;
-        let mut sink = CollectSink {
-            path: entry.path(),
-            hits: &mut hits,
-            limit,
-        };
-        // Unreadable files are skipped, like ripgrep's per-file errors.
-        let _ = searcher.search_path(&matcher, entry.path(), &mut sink);
-        if hits.len() >= limit {
-            break;
-        }
-    }
-    if !complete {
-        hits = search_parallel(&walk, &matcher, &new_searcher, limit, cancel);
-        check_aborted(cancel).map_err(|e| e.to_string())?;
-    }
+    let hits = first_in_walk_order(
+        &mut walk,
+        None,
+        &GrepSearch { matcher: &matcher },
+        limit,
+        SEQUENTIAL_FILES,
+        cancel,
+    )
+    .map_err(|e| e.to_string())?;
     if hits.is_empty() {
         return Ok(ToolOutput::text("No matches found"));
     }
@@ -328,18 +220,18 @@ fn run_grep(p: &GrepParams, cancel: &CancellationToken) -> Result<ToolOutput, St
     let mut cache: std::collections::HashMap<PathBuf, Vec<String>> = Default::default();
     let mut lines_truncated = false;
     let mut out_lines: Vec<String> = Vec::new();
-    for hit in &hits {
-        let shown = format_path(&hit.path);
+    for (path, (line, text)) in &hits {
+        let shown = format_path(path);
         if p.context == 0 {
-            let text = hit.text.replace("\r\n", "\n").replace('\r', "");
+            let text = text.replace("\r\n", "\n").replace('\r', "");
             let text = text.strip_suffix('\n').unwrap_or(&text);
             let (t, cut) = truncate_line(text, GREP_MAX_LINE_LENGTH);
             lines_truncated |= cut;
-            out_lines.push(format!("{shown}:{}: {t}", hit.line));
+            out_lines.push(format!("{shown}:{line}: {t}"));
             continue;
         }
-        let lines = cache.entry(hit.path.clone()).or_insert_with(|| {
-            std::fs::read(&hit.path)
+        let lines = cache.entry(path.clone()).or_insert_with(|| {
+            std::fs::read(path)
                 .map(|b| {
                     String::from_utf8_lossy(&b)
                         .replace("\r\n", "\n")
@@ -351,10 +243,10 @@ fn run_grep(p: &GrepParams, cancel: &CancellationToken) -> Result<ToolOutput, St
                 .unwrap_or_default()
         });
         if lines.is_empty() {
-            out_lines.push(format!("{shown}:{}: (unable to read file)", hit.line));
+            out_lines.push(format!("{shown}:{line}: (unable to read file)"));
             continue;
         }
-        let ln = hit.line as usize;
+        let ln = *line as usize;
         let start = ln.saturating_sub(p.context).max(1);
         let end = ln.saturating_add(p.context).min(lines.len());
         for current in start..=end {

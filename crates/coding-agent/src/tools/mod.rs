@@ -15,6 +15,7 @@ pub mod select;
 pub mod shell;
 pub mod truncate;
 pub mod util;
+mod walk;
 pub mod write;
 
 pub use bash::{BashTool, BashToolOptions};
