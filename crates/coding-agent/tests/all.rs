@@ -96,6 +96,8 @@ mod rpc_retry;
 #[path = "all/rpc_provider_settings.rs"]
 mod rpc_provider_settings;
 
+#[path = "all/provider_cases.rs"]
+mod provider_cases;
 #[path = "all/rpc_providers_google_mistral.rs"]
 mod rpc_providers_google_mistral;
 

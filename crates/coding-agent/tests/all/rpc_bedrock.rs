@@ -8,26 +8,9 @@
 //! and so must the assistant messages' stop reasons, error texts and usage.
 
 use crate::common::*;
+use crate::provider_cases::{self, read_json, Played};
 use pi_fakellm::{FakeLlm, Script};
 use serde_json::{json, Value};
-use std::path::PathBuf;
-
-fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/providers")
-}
-
-fn read_json(rel: &str) -> Value {
-    let text = std::fs::read_to_string(fixtures().join(rel)).expect("fixture");
-    serde_json::from_str(&text).expect("fixture JSON")
-}
-
-fn subst(v: &Value, port: u16, root: &str) -> Value {
-    let text = v
-        .to_string()
-        .replace("{port}", &port.to_string())
-        .replace("{root}", root);
-    serde_json::from_str(&text).expect("substituted JSON")
-}
 
 const HEADERS: &[&str] = &[
     "authorization",
@@ -37,67 +20,8 @@ const HEADERS: &[&str] = &[
     "x-amz-content-sha256",
 ];
 
-/// What one case produced: the requests the fake saw and the final `get_messages` list.
-struct Played {
-    requests: Vec<Value>,
-    messages: Vec<Value>,
-}
-
-/// Plays `cases.json[name]` through our `pi`, as record.py plays it through upstream.
 fn play(name: &str) -> Played {
-    let case = read_json("cases.json")[name].clone();
-    let script = Script::from_value(case["llm"].clone()).expect("script");
-    let fake = FakeLlm::spawn(script).expect("fake");
-    let port = fake.port();
-    let root = RunRoot::new(port);
-    let root_dir = root.path().to_string_lossy().into_owned();
-    root.write_agent_file("models.json", &subst(&case["models"], port, &root_dir));
-    root.write_agent_file("settings.json", &case["settings"]);
-    if let Some(files) = case["files"].as_object() {
-        for (rel, content) in files {
-            root.write_cwd_file(rel, content.as_str().unwrap_or(""));
-        }
-    }
-    let env: Vec<(String, String)> = subst(&case["env"], port, &root_dir)
-        .as_object()
-        .map(|m| {
-            m.iter()
-                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_owned()))
-                .collect()
-        })
-        .unwrap_or_default();
-    let env_refs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let mut agent = root.spawn_with_env(false, &[], &env_refs);
-    for (i, step) in case["steps"].as_array().unwrap().iter().enumerate() {
-        let mut cmd = subst(step, port, &root_dir);
-        cmd["id"] = json!(format!("s{i}"));
-        let from = agent.len();
-        let r = agent.request(cmd.clone());
-        assert_eq!(r["success"], true, "{cmd} → {r}\n{}", agent.stderr());
-        if cmd["type"] == "prompt" {
-            agent.wait_from(from, LIVENESS, |v| kind(v) == "agent_settled");
-        }
-    }
-    let r = agent.request(json!({"id": "final", "type": "get_messages"}));
-    let messages = r["data"]["messages"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    let requests = fake
-        .requests()
-        .into_iter()
-        .map(|r| {
-            let mut headers = serde_json::Map::new();
-            for h in HEADERS {
-                if let Some(v) = r.header(h) {
-                    headers.insert((*h).into(), json!(v));
-                }
-            }
-            json!({"method": r.method, "path": r.path.replace(&port.to_string(), "{port}"),
-                   "api": r.api, "headers": headers, "body": r.body})
-        })
-        .collect();
-    Played { requests, messages }
+    provider_cases::play(name, HEADERS)
 }
 
 /// Replace tool descriptions (prose) inside `toolSpec`s with a marker.
