@@ -85,9 +85,7 @@ impl Default for AnthropicMessages {
 impl AnthropicMessages {
     /// The adapter over a new HTTP client with `http`'s connect and idle timeouts.
     pub fn with_http(http: &HttpOptions) -> Self {
-        AnthropicMessages {
-            client: common::LazyClient::configured(http),
-        }
+        Self::with_lazy(common::LazyClient::configured(http))
     }
 
     /// The adapter over a lazily built client shared with other adapters.

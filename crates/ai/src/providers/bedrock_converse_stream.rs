@@ -103,9 +103,7 @@ impl Default for BedrockConverseStream {
 impl BedrockConverseStream {
     /// The adapter over a new HTTP client with `http`'s timeouts.
     pub fn with_http(http: &HttpOptions) -> Self {
-        BedrockConverseStream {
-            client: common::LazyClient::configured(http),
-        }
+        Self::with_lazy(common::LazyClient::configured(http))
     }
 
     /// The adapter over a lazily built client shared with other adapters.

@@ -42,9 +42,7 @@ impl Default for GoogleGenerativeAi {
 impl GoogleGenerativeAi {
     /// The adapter over a new HTTP client with `http`'s timeouts and retries.
     pub fn with_http(http: &HttpOptions) -> Self {
-        GoogleGenerativeAi {
-            client: common::LazyClient::configured(http),
-        }
+        Self::with_lazy(common::LazyClient::configured(http))
     }
 
     /// The adapter over a lazily built client shared with other adapters.

@@ -55,9 +55,7 @@ impl Default for GoogleVertex {
 impl GoogleVertex {
     /// The adapter over a new HTTP client with `http`'s timeouts and retries.
     pub fn with_http(http: &HttpOptions) -> Self {
-        GoogleVertex {
-            client: common::LazyClient::configured(http),
-        }
+        Self::with_lazy(common::LazyClient::configured(http))
     }
 
     /// The adapter over a lazily built client shared with other adapters.

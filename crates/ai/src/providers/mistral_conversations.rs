@@ -63,9 +63,7 @@ impl Default for MistralConversations {
 impl MistralConversations {
     /// The adapter over a new HTTP client with `http`'s timeouts and retries.
     pub fn with_http(http: &HttpOptions) -> Self {
-        MistralConversations {
-            client: common::LazyClient::configured(http),
-        }
+        Self::with_lazy(common::LazyClient::configured(http))
     }
 
     /// The adapter over a lazily built client shared with other adapters.

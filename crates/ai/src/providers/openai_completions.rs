@@ -56,9 +56,7 @@ impl Default for OpenAiCompletions {
 impl OpenAiCompletions {
     /// The adapter over a new HTTP client with `http`'s connect and idle timeouts.
     pub fn with_http(http: &HttpOptions) -> Self {
-        OpenAiCompletions {
-            client: common::LazyClient::configured(http),
-        }
+        Self::with_lazy(common::LazyClient::configured(http))
     }
 
     /// The adapter over a lazily built client shared with other adapters.

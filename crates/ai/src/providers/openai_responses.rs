@@ -76,9 +76,7 @@ impl Default for OpenAiResponses {
 impl OpenAiResponses {
     /// The adapter over a new HTTP client with `http`'s timeouts and retries.
     pub fn with_http(http: &HttpOptions) -> Self {
-        OpenAiResponses {
-            client: common::LazyClient::configured(http),
-        }
+        Self::with_lazy(common::LazyClient::configured(http))
     }
 
     /// The adapter over a lazily built client shared with other adapters.
