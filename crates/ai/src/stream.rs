@@ -155,6 +155,41 @@ pub struct RequestTuning {
     /// Per-level thinking token budgets (settings `thinkingBudgets`) overriding the defaults
     /// used by budget-based Anthropic thinking (minimal 1024, low 2048, medium 8192, high 16384).
     pub thinking_budgets: Option<ThinkingBudgets>,
+    /// Preferred transport where a provider has several (settings `transport`; today only
+    /// `openai-codex-responses`). Default [`Transport::Auto`].
+    pub transport: Transport,
+}
+
+/// Settings `transport` (upstream `Transport`, default `auto`; spec config.md). Only the
+/// `openai-codex-responses` adapter reads it: `auto` and `websocket-cached` try the WebSocket
+/// first and reuse the server's context of the previous response on a kept socket, `websocket`
+/// tries the WebSocket sending the full context every time, `sse` never opens one; a WebSocket
+/// that fails before its first event falls back to SSE in every mode.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Transport {
+    /// Server-sent events only.
+    Sse,
+    /// WebSocket first (full context each request), SSE as fallback.
+    WebSocket,
+    /// WebSocket first with connection-scoped `previous_response_id` continuation.
+    WebSocketCached,
+    /// As [`Transport::WebSocketCached`] (upstream's default).
+    #[default]
+    Auto,
+}
+
+impl Transport {
+    /// The transport named by a settings value (`sse`, `websocket`, `websocket-cached`,
+    /// `auto`), or `None` for anything else.
+    pub fn from_setting(name: &str) -> Option<Transport> {
+        match name {
+            "sse" => Some(Transport::Sse),
+            "websocket" => Some(Transport::WebSocket),
+            "websocket-cached" => Some(Transport::WebSocketCached),
+            "auto" => Some(Transport::Auto),
+            _ => None,
+        }
+    }
 }
 
 /// Prompt-cache retention preference (upstream `CacheRetention`).

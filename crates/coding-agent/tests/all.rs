@@ -90,6 +90,9 @@ mod rpc_models;
 #[path = "all/rpc_responses.rs"]
 mod rpc_responses;
 
+#[path = "all/rpc_codex_ws.rs"]
+mod rpc_codex_ws;
+
 #[path = "all/rpc_retry.rs"]
 mod rpc_retry;
 

@@ -11,6 +11,10 @@
 //! * Native Mistral SSE ([`wire_mistral`]): `POST /mistral/v1/chat/completions`.
 //! * OpenAI Responses SSE: `POST …/responses` (also `?api-version=…` and `/codex/responses`;
 //!   see [`wire_responses`]).
+//! * The Codex Responses WebSocket (`src/ws.rs`): `GET …/responses` with
+//!   `Upgrade: websocket`, accepted when the script says `"websocket": true`; each
+//!   `response.create` text frame is answered with the Responses events as JSON text frames.
+//!   `content-encoding: zstd` request bodies are decoded (any path).
 //! * Amazon Bedrock ConverseStream in AWS event-stream framing ([`wire_bedrock`]):
 //!   `POST …/model/<model id>/converse-stream`.
 //!
@@ -39,6 +43,7 @@ pub mod wire_bedrock;
 pub mod wire_gemini;
 pub mod wire_mistral;
 pub mod wire_responses;
+mod ws;
 
 pub use script::{
     Api, Block, ErrorSpec, ExceptionSpec, MatchSpec, Script, Turn, Usage, EXHAUSTED_TEXT,

@@ -15,7 +15,8 @@
 //!      "error": {"status": 529}, "stall_after_events": 3, "stall_ms": 30000,
 //!      "disconnect_after_events": 3, "raw_sse": ["data: {...}\n\n"]}
 //!   ],
-//!   "exhausted": {"blocks": [{"type": "text", "text": "(fakellm: script exhausted)"}]}
+//!   "exhausted": {"blocks": [{"type": "text", "text": "(fakellm: script exhausted)"}]},
+//!   "websocket": true
 //! }
 //! ```
 
@@ -75,6 +76,11 @@ pub struct Script {
     /// What to serve once no unused turn fits (default: a text reply [`EXHAUSTED_TEXT`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exhausted: Option<Turn>,
+    /// Whether WebSocket upgrades (`GET …/responses` with `Upgrade: websocket`, the Codex
+    /// transport) are accepted; when false (the default) they are refused with 404 so a client
+    /// falls back to SSE. Either way the attempt is recorded ([`crate::FakeLlm::ws_upgrades`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub websocket: bool,
 }
 
 fn default_chunk_size() -> usize {
@@ -88,6 +94,7 @@ impl Default for Script {
             default_delay_ms: 0.0,
             turns: Vec::new(),
             exhausted: None,
+            websocket: false,
         }
     }
 }
@@ -132,6 +139,12 @@ impl Script {
     /// Sets the default per-event delay.
     pub fn delay_ms(mut self, ms: u64) -> Self {
         self.default_delay_ms = ms as f64;
+        self
+    }
+
+    /// Accepts (`true`) or refuses (`false`, the default) WebSocket upgrades.
+    pub fn websocket(mut self, accept: bool) -> Self {
+        self.websocket = accept;
         self
     }
 

@@ -3,10 +3,12 @@
 use crate::script::{Api, Script, Turn};
 use crate::wire;
 use axum::body::{Body, Bytes};
+use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
 use axum::response::Response;
 use axum::Router;
+use base64::Engine as _;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
@@ -38,8 +40,13 @@ pub struct RecordedRequest {
     pub body: Value,
     /// Index of the scripted turn served (`None` for the exhausted turn or unknown paths).
     pub turn_index: Option<usize>,
-    /// `pending`, `ok`, `error_<status>`, `disconnected_after_<n>`, `client_disconnected`, `404`.
+    /// `pending`, `ok`, `error_<status>`, `disconnected_after_<n>`, `client_disconnected`, `404`;
+    /// for WebSocket upgrades ([`FakeLlm::ws_upgrades`]) `accepted` or `refused`.
     pub outcome: String,
+    /// For a `content-encoding: zstd` body: the body as sent, base64 (`body` is then the
+    /// decoded JSON). `None` for plain bodies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encoded_body: Option<String>,
 }
 
 impl RecordedRequest {
@@ -73,13 +80,13 @@ pub struct Options {
     pub log_path: Option<PathBuf>,
 }
 
-struct ScriptState {
-    script: Script,
+pub(crate) struct ScriptState {
+    pub(crate) script: Script,
     used: Vec<bool>,
 }
 
 impl ScriptState {
-    fn pick(&mut self, api: Api, body_text: &str) -> (Option<usize>, Turn) {
+    pub(crate) fn pick(&mut self, api: Api, body_text: &str) -> (Option<usize>, Turn) {
         for (i, turn) in self.script.turns.iter().enumerate() {
             if !self.used[i] && turn.fits(api, body_text) {
                 self.used[i] = true;
@@ -90,15 +97,18 @@ impl ScriptState {
     }
 }
 
-struct Shared {
-    script: Mutex<ScriptState>,
-    requests: Mutex<Vec<RecordedRequest>>,
+pub(crate) struct Shared {
+    pub(crate) script: Mutex<ScriptState>,
+    pub(crate) requests: Mutex<Vec<RecordedRequest>>,
+    /// WebSocket upgrade attempts (not model requests: each `response.create` message on an
+    /// accepted socket is recorded in `requests` with method `WS`).
+    pub(crate) upgrades: Mutex<Vec<RecordedRequest>>,
     changed: Condvar,
-    stopping: AtomicBool,
+    pub(crate) stopping: AtomicBool,
     log: Option<Mutex<std::fs::File>>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -112,7 +122,7 @@ impl Shared {
         }
     }
 
-    fn record(&self, mut entry: RecordedRequest) -> u64 {
+    pub(crate) fn record(&self, mut entry: RecordedRequest) -> u64 {
         let seq = {
             let mut reqs = lock(&self.requests);
             entry.seq = reqs.len() as u64 + 1;
@@ -124,7 +134,7 @@ impl Shared {
         seq
     }
 
-    fn set_outcome(&self, seq: u64, outcome: String) {
+    pub(crate) fn set_outcome(&self, seq: u64, outcome: String) {
         {
             let mut reqs = lock(&self.requests);
             if let Some(e) = reqs.iter_mut().find(|e| e.seq == seq) {
@@ -184,6 +194,7 @@ impl FakeLlm {
         let shared = Arc::new(Shared {
             script: Mutex::new(ScriptState { script, used }),
             requests: Mutex::new(Vec::new()),
+            upgrades: Mutex::new(Vec::new()),
             changed: Condvar::new(),
             stopping: AtomicBool::new(false),
             log,
@@ -246,6 +257,12 @@ impl FakeLlm {
     /// A snapshot of every request received so far, in arrival order.
     pub fn requests(&self) -> Vec<RecordedRequest> {
         lock(&self.shared.requests).clone()
+    }
+
+    /// The WebSocket upgrade attempts so far (method `GET`, the handshake's headers, outcome
+    /// `accepted` or `refused`), in arrival order.
+    pub fn ws_upgrades(&self) -> Vec<RecordedRequest> {
+        lock(&self.shared.upgrades).clone()
     }
 
     /// The requests that went to a model endpoint (OpenAI or Anthropic), in arrival order.
@@ -311,7 +328,7 @@ impl Drop for FakeLlm {
     }
 }
 
-fn now_secs() -> f64 {
+pub(crate) fn now_secs() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
@@ -342,23 +359,47 @@ fn json_response(status: u16, body: &Value, extra: &Map<String, Value>) -> Respo
     resp
 }
 
+pub(crate) fn header_record(headers: &HeaderMap) -> BTreeMap<String, String> {
+    headers
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.as_str().to_ascii_lowercase(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect()
+}
+
 async fn handle(
     State(shared): State<Arc<Shared>>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
+    upgrade: Option<WebSocketUpgrade>,
     body: Bytes,
 ) -> Response {
     let full_path = uri
         .path_and_query()
         .map(|p| p.as_str().to_string())
         .unwrap_or_else(|| uri.path().to_string());
+    if let Some(upgrade) = upgrade {
+        return crate::ws::upgrade(shared, upgrade, full_path, &headers);
+    }
     if method == Method::GET {
         if uri.path().starts_with("/_fake/requests") {
             let reqs = lock(&shared.requests).clone();
             return json_response(
                 200,
                 &serde_json::to_value(reqs).unwrap_or_default(),
+                &Map::new(),
+            );
+        }
+        if uri.path().starts_with("/_fake/ws_upgrades") {
+            let ups = lock(&shared.upgrades).clone();
+            return json_response(
+                200,
+                &serde_json::to_value(ups).unwrap_or_default(),
                 &Map::new(),
             );
         }
@@ -371,6 +412,26 @@ async fn handle(
             &Map::new(),
         );
     }
+    let zstd = headers
+        .get("content-encoding")
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"zstd"));
+    let (body, encoded_body) = if zstd {
+        match zstd::stream::decode_all(&body[..]) {
+            Ok(decoded) => (
+                Bytes::from(decoded),
+                Some(base64::engine::general_purpose::STANDARD.encode(&body)),
+            ),
+            Err(e) => {
+                return json_response(
+                    400,
+                    &json!({"error": {"message": format!("fakellm: bad zstd body: {e}")}}),
+                    &Map::new(),
+                )
+            }
+        }
+    } else {
+        (body, None)
+    };
     let text = String::from_utf8_lossy(&body).into_owned();
     let parsed = if text.is_empty() {
         Value::Null
@@ -396,6 +457,7 @@ async fn handle(
             body: Value::String(text.clone()),
             turn_index: None,
             outcome: "ok".into(),
+            encoded_body: None,
         });
         return json_response(200, &crate::wire_gemini::token_response(seq), &Map::new());
     }
@@ -440,6 +502,7 @@ async fn handle(
         body: parsed.clone(),
         turn_index,
         outcome: "pending".into(),
+        encoded_body,
     });
     let (Some(api), Some(turn)) = (api, turn) else {
         shared.set_outcome(seq, "404".into());

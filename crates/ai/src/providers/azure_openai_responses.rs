@@ -238,6 +238,7 @@ fn prepare(
         headers,
         body: Value::Object(body),
         flavor: Flavor::Azure,
+        zstd: false,
     })
 }
 

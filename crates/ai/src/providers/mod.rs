@@ -4,6 +4,7 @@
 pub mod anthropic_messages;
 pub mod azure_openai_responses;
 pub mod bedrock_converse_stream;
+mod codex_websocket;
 mod common;
 pub mod google_auth;
 pub mod google_generative_ai;

@@ -18,18 +18,23 @@
 //!   parallel_tool_calls: true, max_output_tokens, tools (strict: null), reasoning` — with
 //!   thinking off a reasoning model is sent `reasoning: {effort: "none", summary: "auto"}`.
 //!   The system prompt is the leading `developer` item (no top-level `instructions`).
-//! * Not done (upstream does them): the WebSocket transport (upstream's default `auto` tries it
-//!   first and falls back to this SSE path), zstd request compression, and
-//!   `configuration_update` items.
+//! * Transport (settings `transport`, [`Transport`]): except with `sse`, the request first goes
+//!   over the WebSocket ([`super::codex_websocket`]); SSE is used when that fails before its
+//!   first event, and for the rest of the session after any WebSocket failure.
+//! * SSE bodies are sent zstd-compressed (`content-encoding: zstd`, level 3, see
+//!   [`super::openai_responses::zstd_body`]), as upstream does under Node 22.15+ (plain JSON if
+//!   compression fails). WebSocket frames are never compressed.
+//! * Not done (upstream does them): `configuration_update` items, proxies for the WebSocket.
 
 use super::azure_openai_responses::fail_now;
+use super::codex_websocket::{self, WsOutcome, WsRequest};
 use super::common::{self, apply_headers, event_stream, extra_headers, resolve_api_key};
 use super::openai_responses::{
     cache_session, clamp_cache_key, convert_input, convert_tools, max_output_tokens, run, Compat,
     Flavor, ResponsesRequest, OPENAI_TOOL_CALL_PROVIDERS,
 };
 use super::HttpOptions;
-use crate::stream::{AssistantStream, Provider, RequestTuning, StreamOptions};
+use crate::stream::{AssistantStream, Provider, RequestTuning, StreamOptions, Transport};
 use crate::types::{Context, Model};
 use base64::Engine as _;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
@@ -91,6 +96,18 @@ pub fn account_id_from_token(token: &str) -> Result<String, String> {
         .ok_or_else(|| ERR.to_owned())
 }
 
+/// The WebSocket endpoint for a Codex `baseUrl`: [`codex_url`] with `ws://` / `wss://`.
+pub fn codex_websocket_url(base_url: &str) -> String {
+    let url = codex_url(base_url);
+    if let Some(rest) = url.strip_prefix("https://") {
+        format!("wss://{rest}")
+    } else if let Some(rest) = url.strip_prefix("http://") {
+        format!("ws://{rest}")
+    } else {
+        url
+    }
+}
+
 /// The SSE endpoint for a Codex `baseUrl` (see the module docs).
 pub fn codex_url(base_url: &str) -> String {
     let base = if base_url.trim().is_empty() {
@@ -127,11 +144,25 @@ impl Provider for OpenAiCodexResponses {
         let model = model.clone();
         let prepared = prepare(&model, context, &options, &tuning);
         let client = self.client.clone();
+        let transport = tuning.transport;
         event_stream(move |em| async move {
-            match prepared {
-                Ok(request) => run(em, client, model, request, options).await,
-                Err(message) => fail_now(&em, &model, message),
+            let (request, ws) = match prepared {
+                Ok(p) => p,
+                Err(message) => return fail_now(&em, &model, message),
+            };
+            if transport != Transport::Sse
+                && !codex_websocket::sse_fallback_active(ws.session.as_deref())
+            {
+                let idle = client.options().idle_timeout_ms;
+                let started = std::time::Instant::now();
+                let outcome =
+                    codex_websocket::stream(&em, &model, &ws, &options, transport, idle, started)
+                        .await;
+                if let WsOutcome::Emitted = outcome {
+                    return;
+                }
             }
+            run(em, client, model, request, options).await
         })
     }
 }
@@ -141,7 +172,7 @@ fn prepare(
     context: &Context,
     options: &StreamOptions,
     tuning: &RequestTuning,
-) -> Result<ResponsesRequest, String> {
+) -> Result<(ResponsesRequest, WsRequest), String> {
     let token = resolve_api_key(model, options)
         .ok_or_else(|| format!("No API key for provider: {}", model.provider))?;
     let account = account_id_from_token(&token)?;
@@ -198,16 +229,36 @@ fn prepare(
         }
     }
 
-    let mut headers = HeaderMap::new();
+    let mut base = HeaderMap::new();
     let mut extra = vec![("originator".to_owned(), "pi".to_owned())];
     extra.extend(extra_headers(model, options));
-    apply_headers(&mut headers, extra);
+    apply_headers(&mut base, extra);
     if let Ok(v) = HeaderValue::from_str(&format!("Bearer {token}")) {
-        headers.insert(AUTHORIZATION, v);
+        base.insert(AUTHORIZATION, v);
     }
     if let Ok(v) = HeaderValue::from_str(&account) {
-        headers.insert(HeaderName::from_static("chatgpt-account-id"), v);
+        base.insert(HeaderName::from_static("chatgpt-account-id"), v);
     }
+
+    let mut ws_headers = base.clone();
+    ws_headers.remove(ACCEPT);
+    ws_headers.remove(CONTENT_TYPE);
+    ws_headers.insert(
+        HeaderName::from_static("openai-beta"),
+        HeaderValue::from_static("responses_websockets=2026-02-06"),
+    );
+    let request_id = session
+        .clone()
+        .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+    apply_headers(
+        &mut ws_headers,
+        [
+            ("x-client-request-id".to_owned(), request_id.clone()),
+            ("session-id".to_owned(), request_id),
+        ],
+    );
+
+    let mut headers = base;
     headers.insert(
         HeaderName::from_static("openai-beta"),
         HeaderValue::from_static("responses=experimental"),
@@ -223,12 +274,23 @@ fn prepare(
             ],
         );
     }
-    Ok(ResponsesRequest {
+    let body = Value::Object(body);
+    let ws = WsRequest {
+        url: codex_websocket_url(&model.base_url),
+        headers: ws_headers,
+        body: body.clone(),
+        session: session.clone(),
+        account,
+        compat,
+    };
+    let sse = ResponsesRequest {
         url: codex_url(&model.base_url),
         headers,
-        body: Value::Object(body),
+        body,
         flavor: Flavor::Codex,
-    })
+        zstd: true,
+    };
+    Ok((sse, ws))
 }
 
 #[cfg(test)]

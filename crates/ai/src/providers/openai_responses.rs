@@ -140,6 +140,7 @@ impl Provider for OpenAiResponses {
             headers,
             body,
             flavor: Flavor::OpenAi { prefix },
+            zstd: false,
         };
         let client = self.client.clone();
         event_stream(move |em| run(em, client, model, request, options))
@@ -189,6 +190,19 @@ pub(crate) struct ResponsesRequest {
     pub(crate) body: Value,
     /// Error wording and event mapping.
     pub(crate) flavor: Flavor,
+    /// Send the body zstd-compressed with `content-encoding: zstd` (the Codex SSE path; see
+    /// [`zstd_body`]).
+    pub(crate) zstd: bool,
+}
+
+/// zstd level of compressed request bodies (upstream `REQUEST_COMPRESSION_ZSTD_LEVEL`).
+pub const ZSTD_LEVEL: i32 = 3;
+
+/// `json` compressed as upstream compresses Codex SSE request bodies (a zstd frame at level
+/// [`ZSTD_LEVEL`], libzstd as in Node's zlib), or `None` if compression fails (upstream then
+/// sends the plain JSON).
+pub fn zstd_body(json: &[u8]) -> Option<Vec<u8>> {
+    zstd::bulk::compress(json, ZSTD_LEVEL).ok()
 }
 
 /// Compat switches of the Responses APIs (upstream `getCompat`; defaults as upstream's
@@ -1333,11 +1347,18 @@ pub(crate) async fn run(
         em.fail(output, common::aborted(), started);
         return;
     }
-    let payload = serde_json::to_vec(&request.body).unwrap_or_default();
-    let builder = client
-        .post(&request.url)
-        .headers(request.headers)
-        .body(payload);
+    let mut payload = serde_json::to_vec(&request.body).unwrap_or_default();
+    let mut headers = request.headers;
+    if request.zstd {
+        if let Some(compressed) = zstd_body(&payload) {
+            payload = compressed;
+            headers.insert(
+                reqwest::header::CONTENT_ENCODING,
+                reqwest::header::HeaderValue::from_static("zstd"),
+            );
+        }
+    }
+    let builder = client.post(&request.url).headers(headers).body(payload);
     let flavor = request.flavor;
     let response = match send_streaming_request(builder, &cancel, raw_http_error, &http).await {
         Ok(r) => r,
@@ -1389,6 +1410,65 @@ pub(crate) async fn run(
         }
     };
 
+    finish_stream(&em, output, &state, end, &flavor, &cancel, started);
+}
+
+/// Reads Responses events (as JSON values, from SSE or the Codex WebSocket) into an
+/// [`AssistantMessage`], emitting the stream events.
+pub(crate) struct EventReader {
+    state: StreamState,
+    /// The message built so far.
+    pub(crate) output: AssistantMessage,
+}
+
+impl EventReader {
+    /// A reader for `model` with an empty message.
+    pub(crate) fn new(model: &Model) -> Self {
+        EventReader {
+            state: StreamState::default(),
+            output: AssistantMessage::empty(model),
+        }
+    }
+
+    /// Handle one event; `Ok(true)` once a terminal event arrived. `Err` is the stream error
+    /// text (an `error` / `response.failed` event).
+    pub(crate) fn feed(
+        &mut self,
+        event: &Value,
+        em: &Emitter,
+        model: &Model,
+        flavor: &Flavor,
+    ) -> Result<bool, String> {
+        self.state
+            .handle(event, &mut self.output, em, model, flavor)?;
+        Ok(self.state.terminal)
+    }
+
+    /// Emit the final `done` / `error` for how the stream ended (see [`finish_stream`]).
+    pub(crate) fn finish(
+        self,
+        em: &Emitter,
+        end: StreamEnd,
+        flavor: &Flavor,
+        cancel: &tokio_util::sync::CancellationToken,
+        started: Instant,
+    ) {
+        finish_stream(em, self.output, &self.state, end, flavor, cancel, started);
+    }
+}
+
+/// Emit `done` or `error` for a Responses stream that ended with `end`: errors and aborts as
+/// they are, a stream without a terminal event, an `error` stop reason, and a tool call left
+/// unfinished become errors.
+fn finish_stream(
+    em: &Emitter,
+    output: AssistantMessage,
+    state: &StreamState,
+    end: StreamEnd,
+    flavor: &Flavor,
+    cancel: &tokio_util::sync::CancellationToken,
+    started: Instant,
+) {
     match end {
         StreamEnd::Failed(error) => {
             em.fail(output, error.aborted_if(cancel.is_cancelled()), started)

@@ -631,7 +631,15 @@ impl RunHooks for Hooks {
         }
         let failed = creds.error.clone();
         let loadout = inner.loadout.lock().clone();
-        let thinking_budgets = inner.services.settings.lock().provider_thinking_budgets();
+        let (thinking_budgets, transport) = {
+            let settings = inner.services.settings.lock();
+            // Settings `transport` (default `auto`; unknown values read as the default).
+            let transport = settings
+                .transport()
+                .and_then(pi_ai::Transport::from_setting)
+                .unwrap_or_default();
+            (settings.provider_thinking_budgets(), transport)
+        };
         TurnConfig {
             provider: match failed {
                 Some(message) => Arc::new(FailedAuth(message)),
@@ -652,6 +660,7 @@ impl RunHooks for Hooks {
             session_id: Some(inner.store.lock().session_id().to_string()),
             tuning: pi_ai::RequestTuning {
                 thinking_budgets,
+                transport,
                 ..Default::default()
             },
         }

@@ -46,7 +46,7 @@ fn root_for(provider: &Value, fake: &FakeLlm) -> RunRoot {
 /// Drive `commands` as record.py does: each command waits for its response, a prompt also
 /// for `agent_end` (and our `agent_settled`). Ids are `<prefix><n>`. Returns the assistant
 /// `message_end` messages.
-fn drive(agent: &mut RpcAgent, commands: &[Value], prefix: &str) -> Vec<Value> {
+pub(crate) fn drive(agent: &mut RpcAgent, commands: &[Value], prefix: &str) -> Vec<Value> {
     let mut messages = Vec::new();
     for (i, cmd) in commands.iter().enumerate() {
         let mut cmd = cmd.clone();
@@ -92,7 +92,7 @@ fn mask_schema(schema: &Value) -> Value {
 /// Prose and per-run values replaced by placeholders, as record.py stores upstream's requests:
 /// the system/developer prompt text, tool descriptions (the schemas keep their structure, their
 /// `description`s masked), and `prompt_cache_key`.
-fn mask_body(body: &Value) -> Value {
+pub(crate) fn mask_body(body: &Value) -> Value {
     let mut b = body.clone();
     if let Some(input) = b.get_mut("input").and_then(Value::as_array_mut) {
         for item in input {
@@ -114,7 +114,7 @@ fn mask_body(body: &Value) -> Value {
 }
 
 /// The request headers that carry meaning for these APIs (session ids masked).
-fn key_headers(req: &Value) -> Value {
+pub(crate) fn key_headers(req: &Value) -> Value {
     let mut out = serde_json::Map::new();
     for name in [
         "authorization",
@@ -140,7 +140,7 @@ fn key_headers(req: &Value) -> Value {
 }
 
 /// The parts of an assistant message that must match upstream.
-fn key_message(m: &Value) -> Value {
+pub(crate) fn key_message(m: &Value) -> Value {
     let content: Vec<Value> = m["content"]
         .as_array()
         .map(|c| {
@@ -164,7 +164,7 @@ fn key_message(m: &Value) -> Value {
 }
 
 /// The paths where `ours` and `theirs` differ, with both values.
-fn json_diff(path: &str, ours: &Value, theirs: &Value, out: &mut Vec<String>) {
+pub(crate) fn json_diff(path: &str, ours: &Value, theirs: &Value, out: &mut Vec<String>) {
     match (ours, theirs) {
         (Value::Object(a), Value::Object(b)) => {
             for k in a.keys().chain(b.keys().filter(|k| !a.contains_key(*k))) {

@@ -1,0 +1,568 @@
+//! The WebSocket transport of `openai-codex-responses` (settings `transport`: `auto`,
+//! `websocket`, `websocket-cached`).
+//!
+//! Source: upstream 1.6 `@earendil-works/pi-ai` `dist/api/openai-codex-responses.js`, checked
+//! against what upstream 1.6 sent to the fake server
+//! (`crates/coding-agent/tests/data/responses/openai-codex-ws-*.json`).
+//!
+//! * URL: the SSE endpoint with `ws://` / `wss://` for `http://` / `https://`.
+//! * Handshake headers: `originator: pi`, the model's and caller's headers, `Authorization`,
+//!   `chatgpt-account-id`, `OpenAI-Beta: responses_websockets=2026-02-06`, and `session-id` =
+//!   `x-client-request-id` = the session id (a fresh UUIDv7 without one). Connect timeout 15 s.
+//! * One request = one text frame `{"type": "response.create", …body}` (the SSE body, never
+//!   compressed); the server answers with the Responses events, one JSON text frame each,
+//!   ending with `response.completed` / `response.incomplete` / `response.done`.
+//! * Sockets are kept per (session, ChatGPT account) for the next request: closed after 5
+//!   minutes idle, not reused once 45 minutes old, dropped after any failure or abort. A
+//!   request that finds its session's socket busy opens a private one.
+//! * `auto` / `websocket-cached` on a kept socket: when the new body equals the previous one
+//!   except `input`, and the new `input` starts with the previous input plus the previous
+//!   answer's items, only the rest is sent, with `previous_response_id` = the previous answer's
+//!   id. An `error` event `previous_response_not_found` is retried once with the full body;
+//!   `websocket_connection_limit_reached` before the first event once on a fresh socket.
+//! * Failure before the first event (refused upgrade, connect error, socket lost): the request
+//!   goes over SSE, and so does every later request of the session. A socket lost after events
+//!   arrived ends the message with `WebSocket error` / `WebSocket closed <code> <reason>` (the
+//!   agent's auto-retry treats both as transient); the session then uses SSE too.
+
+use super::common::{self, Emitter, StreamEnd};
+use super::openai_responses::{
+    convert_input, Compat, EventReader, Flavor, OPENAI_TOOL_CALL_PROVIDERS,
+};
+use crate::error::ProviderError;
+use crate::stream::{StreamOptions, Transport};
+use crate::types::{Context, Message, Model};
+use futures::{SinkExt as _, StreamExt as _};
+use reqwest::header::HeaderMap;
+use serde_json::{Map, Value};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+use tokio_tungstenite::tungstenite::Message as WsMessage;
+
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// Upstream `DEFAULT_WEBSOCKET_CONNECT_TIMEOUT_MS`.
+const CONNECT_TIMEOUT_MS: u64 = 15_000;
+/// A kept socket is closed after this long unused (upstream `SESSION_WEBSOCKET_CACHE_TTL_MS`).
+const IDLE_TTL: Duration = Duration::from_secs(5 * 60);
+/// A kept socket is not reused once this old (upstream `SESSION_WEBSOCKET_MAX_AGE_MS`: the
+/// server closes sockets after 60 minutes, even mid-response).
+const MAX_AGE: Duration = Duration::from_secs(45 * 60);
+const CONNECTION_LIMIT_CODE: &str = "websocket_connection_limit_reached";
+const PREVIOUS_RESPONSE_NOT_FOUND_CODE: &str = "previous_response_not_found";
+
+/// One Codex request as the WebSocket transport needs it.
+pub(crate) struct WsRequest {
+    /// `ws://…` / `wss://…` endpoint.
+    pub(crate) url: String,
+    /// Handshake headers (see the module docs).
+    pub(crate) headers: HeaderMap,
+    /// The request body (without `type`).
+    pub(crate) body: Value,
+    /// The session id sockets are kept under; `None` = a private socket per request.
+    pub(crate) session: Option<String>,
+    /// The ChatGPT account of the token.
+    pub(crate) account: String,
+    /// Compat of the model (for the continuation's response items).
+    pub(crate) compat: Compat,
+}
+
+/// How a WebSocket attempt ended.
+pub(crate) enum WsOutcome {
+    /// The message was finished on `em` (done, error or aborted).
+    Emitted,
+    /// Nothing was emitted: send the request over SSE.
+    Fallback,
+}
+
+/// Server-side context of the last answer on a kept socket.
+#[derive(Clone)]
+struct Continuation {
+    last_body: Value,
+    last_response_id: String,
+    last_items: Vec<Value>,
+}
+
+struct Kept {
+    socket: Socket,
+    created: Instant,
+    continuation: Option<Continuation>,
+    generation: u64,
+}
+
+#[derive(Default)]
+struct Registry {
+    kept: HashMap<(String, String), Kept>,
+    busy: HashSet<(String, String)>,
+    sse_sessions: HashSet<String>,
+    generation: u64,
+}
+
+fn registry() -> MutexGuard<'static, Registry> {
+    static REGISTRY: OnceLock<Mutex<Registry>> = OnceLock::new();
+    REGISTRY
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether `session` already fell back to SSE (after a WebSocket failure).
+pub(crate) fn sse_fallback_active(session: Option<&str>) -> bool {
+    session.is_some_and(|s| registry().sse_sessions.contains(s))
+}
+
+fn record_failure(session: Option<&str>) {
+    if let Some(s) = session {
+        registry().sse_sessions.insert(s.to_owned());
+    }
+}
+
+/// Close `socket` in the background (a close frame, code 1000).
+fn close_later(mut socket: Socket) {
+    if let Ok(handle) = tokio::runtime::Handle::try_current() {
+        handle.spawn(async move {
+            let _ = tokio::time::timeout(Duration::from_secs(2), socket.close(None)).await;
+        });
+    }
+}
+
+/// The socket for one request and where it goes afterwards.
+struct Lease {
+    socket: Socket,
+    /// `Some` when the socket is kept for the session afterwards.
+    key: Option<(String, String)>,
+    created: Instant,
+    continuation: Option<Continuation>,
+}
+
+async fn connect(url: &str, headers: &HeaderMap) -> Result<Socket, String> {
+    let mut request = url
+        .into_client_request()
+        .map_err(|e| format!("Invalid WebSocket URL: {e}"))?;
+    for (name, value) in headers {
+        request.headers_mut().insert(name.clone(), value.clone());
+    }
+    match tokio::time::timeout(
+        Duration::from_millis(CONNECT_TIMEOUT_MS),
+        tokio_tungstenite::connect_async(request),
+    )
+    .await
+    {
+        Err(_) => Err(format!(
+            "WebSocket connect timeout after {CONNECT_TIMEOUT_MS}ms"
+        )),
+        Ok(Err(e)) => Err(format!("WebSocket error: {e}")),
+        Ok(Ok((socket, _))) => Ok(socket),
+    }
+}
+
+async fn acquire(req: &WsRequest, fresh: bool) -> Result<Lease, String> {
+    let Some(session) = &req.session else {
+        let socket = connect(&req.url, &req.headers).await?;
+        return Ok(Lease {
+            socket,
+            key: None,
+            created: Instant::now(),
+            continuation: None,
+        });
+    };
+    let key = (session.clone(), req.account.clone());
+    let (kept, busy) = {
+        let mut reg = registry();
+        if reg.busy.contains(&key) {
+            (None, true)
+        } else {
+            let kept = reg.kept.remove(&key);
+            reg.busy.insert(key.clone());
+            (kept, false)
+        }
+    };
+    if busy {
+        let socket = connect(&req.url, &req.headers).await?;
+        return Ok(Lease {
+            socket,
+            key: None,
+            created: Instant::now(),
+            continuation: None,
+        });
+    }
+    if let Some(kept) = kept {
+        if !fresh && kept.created.elapsed() < MAX_AGE {
+            return Ok(Lease {
+                socket: kept.socket,
+                key: Some(key),
+                created: kept.created,
+                continuation: kept.continuation,
+            });
+        }
+        close_later(kept.socket);
+    }
+    match connect(&req.url, &req.headers).await {
+        Ok(socket) => Ok(Lease {
+            socket,
+            key: Some(key),
+            created: Instant::now(),
+            continuation: None,
+        }),
+        Err(e) => {
+            registry().busy.remove(&key);
+            Err(e)
+        }
+    }
+}
+
+/// Return `lease` after a request: kept for its session (with `continuation`) when `keep`,
+/// else closed.
+fn release(lease: Lease, keep: bool, continuation: Option<Continuation>) {
+    let Some(key) = lease.key else {
+        close_later(lease.socket);
+        return;
+    };
+    let mut reg = registry();
+    reg.busy.remove(&key);
+    if !keep {
+        drop(reg);
+        close_later(lease.socket);
+        return;
+    }
+    reg.generation += 1;
+    let generation = reg.generation;
+    reg.kept.insert(
+        key.clone(),
+        Kept {
+            socket: lease.socket,
+            created: lease.created,
+            continuation,
+            generation,
+        },
+    );
+    drop(reg);
+    if let Ok(handle) = tokio::runtime::Handle::try_current() {
+        handle.spawn(async move {
+            tokio::time::sleep(IDLE_TTL).await;
+            let expired = {
+                let mut reg = registry();
+                match reg.kept.get(&key) {
+                    Some(k) if k.generation == generation => reg.kept.remove(&key),
+                    _ => None,
+                }
+            };
+            if let Some(k) = expired {
+                close_later(k.socket);
+            }
+        });
+    }
+}
+
+fn without_input(body: &Value) -> Value {
+    let mut b = body.clone();
+    if let Value::Object(m) = &mut b {
+        m.remove("input");
+        m.remove("previous_response_id");
+    }
+    b
+}
+
+/// The body to send on a kept socket: the input delta with `previous_response_id` when the
+/// continuation applies, else `None` (send the full body).
+fn delta_body(body: &Value, cont: &Continuation) -> Option<Value> {
+    if without_input(body) != without_input(&cont.last_body) {
+        return None;
+    }
+    let empty = Vec::new();
+    let input = body
+        .get("input")
+        .and_then(Value::as_array)
+        .unwrap_or(&empty);
+    let mut baseline: Vec<Value> = cont
+        .last_body
+        .get("input")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    baseline.extend(cont.last_items.iter().cloned());
+    if input.len() < baseline.len() || input[..baseline.len()] != baseline[..] {
+        return None;
+    }
+    let mut out = body.clone();
+    if let Value::Object(m) = &mut out {
+        m.insert(
+            "previous_response_id".into(),
+            Value::String(cont.last_response_id.clone()),
+        );
+        m.insert(
+            "input".into(),
+            Value::Array(input[baseline.len()..].to_vec()),
+        );
+    }
+    Some(out)
+}
+
+fn frame(body: &Value) -> String {
+    let mut m = Map::new();
+    m.insert("type".into(), Value::String("response.create".into()));
+    if let Value::Object(b) = body {
+        for (k, v) in b {
+            m.insert(k.clone(), v.clone());
+        }
+    }
+    Value::Object(m).to_string()
+}
+
+/// The `code` and `message` of a Codex `error` event (top level or under `error`).
+fn event_error(event: &Value) -> (Option<&str>, Option<&str>) {
+    let nested = event.get("error").filter(|e| e.is_object());
+    let pick = |key: &str| {
+        event
+            .get(key)
+            .and_then(Value::as_str)
+            .or_else(|| nested.and_then(|n| n.get(key)).and_then(Value::as_str))
+    };
+    (pick("code"), pick("message"))
+}
+
+enum Attempt {
+    Finished(WsOutcome),
+    /// Retry on a fresh socket (connection limit before the first event).
+    RetryFresh,
+    /// Retry with the full body (the server lost the previous response).
+    RetryFull,
+}
+
+/// Send `req` over the WebSocket, emitting the message on `em` once the first event arrives.
+pub(crate) async fn stream(
+    em: &Emitter,
+    model: &Model,
+    req: &WsRequest,
+    options: &StreamOptions,
+    transport: Transport,
+    idle_timeout_ms: u64,
+    started: Instant,
+) -> WsOutcome {
+    let cached = matches!(transport, Transport::Auto | Transport::WebSocketCached);
+    let (mut retried_fresh, mut retried_full, mut fresh, mut full) = (false, false, false, false);
+    loop {
+        match attempt(
+            em,
+            model,
+            req,
+            options,
+            cached && !full,
+            fresh,
+            idle_timeout_ms,
+            started,
+        )
+        .await
+        {
+            Attempt::Finished(outcome) => return outcome,
+            Attempt::RetryFresh if !retried_fresh => {
+                retried_fresh = true;
+                fresh = true;
+            }
+            Attempt::RetryFull if !retried_full => {
+                retried_full = true;
+                full = true;
+            }
+            // Unreachable: `attempt` only asks for a retry not yet used.
+            Attempt::RetryFresh | Attempt::RetryFull => return WsOutcome::Fallback,
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn attempt(
+    em: &Emitter,
+    model: &Model,
+    req: &WsRequest,
+    options: &StreamOptions,
+    cached: bool,
+    fresh: bool,
+    idle_timeout_ms: u64,
+    started: Instant,
+) -> Attempt {
+    let cancel = &options.cancel;
+    let session = req.session.as_deref();
+    let mut lease = match acquire(req, fresh).await {
+        Ok(l) => l,
+        Err(_) if cancel.is_cancelled() => {
+            em.fail(
+                crate::types::AssistantMessage::empty(model),
+                common::aborted(),
+                started,
+            );
+            return Attempt::Finished(WsOutcome::Emitted);
+        }
+        Err(_) => {
+            record_failure(session);
+            return Attempt::Finished(WsOutcome::Fallback);
+        }
+    };
+    let body = match (&lease.continuation, cached) {
+        (Some(cont), true) => delta_body(&req.body, cont).unwrap_or_else(|| req.body.clone()),
+        _ => req.body.clone(),
+    };
+    lease.continuation = None;
+    if lease
+        .socket
+        .send(WsMessage::Text(frame(&body)))
+        .await
+        .is_err()
+    {
+        release(lease, false, None);
+        record_failure(session);
+        return Attempt::Finished(WsOutcome::Fallback);
+    }
+
+    let flavor = Flavor::Codex;
+    let mut reader = EventReader::new(model);
+    let mut emitting = false;
+    // `Err(text)`: the transport broke; `Ok(end)`: how the stream ended otherwise.
+    let end: Result<StreamEnd, String> = loop {
+        let idle = async {
+            if idle_timeout_ms > 0 {
+                tokio::time::sleep(Duration::from_millis(idle_timeout_ms)).await
+            } else {
+                std::future::pending::<()>().await
+            }
+        };
+        let next = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => break Ok(StreamEnd::Aborted),
+            n = lease.socket.next() => n,
+            _ = idle => break Err(format!("WebSocket idle timeout after {idle_timeout_ms}ms")),
+        };
+        let text = match next {
+            Some(Ok(WsMessage::Text(t))) => t,
+            Some(Ok(WsMessage::Binary(b))) => String::from_utf8_lossy(&b).into_owned(),
+            Some(Ok(WsMessage::Close(close))) => {
+                break Err(match close {
+                    Some(f) if !f.reason.is_empty() => {
+                        format!("WebSocket closed {} {}", u16::from(f.code), f.reason)
+                    }
+                    Some(f) if u16::from(f.code) == 1009 => {
+                        "WebSocket closed 1009 message too big".to_owned()
+                    }
+                    Some(f) => format!("WebSocket closed {}", u16::from(f.code)),
+                    None => "WebSocket closed".to_owned(),
+                })
+            }
+            Some(Ok(_)) => continue,
+            Some(Err(_)) => break Err("WebSocket error".to_owned()),
+            None => break Err("WebSocket closed".to_owned()),
+        };
+        let event: Value = match crate::json::parse_stream_chunk(&text) {
+            Ok(v) => v,
+            Err(e) => {
+                break Ok(StreamEnd::Failed(ProviderError::Protocol {
+                    message: format!("Invalid Codex WebSocket JSON: {e}"),
+                }))
+            }
+        };
+        if event.get("type").and_then(Value::as_str) == Some("error") {
+            let (code, _) = event_error(&event);
+            if !emitting && code == Some(CONNECTION_LIMIT_CODE) && !fresh {
+                release(lease, false, None);
+                return Attempt::RetryFresh;
+            }
+            if !emitting && code == Some(PREVIOUS_RESPONSE_NOT_FOUND_CODE) && cached {
+                release(lease, false, None);
+                return Attempt::RetryFull;
+            }
+        }
+        if !emitting {
+            emitting = true;
+            em.start(&reader.output);
+        }
+        match reader.feed(&event, em, model, &flavor) {
+            Ok(true) => break Ok(StreamEnd::Finished),
+            Ok(false) => {}
+            Err(message) => break Ok(StreamEnd::Failed(ProviderError::Stream { message })),
+        }
+    };
+
+    match end {
+        Err(message) => {
+            release(lease, false, None);
+            record_failure(session);
+            if !emitting {
+                return Attempt::Finished(WsOutcome::Fallback);
+            }
+            reader.finish(
+                em,
+                StreamEnd::Failed(ProviderError::Disconnected { message }),
+                &flavor,
+                cancel,
+                started,
+            );
+        }
+        Ok(StreamEnd::Finished) if !cancel.is_cancelled() => {
+            let out = reader.output.clone();
+            let continuation = match (&out.response_id, cached) {
+                (Some(id), true) if !matches!(out.stop_reason, crate::types::StopReason::Error) => {
+                    let ctx = Context {
+                        system_prompt: String::new(),
+                        messages: vec![Message::Assistant(out.clone())],
+                        tools: Vec::new(),
+                    };
+                    let items =
+                        convert_input(model, &ctx, &req.compat, &OPENAI_TOOL_CALL_PROVIDERS)
+                            .into_iter()
+                            .filter(|i| {
+                                !matches!(
+                                    i.get("type").and_then(Value::as_str),
+                                    Some("function_call_output" | "custom_tool_call_output")
+                                )
+                            })
+                            .collect();
+                    Some(Continuation {
+                        last_body: req.body.clone(),
+                        last_response_id: id.clone(),
+                        last_items: items,
+                    })
+                }
+                _ => None,
+            };
+            release(lease, true, continuation);
+            reader.finish(em, StreamEnd::Finished, &flavor, cancel, started);
+        }
+        Ok(end) => {
+            release(lease, false, None);
+            reader.finish(em, end, &flavor, cancel, started);
+        }
+    }
+    Attempt::Finished(WsOutcome::Emitted)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn delta_only_when_the_rest_matches() {
+        let cont = Continuation {
+            last_body: json!({"model": "m", "input": [{"a": 1}]}),
+            last_response_id: "resp_1".into(),
+            last_items: vec![json!({"b": 2})],
+        };
+        let next = json!({"model": "m", "input": [{"a": 1}, {"b": 2}, {"c": 3}]});
+        assert_eq!(
+            delta_body(&next, &cont).unwrap(),
+            json!({"model": "m", "input": [{"c": 3}], "previous_response_id": "resp_1"})
+        );
+        assert!(delta_body(&json!({"model": "x", "input": [{"a": 1}, {"b": 2}]}), &cont).is_none());
+        assert!(delta_body(&json!({"model": "m", "input": [{"z": 1}, {"b": 2}]}), &cont).is_none());
+        assert!(delta_body(&json!({"model": "m", "input": [{"a": 1}]}), &cont).is_none());
+    }
+
+    #[test]
+    fn frames_lead_with_the_type() {
+        assert_eq!(
+            frame(&json!({"model": "m"})),
+            r#"{"type":"response.create","model":"m"}"#
+        );
+    }
+}
