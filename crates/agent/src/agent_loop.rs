@@ -101,6 +101,21 @@ pub trait RunHooks: Send + Sync {
     ) -> futures::future::BoxFuture<'_, Vec<Message>> {
         Box::pin(async move { messages })
     }
+
+    /// The actionable turn boundary (upstream `turn_end` extension results): called after the
+    /// turn's assistant message and tool results are in the transcript and before the
+    /// `turn_end` event. It may append to (or rebuild) the transcript. Returns whether one more
+    /// model request is wanted; the loop makes it only after a completed response that would
+    /// otherwise end the run (tool results, steering or follow-ups satisfy it; an error or
+    /// aborted response ends the run regardless). The default asks for nothing.
+    fn turn_boundary<'a>(
+        &'a self,
+        message: &'a Message,
+        tool_results: &'a [ToolResultMessage],
+    ) -> futures::future::BoxFuture<'a, bool> {
+        let _ = (message, tool_results);
+        Box::pin(async { false })
+    }
 }
 
 /// What [`ToolCallHooks::before_tool_call`] decided for one call.
@@ -189,6 +204,8 @@ pub async fn run_agent_loop(
                 assistant.stop_reason,
                 StopReason::Error | StopReason::Aborted
             ) {
+                // Entries may still be appended; a continuation is not made.
+                hooks.turn_boundary(&assistant_msg, &[]).await;
                 emit(AgentEvent::TurnEnd {
                     message: assistant_msg,
                     tool_results: vec![],
@@ -211,12 +228,18 @@ pub async fn run_agent_loop(
                     Message::ToolResult(r.clone()),
                 );
             }
+            let wants_more = hooks.turn_boundary(&assistant_msg, &results).await;
             emit(AgentEvent::TurnEnd {
                 message: assistant_msg,
                 tool_results: results,
             });
             has_more_tool_calls = !calls.is_empty();
             pending = hooks.drain_steering();
+            if wants_more && !has_more_tool_calls && pending.is_empty() {
+                // Queued follow-ups satisfy the request; else one context-only request.
+                pending = hooks.drain_follow_up();
+                has_more_tool_calls = pending.is_empty();
+            }
         }
         let follow_ups = hooks.drain_follow_up();
         if follow_ups.is_empty() {

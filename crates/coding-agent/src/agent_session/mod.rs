@@ -16,6 +16,7 @@
 //! [`EventSink`] as a typed [`RpcEvent`] (spec rpc-protocol.md §5).
 
 mod bash;
+mod boundary;
 mod commands;
 pub mod compaction;
 pub mod convert;

@@ -89,6 +89,15 @@ impl MessageQueues {
         self.shown.clone()
     }
 
+    /// The messages waiting in both queues (steering first), without taking them.
+    pub fn pending(&self) -> Vec<Message> {
+        self.steering
+            .iter()
+            .chain(self.follow_up.iter())
+            .cloned()
+            .collect()
+    }
+
     /// Takes what the loop delivers now: all for mode `"all"`, else one message. The shown lists are unchanged until [`MessageQueues::delivered`].
     pub fn drain(&mut self, kind: QueueKind) -> Vec<Message> {
         let one = self.mode(kind).as_str() != Some(ALL);

@@ -230,6 +230,24 @@ impl AgentSession {
             self.check_compaction(&last, false, &cancel).await;
         }
         let mut prompts = prompts;
+        // After the chain, `agent_before_settle` may ask for one more low-level run
+        // (context-only); an aborted run skips it.
+        loop {
+            self.run_chain(std::mem::take(&mut prompts), &cancel).await;
+            if cancel.is_cancelled() || !self.before_settle(&cancel).await {
+                break;
+            }
+        }
+        if cancel.is_cancelled() {
+            self.cancel_retry_chain();
+        }
+    }
+
+    /// The low-level runs of [`AgentSession::run_prompts`] until nothing (retry, overflow
+    /// recovery, queued messages after compaction) starts another one.
+    async fn run_chain(&self, prompts: Vec<Message>, cancel: &CancellationToken) {
+        let cancel = cancel.clone();
+        let mut prompts = prompts;
         loop {
             let Some(created) = self.run_once(std::mem::take(&mut prompts), &cancel).await else {
                 break;
@@ -288,9 +306,6 @@ impl AgentSession {
             if !proceed || cancel.is_cancelled() {
                 break;
             }
-        }
-        if cancel.is_cancelled() {
-            self.cancel_retry_chain();
         }
     }
 
@@ -702,6 +717,17 @@ impl RunHooks for Hooks {
 
     fn drain_follow_up(&self) -> Vec<Message> {
         self.session.inner.queues.lock().drain(QueueKind::FollowUp)
+    }
+
+    fn turn_boundary<'a>(
+        &'a self,
+        message: &'a Message,
+        tool_results: &'a [pi_ai::ToolResultMessage],
+    ) -> futures::future::BoxFuture<'a, bool> {
+        Box::pin(
+            self.session
+                .turn_boundary(message, tool_results, &self.cancel),
+        )
     }
 
     fn before_next_turn(&self) -> futures::future::BoxFuture<'_, bool> {

@@ -26,6 +26,18 @@ pub struct BeforeAgentStart {
     pub system_prompt: Option<String>,
 }
 
+/// What the handlers of an actionable boundary (`turn_end`, `agent_before_settle`) proposed,
+/// after all of them ran (upstream docs/extensions.md "turn_start / turn_end"): the draft
+/// entries to append in order (not yet validated) and whether one continuation is wanted.
+#[derive(Debug, Default)]
+pub struct BoundaryProposal {
+    /// Draft entries (`custom`, `custom_message`, `context_edit`, `compaction` objects), as the
+    /// last handler that returned `entries` left them.
+    pub entries: Vec<Value>,
+    /// `continue` as the last handler that returned it left it.
+    pub continue_run: bool,
+}
+
 /// What the `user_bash` handlers decided for one RPC `bash` command.
 #[derive(Debug)]
 pub enum UserBash {
@@ -144,6 +156,66 @@ impl Extensions {
                 .and_then(Value::as_str)
                 .map(str::to_string),
         }
+    }
+
+    /// Runs the handlers of an actionable boundary event (`turn_end` or
+    /// `agent_before_settle`, built by the caller with empty `entries` and `continue: false`):
+    /// each handler sees the proposal so far; a handler that throws is reported by the host
+    /// and the others still run. A host that cannot answer is reported (`extension_error`)
+    /// and proposes nothing.
+    pub async fn boundary(&self, event: Value) -> BoundaryProposal {
+        let kind = event
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        if !self.handles(&kind) || self.host.is_dead() {
+            return BoundaryProposal::default();
+        }
+        let id = self.host.next_id();
+        let msg = ToHost::Event {
+            id: Some(id),
+            event,
+        };
+        // Waited for as the awaited notifications are (`block_in_place` on the multi-threaded
+        // runtime): awaited asynchronously here, the records the run queued afterwards
+        // (`turn_end`, `agent_end`, `agent_settled`) stayed deferred on a worker that never
+        // parked again when no handler wrote anything (seen after an abort; see
+        // `output::block_in_place`).
+        let reply = match tokio::runtime::Handle::try_current() {
+            Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+                crate::output::block_in_place(|| {
+                    h.block_on(self.host.request(id, &msg, Some(self.hook_timeout)))
+                })
+            }
+            _ => self.host.request(id, &msg, Some(self.hook_timeout)).await,
+        };
+        match reply {
+            Ok(v) => BoundaryProposal {
+                entries: v
+                    .get("entries")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default(),
+                continue_run: v.get("continue").and_then(Value::as_bool).unwrap_or(false),
+            },
+            Err(e) => {
+                for p in self.handlers_of(&kind) {
+                    self.error(&p, &kind, &e.to_string());
+                }
+                BoundaryProposal::default()
+            }
+        }
+    }
+
+    /// The `turnIndex` the next `turn_end` will carry (counted from 0 in each low-level run).
+    pub fn turn_index(&self) -> u64 {
+        self.shaper.turn_index.load(Ordering::SeqCst)
+    }
+
+    /// Reports a boundary failure (`extension_error` with path `<boundary>`, as upstream).
+    pub fn boundary_error(&self, event: &str, error: &str) {
+        self.error("<boundary>", event, error);
     }
 
     /// Whether `context` handlers are to see each LLM call's messages.
@@ -343,9 +415,9 @@ fn strip_undefined(v: Value) -> Value {
 
 /// Turns the protocol events the client sees into the event objects extensions receive
 /// (upstream `_emitExtensionEvent`): `agent_start {}`, `agent_end {messages}`, `turn_start
-/// {turnIndex, timestamp}` (`turnIndex` counts from 0 in each low-level run), `turn_end
-/// {turnIndex, message, toolResults, outcome, entries: [], continue: false}` (entry ids and
-/// `context` are not given), `message_start`/`message_end {message}`,
+/// {turnIndex, timestamp}` (`turnIndex` counts from 0 in each low-level run; `turn_end` itself
+/// is sent by the session's turn boundary, here it only advances the count),
+/// `message_start`/`message_end {message}`,
 /// `message_update {message, assistantMessageEvent}`, `tool_execution_start {toolCallId,
 /// toolName, args}`, `tool_execution_update {…, partialResult}`, `tool_execution_end {toolCallId,
 /// toolName, result, isError, durationMs?}`. Other events pass as the client sees them.
@@ -377,29 +449,9 @@ impl EventShaper {
                 "turnIndex": self.turn_index.load(Ordering::SeqCst),
                 "timestamp": pi_ai::now_ms(),
             }),
-            RpcEvent::TurnEnd { message, .. } => {
+            RpcEvent::TurnEnd { .. } => {
                 let i = self.turn_index.fetch_add(1, Ordering::SeqCst);
-                let outcome = match message {
-                    Message::Assistant(a) => match a.stop_reason {
-                        pi_ai::StopReason::Aborted => "aborted",
-                        pi_ai::StopReason::Error => "error",
-                        _ => "completed",
-                    },
-                    _ => "completed",
-                };
-                let mut m = serde_json::Map::new();
-                m.insert("type".into(), "turn_end".into());
-                m.insert("turnIndex".into(), i.into());
-                for k in ["message", "toolResults"] {
-                    if let Some(x) = v.get(k) {
-                        m.insert(k.into(), x.clone());
-                    }
-                }
-                // The boundary proposal (no entries, no continuation): results are not read.
-                m.insert("outcome".into(), outcome.into());
-                m.insert("entries".into(), json!([]));
-                m.insert("continue".into(), false.into());
-                Value::Object(m)
+                json!({"type": "turn_end", "turnIndex": i})
             }
             RpcEvent::MessageStart { .. } | RpcEvent::MessageEnd { .. } => {
                 keep(&v, &["type", "message"])

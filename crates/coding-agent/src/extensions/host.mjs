@@ -723,7 +723,57 @@ async function emitModelSelect(event) {
 	return emitGeneric(event);
 }
 
+// `event.context` as the proposal so far would leave it: `custom` drafts add an entry,
+// `custom_message` drafts an entry and a message (user-role for the model). Other drafts are
+// shown as entries only (their effect on the messages is pi's to compute once committed).
+function previewContext(context, entries) {
+	if (!context || !entries.length) return context;
+	const out = { ...context, contextEntries: [...(context.contextEntries || [])], contextMessages: [...(context.contextMessages || [])], llmMessages: [...(context.llmMessages || [])] };
+	const now = Date.now();
+	for (const d of entries) {
+		if (!d || typeof d !== "object") continue;
+		if (d.type === "custom_message") {
+			const m = { role: "custom", customType: d.customType, content: d.content, display: d.display === true, ...(d.details !== undefined ? { details: d.details } : {}), timestamp: now };
+			out.contextEntries.push({ sourceEntry: d, messages: [m] });
+			out.contextMessages.push(m);
+			out.llmMessages.push({ role: "user", content: typeof d.content === "string" ? [{ type: "text", text: d.content }] : d.content, timestamp: now });
+			out.canContinue = true;
+		} else {
+			out.contextEntries.push({ sourceEntry: d, messages: [] });
+		}
+	}
+	return out;
+}
+
+// turn_end / agent_before_settle: actionable boundaries. Each handler sees the proposal so
+// far (`event.entries`, `event.continue`); a returned `entries` or `continue` replaces only that
+// field. A handler that throws is reported and the others still run.
+// Reply: {entries, continue} (pi validates and appends the entries after all handlers).
+async function emitBoundary(base) {
+	let entries = Array.isArray(base.entries) ? base.entries : [];
+	let cont = base.continue === true;
+	for (const ext of extensions) {
+		for (const h of ext.handlers.get(base.type) || []) {
+			const event = { ...base, entries: [...entries], continue: cont, context: previewContext(base.context, entries) };
+			try {
+				const r = await h(event, context());
+				if (!r || typeof r !== "object") continue;
+				if (r.entries !== undefined) {
+					if (!Array.isArray(r.entries)) throw new Error(`${base.type} entries must be an array`);
+					entries = r.entries;
+				}
+				if (r.continue !== undefined) cont = r.continue === true;
+			} catch (e) {
+				reportError(ext.path, base.type, e);
+			}
+		}
+	}
+	return { entries, continue: cont };
+}
+
 const RUN_EVENTS = {
+	turn_end: emitBoundary,
+	agent_before_settle: emitBoundary,
 	before_agent_start: emitBeforeAgentStart,
 	context: emitContext,
 	model_select: emitModelSelect,

@@ -587,7 +587,11 @@ impl Extensions {
                         if refresh {
                             me.push_state();
                         }
-                        if handled {
+                        // `turn_end` handlers ran at the turn boundary already
+                        // (`AgentSession::turn_boundary`); the count still advances.
+                        if handled && t == "turn_end" {
+                            me.shaper.shape(&ev, Value::Null);
+                        } else if handled {
                             let awaited = events::AWAITED.contains(&t);
                             let event = me.shaper.shape(&ev, v);
                             if awaited {

@@ -476,3 +476,197 @@ fn awaited_event_handlers_work_in_json_mode() {
     let seen = std::fs::read_to_string(root.cwd.join("seen.txt")).unwrap();
     assert_eq!(seen, "system user assistant ");
 }
+
+/// `turn_end` / `agent_before_settle` results (upstream docs/extensions.md "turn_start /
+/// turn_end"): proposals chain across handlers, entries are appended in order after all of
+/// them (`entry_appended`, session file), a continuation where the model has nothing to answer
+/// is refused (`extension_error` from `<boundary>`), a `custom_message` + `continue` from
+/// `agent_before_settle` makes one more run that sends it, and a throwing handler is reported
+/// while the next still runs.
+#[test]
+fn boundary_results_append_entries_chain_and_continue() {
+    let ext = r#"export default function (pi) {
+      let n = 0, s = 0;
+      const show = (ev) => ev.type + " " + ev.turnIndex + " " + ev.outcome + " " + JSON.stringify(ev.entries) + " " + ev.continue + " " + ev.context.canContinue;
+      pi.on("turn_end", (ev, ctx) => {
+        ctx.ui.notify("A " + show(ev) + " " + ev.messageEntryId + " " + JSON.stringify(ev.toolResultEntryIds));
+        if (n++ === 0) return { entries: [...ev.entries, { type: "custom", customType: "mark", data: { k: 1 } }] };
+      });
+      pi.on("turn_end", (ev, ctx) => {
+        ctx.ui.notify("B " + show(ev) + " " + ev.context.contextEntries.length);
+        if (n === 1) return { continue: true };
+        throw new Error("boom");
+      });
+      pi.on("turn_end", (ev, ctx) => { ctx.ui.notify("C ran"); });
+      pi.on("agent_before_settle", (ev, ctx) => {
+        ctx.ui.notify("S " + show(ev));
+        if (s++ === 0) return { entries: [...ev.entries, { type: "custom_message", customType: "remind", content: "Review it.", display: false }], continue: true };
+      });
+    }"#;
+    let (fake, root) = setup(
+        Script::new([Turn::text("one"), Turn::text("two"), Turn::text("three")]),
+        DEFAULT_MODEL,
+    );
+    root.write_cwd_file("b.js", ext);
+    let mut agent = root.spawn_with(true, &["-e", "b.js"]);
+    agent.request(json!({"id": "p", "type": "prompt", "message": "hi"}));
+    agent.wait_event("agent_settled");
+    let file = root.session_files().pop().expect("session file");
+    let entries = check_session_file(&file).unwrap();
+    let assistant_ids: Vec<&str> = entries
+        .iter()
+        .filter(|e| e["type"] == "message" && e["message"]["role"] == "assistant")
+        .map(|e| e["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(assistant_ids.len(), 2, "{entries:?}");
+    let notes = ui_notes(&agent);
+    assert_eq!(
+        notes,
+        [
+            format!("A turn_end 0 completed [] false false {} []", assistant_ids[0]),
+            // B sees A's proposal and the context as it would leave it.
+            r#"B turn_end 0 completed [{"type":"custom","customType":"mark","data":{"k":1}}] false false 6"#.to_string(),
+            "C ran".to_string(),
+            "S agent_before_settle undefined completed [] false false".to_string(),
+            format!("A turn_end 0 completed [] false false {} []", assistant_ids[1]),
+            "B turn_end 0 completed [] false false 8".to_string(),
+            "C ran".to_string(),
+            "S agent_before_settle undefined completed [] false false".to_string(),
+        ],
+        "{}",
+        agent.dump()
+    );
+    let events = agent.events();
+    let pos = |pred: &dyn Fn(&Value) -> bool| events.iter().position(pred);
+    let mark = pos(&|v| kind(v) == "entry_appended" && v["entry"]["customType"] == "mark")
+        .unwrap_or_else(|| panic!("no mark entry: {}", agent.dump()));
+    let refused = pos(&|v| {
+        kind(v) == "extension_error"
+            && v["extensionPath"] == "<boundary>"
+            && v["error"] == "turn_end requested continuation without runnable model context"
+    })
+    .unwrap_or_else(|| panic!("no refusal: {}", agent.dump()));
+    let first_turn_end = pos(&|v| kind(v) == "turn_end").unwrap();
+    assert!(
+        mark < refused && refused < first_turn_end,
+        "{}",
+        agent.dump()
+    );
+    assert!(
+        events.iter().any(|v| kind(v) == "extension_error"
+            && v["event"] == "turn_end"
+            && v["error"] == "boom"),
+        "{}",
+        agent.dump()
+    );
+    // Two runs, the second answering the custom message; no third request.
+    assert_eq!(
+        events.iter().filter(|v| kind(v) == "agent_start").count(),
+        2,
+        "{}",
+        agent.dump()
+    );
+    let reqs = fake.requests();
+    assert_eq!(reqs.len(), 2);
+    assert!(reqs[1].body_text().contains("Review it."));
+    assert!(!reqs[0].body_text().contains("Review it."));
+    let kinds: Vec<&str> = entries.iter().filter_map(|e| e["type"].as_str()).collect();
+    let at = kinds
+        .iter()
+        .position(|k| *k == "custom")
+        .expect("custom entry");
+    assert_eq!(kinds[at + 1], "custom_message", "{kinds:?}");
+    assert_eq!(entries[at + 1]["customType"], "remind");
+    assert_eq!(entries[at + 2]["id"], assistant_ids[1]);
+}
+
+/// A `turn_end` after tool results gets the entry ids of the assistant message and its tool
+/// results; a `custom_message` it appends is in the next request (tool results already make
+/// it, `continue` adds none), stored as a `custom_message` entry, with no message events.
+#[test]
+fn turn_end_after_tools_names_entry_ids_and_adds_messages() {
+    let ext = r#"export default function (pi) {
+      let n = 0;
+      pi.on("turn_end", (ev, ctx) => {
+        ctx.ui.notify(ev.messageEntryId + " " + ev.toolResultEntryIds.join(",") + " " + ev.toolResults.length + " " + ev.context.canContinue);
+        if (n++ === 0) return { entries: [{ type: "custom_message", customType: "again", content: [{ type: "text", text: "again please" }], display: true }], continue: true };
+      });
+    }"#;
+    let (fake, root) = setup(
+        Script::new([
+            Turn::tool_call("bash", json!({"command": "echo hi"})),
+            Turn::text("two"),
+            Turn::text("three"),
+        ]),
+        DEFAULT_MODEL,
+    );
+    root.write_cwd_file("t.js", ext);
+    let mut agent = root.spawn_with(true, &["-e", "t.js"]);
+    agent.request(json!({"id": "p", "type": "prompt", "message": "hi"}));
+    agent.wait_event("agent_settled");
+    let entries = check_session_file(&root.session_files().pop().unwrap()).unwrap();
+    let id_of = |role: &str, nth: usize| -> String {
+        entries
+            .iter()
+            .filter(|e| e["type"] == "message" && e["message"]["role"] == role)
+            .nth(nth)
+            .map(|e| e["id"].as_str().unwrap().to_string())
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        ui_notes(&agent),
+        [
+            format!(
+                "{} {} 1 true",
+                id_of("assistant", 0),
+                id_of("toolResult", 0)
+            ),
+            format!("{}  0 false", id_of("assistant", 1)),
+        ],
+        "{}",
+        agent.dump()
+    );
+    let reqs = fake.requests();
+    assert_eq!(reqs.len(), 2, "{}", agent.dump());
+    assert!(reqs[1].body_text().contains("again please"));
+    assert!(entries
+        .iter()
+        .any(|e| e["type"] == "custom_message" && e["customType"] == "again"));
+    assert!(!agent
+        .events()
+        .iter()
+        .any(|v| kind(v) == "message_end" && v["message"]["role"] == "custom"));
+}
+
+/// An aborted turn still gets `turn_end` (outcome `aborted`, its entries committed) but no
+/// continuation, and the aborted run skips `agent_before_settle`.
+#[test]
+fn aborted_run_commits_entries_without_continuing_or_settling_hooks() {
+    let ext = r#"export default function (pi) {
+      pi.on("turn_end", (ev, ctx) => {
+        ctx.ui.notify("T " + ev.outcome);
+        return { entries: [{ type: "custom", customType: "at-abort" }], continue: true };
+      });
+      pi.on("agent_before_settle", (ev, ctx) => { ctx.ui.notify("S " + ev.outcome); });
+    }"#;
+    let (fake, root) = setup(
+        Script::new([Turn::text(
+            "one two three four five six seven eight nine ten",
+        )])
+        .delay_ms(100),
+        DEFAULT_MODEL,
+    );
+    root.write_cwd_file("a.js", ext);
+    let mut agent = root.spawn_with(true, &["-e", "a.js"]);
+    agent.request(json!({"id": "p", "type": "prompt", "message": "hi"}));
+    agent.wait_event("message_update");
+    agent.request(json!({"id": "a", "type": "abort"}));
+    let settled = agent.wait_event("agent_settled");
+    assert_eq!(settled["aborted"], true);
+    assert_eq!(ui_notes(&agent), ["T aborted"], "{}", agent.dump());
+    assert!(agent
+        .events()
+        .iter()
+        .any(|v| kind(v) == "entry_appended" && v["entry"]["customType"] == "at-abort"));
+    assert_eq!(fake.requests().len(), 1, "{}", agent.dump());
+}
