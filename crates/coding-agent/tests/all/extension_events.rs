@@ -444,10 +444,12 @@ fn extension_tool_sees_abort_and_streams_updates() {
     );
     let mark = root.cwd.join("aborted");
     let start = std::time::Instant::now();
-    while !mark.exists() && start.elapsed() < LIVENESS {
+    // writeFileSync creates the file before it writes: wait for the content, not the name.
+    let read = || std::fs::read_to_string(&mark).unwrap_or_default();
+    while read().is_empty() && start.elapsed() < LIVENESS {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    assert_eq!(std::fs::read_to_string(&mark).unwrap(), "true");
+    assert_eq!(read(), "true");
 }
 
 #[test]
