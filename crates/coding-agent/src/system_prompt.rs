@@ -158,8 +158,18 @@ pub struct McpServerLine {
     pub namespace: String,
     /// `codemode` or `tool_search`.
     pub reached_by: &'static str,
-    /// The configured `description`, if any.
+    /// One line: the first line of the configured `description`, or else of the instructions
+    /// the server sent once connected; `None` without either.
     pub summary: Option<String>,
+}
+
+/// The whole `mcp_servers` section as the system message holds it
+/// (`<mcp_servers>\n…\n</mcp_servers>`), or `None` when no server is listed. A prompt
+/// compares it with the section the session's system messages hold (docs/mcp.md "Control tool
+/// exposure").
+pub fn mcp_servers_section(lines: &[McpServerLine]) -> Option<String> {
+    (!lines.is_empty())
+        .then(|| format!("<mcp_servers>\n{}\n</mcp_servers>", mcp_servers_text(lines)))
 }
 
 fn mcp_servers_text(lines: &[McpServerLine]) -> String {

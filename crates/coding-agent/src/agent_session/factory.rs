@@ -149,8 +149,13 @@ impl SessionFactory {
             prompt_tools.extend(ext_prompt);
         }
         let mut input = SystemPromptInput::new(cwd.to_path_buf(), prompt_tools);
-        if let Some(m) = &mcp {
-            input.mcp_servers = mcp_server_lines(m, codemode_on, search_on);
+        let mcp_section = mcp.as_ref().map(|m| McpSection {
+            manager: m.clone(),
+            codemode: codemode_on,
+            tool_search: search_on,
+        });
+        if let Some(s) = &mcp_section {
+            input.mcp_servers = s.lines();
         }
         input.context_files = resources.context_files;
         input.custom_prompt = resources.custom_prompt;
@@ -169,6 +174,7 @@ impl SessionFactory {
             session_env: Some(session_env),
             image_policy: Some(image_policy),
             codemode_store,
+            mcp_section,
         }
     }
 
@@ -190,29 +196,61 @@ impl SessionFactory {
     }
 }
 
-/// The `mcp_servers` section: every enabled server with `codemode` or `deferred` tools whose
-/// mechanism is active, with its configured `description`.
-fn mcp_server_lines(
-    m: &crate::mcp::McpManager,
-    codemode_on: bool,
-    search_on: bool,
-) -> Vec<McpServerLine> {
-    m.servers()
-        .iter()
-        .filter(|s| s.cfg.enabled)
-        .filter_map(|s| {
-            let reached_by = match s.cfg.exposure {
-                Exposure::Codemode if codemode_on => "codemode",
-                Exposure::Deferred if search_on => "tool_search",
-                _ if codemode_on && s.may_have(Exposure::Codemode) => "codemode",
-                _ if search_on && s.may_have(Exposure::Deferred) => "tool_search",
-                _ => return None,
-            };
-            Some(McpServerLine {
-                namespace: format!("mcp__{}", s.cfg.name),
-                reached_by,
-                summary: s.cfg.description.clone(),
+/// What the `mcp_servers` section is made of: the servers and which indirect mechanisms the
+/// session's tools offer. Rendered when the loadout is built and again when each prompt starts
+/// (after the wait for servers with `direct` tools), when a server that connected meanwhile
+/// contributes its instructions (docs/mcp.md "Control tool exposure").
+#[derive(Clone)]
+pub struct McpSection {
+    /// The process's MCP servers.
+    pub manager: std::sync::Arc<crate::mcp::McpManager>,
+    /// `codemode` is among the session's tools.
+    pub codemode: bool,
+    /// `tool_search` is among the session's tools.
+    pub tool_search: bool,
+}
+
+impl McpSection {
+    /// The section's servers: every enabled server with `codemode` or `deferred` tools whose
+    /// mechanism is active, by name, each with the first line of its configured `description`
+    /// or else of the instructions it sent when it connected (upstream `mcpServerSummary`).
+    pub fn lines(&self) -> Vec<McpServerLine> {
+        let mut lines: Vec<(String, McpServerLine)> = self
+            .manager
+            .servers()
+            .iter()
+            .filter(|s| s.cfg.enabled)
+            .filter_map(|s| {
+                let reached_by = match s.cfg.exposure {
+                    Exposure::Codemode if self.codemode => "codemode",
+                    Exposure::Deferred if self.tool_search => "tool_search",
+                    _ if self.codemode && s.may_have(Exposure::Codemode) => "codemode",
+                    _ if self.tool_search && s.may_have(Exposure::Deferred) => "tool_search",
+                    _ => return None,
+                };
+                let described = s.cfg.description.as_deref().map(str::trim);
+                let summary = match described.filter(|d| !d.is_empty()) {
+                    Some(d) => Some(d.to_string()),
+                    None => s.instructions().map(|i| i.trim().to_string()),
+                }
+                .and_then(|t| t.lines().next().map(|l| l.trim().to_string()))
+                .filter(|l| !l.is_empty());
+                Some((
+                    s.cfg.name.clone(),
+                    McpServerLine {
+                        namespace: format!("mcp__{}", s.cfg.name),
+                        reached_by,
+                        summary,
+                    },
+                ))
             })
-        })
-        .collect()
+            .collect();
+        lines.sort_by(|a, b| a.0.cmp(&b.0));
+        lines.into_iter().map(|(_, l)| l).collect()
+    }
+
+    /// The section's text as the system message holds it, `None` when no server is listed.
+    pub fn text(&self) -> Option<String> {
+        crate::system_prompt::mcp_servers_section(&self.lines())
+    }
 }

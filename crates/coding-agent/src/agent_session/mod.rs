@@ -129,6 +129,9 @@ pub struct Loadout {
     /// Where the `codemode` tool keeps `store()` values (bound to the session that takes this
     /// loadout); `None` without codemode.
     pub codemode_store: Option<crate::codemode::StoreSlot>,
+    /// What the `mcp_servers` section is rendered from, refreshed when a prompt starts;
+    /// `None` without MCP.
+    pub mcp_section: Option<factory::McpSection>,
 }
 
 /// The skills and prompt templates of a session (spec config.md §8–§10).

@@ -9,6 +9,7 @@ use crate::rpc::protocol::RpcEvent;
 use futures::FutureExt;
 use pi_agent::{run_agent_loop, AgentEvent, EmitFn, RunHooks, TurnConfig};
 use pi_ai::{now_ms, AssistantMessage, ImageContent, Message, Model, Provider, StopReason};
+use serde_json::Value;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
@@ -161,6 +162,7 @@ impl AgentSession {
                     _ = cancel.cancelled() => {}
                 }
             }
+            this.refresh_mcp_section(&mut prompts);
             this.run_prompts(prompts, cancel).await;
             guard.settle();
         })))
@@ -189,6 +191,59 @@ impl AgentSession {
             .await;
         prompts.extend(r.messages);
         *self.inner.run_system_prompt.lock() = r.system_prompt;
+    }
+
+    /// Renders the `mcp_servers` section again as the prompt starts (docs/mcp.md "Control tool
+    /// exposure"; upstream 1.6 recording `mcp_upstream_section_update.json`). In a session's
+    /// first run the leading system message (`prompts[0]`) takes it as it is now. Later, when
+    /// it differs from the section the transcript's system messages add up to, a system
+    /// message `{role: "system", content: "", sections: {mcp_servers: text | null}, timestamp}`
+    /// goes before the prompt, so earlier messages and the tool declarations stay as they were.
+    /// Either way the prompt sent to the model from then on holds the new section.
+    pub(super) fn refresh_mcp_section(&self, prompts: &mut Vec<Message>) {
+        const KEY: &str = "mcp_servers";
+        let Some(section) = self.inner.loadout.lock().mcp_section.clone() else {
+            return;
+        };
+        let now = section.text();
+        let patch = match prompts.first_mut() {
+            Some(Message::System(first)) => {
+                let sections = first.sections.get_or_insert_with(Default::default);
+                set_section(sections, KEY, now.clone());
+                None
+            }
+            _ => {
+                let held = crate::session::current_system_message(&self.transcript())
+                    .and_then(|s| s.sections)
+                    .and_then(|s| s.get(KEY).and_then(Value::as_str).map(str::to_string));
+                if held == now {
+                    return;
+                }
+                let mut sections = serde_json::Map::new();
+                sections.insert(KEY.into(), now.clone().map_or(Value::Null, Value::String));
+                Some(pi_ai::SystemMessage {
+                    content: pi_ai::UserContent::Text(String::new()),
+                    sections: Some(sections),
+                    timestamp: now_ms(),
+                    tools_added: None,
+                    tools_removed: None,
+                    replace: None,
+                    extra: Default::default(),
+                })
+            }
+        };
+        {
+            let mut l = self.inner.loadout.lock();
+            let sections = l
+                .system_message
+                .sections
+                .get_or_insert_with(Default::default);
+            set_section(sections, KEY, now);
+            l.system_prompt = crate::system_prompt::system_message_text(&l.system_message);
+        }
+        if let Some(patch) = patch {
+            prompts.insert(0, Message::System(patch));
+        }
     }
 
     fn queue_while_streaming(
@@ -809,5 +864,17 @@ impl Provider for NoProvider {
                 message: Box::new(m),
             },
         ]))
+    }
+}
+
+/// Sets (`Some`) or removes (`None`) section `key`; a section already there keeps its place.
+fn set_section(sections: &mut serde_json::Map<String, Value>, key: &str, text: Option<String>) {
+    match text {
+        Some(t) => {
+            sections.insert(key.into(), Value::String(t));
+        }
+        None => {
+            sections.shift_remove(key);
+        }
     }
 }

@@ -179,11 +179,12 @@ impl ServerSlot {
     pub async fn ensure_connected(self: &Arc<Self>) -> Result<Peer, McpError> {
         let mut guard = self.conn.lock().await;
         if let Some(c) = guard.as_ref() {
-            let expired = self
-                .state
-                .lock()
-                .token_expires
-                .is_some_and(|t| t <= chrono::Utc::now().timestamp_millis());
+            // The same margin as the stored token's: a connection whose token is about to run
+            // out reconnects with a refreshed one rather than risk a 401 mid-call (which rmcp
+            // may report as a closed transport, and a tool call is not sent twice).
+            let expired = self.state.lock().token_expires.is_some_and(|t| {
+                t <= chrono::Utc::now().timestamp_millis() + super::oauth::EXPIRY_MARGIN_MS
+            });
             if !c.is_closed() && !expired {
                 if let Some(p) = self.state.lock().peer.clone() {
                     return Ok(p);

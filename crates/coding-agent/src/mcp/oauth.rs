@@ -171,9 +171,13 @@ impl OAuthState {
     /// Whether the access token has expired (or will within 10 s).
     pub fn expired(&self) -> bool {
         self.tokens_expire_at
-            .is_some_and(|t| t <= chrono::Utc::now().timestamp_millis() + 10_000)
+            .is_some_and(|t| t <= chrono::Utc::now().timestamp_millis() + EXPIRY_MARGIN_MS)
     }
 }
+
+/// How long before its stated expiry an access token counts as expired (ms): it is refreshed
+/// then, so that a request never carries a token that runs out on its way to the server.
+pub const EXPIRY_MARGIN_MS: i64 = 10_000;
 
 /// `mcp-auth.json` of an agent dir.
 #[derive(Debug, Clone)]

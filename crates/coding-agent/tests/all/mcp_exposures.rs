@@ -459,3 +459,108 @@ fn stored_values_survive_scripts_and_resume() {
         "{end}"
     );
 }
+
+/// The `mcp_servers` lines of a section text (`<mcp_servers>\n<intro>\n- …\n</mcp_servers>`),
+/// the intro (prose) left out.
+fn server_lines(section: &str) -> Value {
+    let inner = section
+        .strip_prefix("<mcp_servers>\n")
+        .and_then(|s| s.strip_suffix("\n</mcp_servers>"))
+        .unwrap_or_else(|| panic!("{section:?}"));
+    json!(inner.lines().skip(1).collect::<Vec<_>>())
+}
+
+/// A server that connects after the first prompt: the second prompt starts with a system
+/// message patching only `mcp_servers` (now with the server's instructions), placed before the
+/// user message and recorded in the session; the third prompt adds none; every request's
+/// system prompt holds the section as it then is. Compared with upstream 1.6's recording
+/// (`mcp_upstream_section_update.json`). The server waits for a gate file, opened after the
+/// first run; `/mcp` waits until it is connected.
+#[test]
+fn a_late_servers_instructions_reach_the_conversation_as_a_section_update() {
+    let fixture: Value =
+        serde_json::from_str(include_str!("mcp_upstream_section_update.json")).unwrap();
+    let (fake, root) = setup(
+        Script::new([
+            Turn::text("first"),
+            Turn::text("second"),
+            Turn::text("third"),
+        ]),
+        DEFAULT_MODEL,
+    );
+    let gate = root.tmp.join("gate");
+    let cmd = format!(
+        "while [ ! -e '{}' ]; do sleep 0.02; done; exec '{}' --instructions 'Late server instructions.\nSecond line.'",
+        gate.display(),
+        fake_mcp()
+    );
+    write_mcp(
+        &root,
+        json!({"late": {"command": "sh", "args": ["-c", cmd]}}),
+    );
+    let mut agent = root.spawn_with_session();
+    let mut runs = Vec::new();
+    let mut from = 0;
+    for (i, text) in ["one", "two", "three"].into_iter().enumerate() {
+        if i == 1 {
+            std::fs::write(&gate, "").unwrap();
+            let r = agent.request(json!({"id": "m", "type": "prompt", "message": "/mcp"}));
+            assert_eq!(r["data"], json!({"disposition": "handled"}), "{r}");
+        }
+        let events = prompt(&mut agent, text);
+        let run: Vec<Value> = events[from..]
+            .iter()
+            .filter(|v| kind(v) == "message_end")
+            .map(|v| {
+                let m = &v["message"];
+                if m["role"] != "system" {
+                    return json!({"role": m["role"]});
+                }
+                let sections = m["sections"].as_object().unwrap();
+                let mut out = json!({
+                    "role": "system",
+                    "keys": m.as_object().unwrap().keys().collect::<Vec<_>>(),
+                    "mcp_servers_lines": server_lines(sections["mcp_servers"].as_str().unwrap()),
+                });
+                if sections.len() > 1 {
+                    out["section_names"] = json!(sections.keys().collect::<Vec<_>>());
+                } else {
+                    assert_eq!(m["content"], json!(""), "{m}");
+                }
+                out
+            })
+            .collect();
+        runs.push(Value::Array(run));
+        from = events.len();
+    }
+    assert_eq!(Value::Array(runs), fixture["runs"]);
+
+    let file = &root.session_files()[0];
+    let entries: Vec<Value> = std::fs::read_to_string(file)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["type"] == "message")
+        .map(|e| {
+            json!({
+                "entry_keys": e.as_object().unwrap().keys().collect::<Vec<_>>(),
+                "role": e["message"]["role"],
+                "message_keys": e["message"].as_object().unwrap().keys().collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    assert_eq!(Value::Array(entries), fixture["session_messages"]);
+
+    let requests: Vec<Value> = (0..3)
+        .map(|i| {
+            let body = request(&fake, i);
+            let system = system_text(&body);
+            let at = system.find("<mcp_servers>").unwrap_or_else(|| panic!("{system}"));
+            json!({
+                "roles": body["messages"].as_array().unwrap().iter().map(|m| m["role"].clone()).collect::<Vec<_>>(),
+                "mcp_servers_lines": server_lines(&system[at..]),
+            })
+        })
+        .collect();
+    assert_eq!(Value::Array(requests), fixture["requests"]);
+}

@@ -136,6 +136,7 @@ fn harness(script: Script, panic_provider: bool) -> Harness {
                 session_env: None,
                 image_policy: None,
                 codemode_store: None,
+                mcp_section: None,
             },
             store: SessionManager::in_memory(&cwd),
         },
