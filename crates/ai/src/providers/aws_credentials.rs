@@ -387,7 +387,6 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     async fn assume_role(
         &'a self,
         name: &'a str,

@@ -238,12 +238,6 @@ impl AwsEnv {
         self.home.as_deref()
     }
 
-    /// This environment with `HOME` set to `home` (tests).
-    pub fn with_home(mut self, home: impl Into<PathBuf>) -> Self {
-        self.home = Some(home.into());
-        self
-    }
-
     pub(crate) fn configured_region(&self) -> Option<&str> {
         self.get("AWS_REGION")
             .or_else(|| self.get("AWS_DEFAULT_REGION"))

@@ -260,7 +260,7 @@ fn bedrock_web_identity_from_the_environment() {
         sts.body
     );
     assert!(
-        sts.headers.get("authorization").is_none(),
+        !sts.headers.contains_key("authorization"),
         "unsigned: {:?}",
         sts.headers
     );
