@@ -106,6 +106,8 @@ mod rpc_providers_google_mistral;
 
 #[path = "all/rpc_bedrock.rs"]
 mod rpc_bedrock;
+#[path = "all/rpc_bedrock_creds.rs"]
+mod rpc_bedrock_creds;
 
 #[path = "all/rpc_runtime.rs"]
 mod rpc_runtime;

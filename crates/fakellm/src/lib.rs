@@ -17,6 +17,8 @@
 //!   `content-encoding: zstd` request bodies are decoded (any path).
 //! * Amazon Bedrock ConverseStream in AWS event-stream framing ([`wire_bedrock`]):
 //!   `POST …/model/<model id>/converse-stream`.
+//! * The AWS credential endpoints (STS, SSO portal, container, instance metadata) that the
+//!   Bedrock credential chain calls, as a separate server ([`wire_aws_creds`]).
 //!
 //! Replies come from a [`Script`]: a list of [`Turn`]s, each consumed once by the first request
 //! it fits (optional `match` substring and `api` constraints); when none fits, the script's
@@ -39,6 +41,7 @@
 mod script;
 mod server;
 pub mod wire;
+pub mod wire_aws_creds;
 pub mod wire_bedrock;
 pub mod wire_gemini;
 pub mod wire_mistral;

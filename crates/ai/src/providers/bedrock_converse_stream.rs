@@ -10,9 +10,12 @@
 //! Credentials, as upstream resolves them ([`BedrockAuth::resolve`]): a bearer token
 //! (`options.apiKey`, else `AWS_BEARER_TOKEN_BEDROCK`; `Authorization: Bearer`), else SigV4
 //! (service `bedrock`) with `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`/`AWS_SESSION_TOKEN`, else
-//! the static keys of the `AWS_PROFILE` (or `default`) profile in `~/.aws/credentials` /
-//! `~/.aws/config` (`AWS_SHARED_CREDENTIALS_FILE`, `AWS_CONFIG_FILE`). `AWS_BEDROCK_SKIP_AUTH=1`
-//! signs with dummy keys (proxies that need no auth).
+//! the rest of the AWS SDK's default credential chain, in its order: the `AWS_PROFILE` (or
+//! `default`) profile of `~/.aws/credentials` / `~/.aws/config` (`AWS_SHARED_CREDENTIALS_FILE`,
+//! `AWS_CONFIG_FILE`) with assume-role, static keys, web identity, `credential_process` or
+//! SSO; then `AWS_WEB_IDENTITY_TOKEN_FILE`; container credentials; EC2 instance metadata
+//! (see [`super::aws_credentials`]). `AWS_BEDROCK_SKIP_AUTH=1` signs with dummy keys (proxies
+//! that need no auth).
 //!
 //! Endpoint and region ([`resolve_endpoint`]): a model `baseUrl` that is not a standard
 //! `bedrock-runtime.<region>.amazonaws.com` host (a proxy, the tests' fake) is always used; a
@@ -29,10 +32,18 @@
 //! `Internal server error`, `Model stream error`, `Service unavailable`, else the exception
 //! name), which the retry and context-overflow classifiers match.
 //!
-//! Not yet: the strict-tool-limit fallback (a second request without strict tools after a
-//! `ValidationException` about strict tool limits), SSO / assume-role / ECS / IMDS
-//! credentials, `AWS_BEDROCK_FORCE_HTTP1` (the client negotiates HTTP/1.1 or 2 by itself).
+//! Strict-tool-limit fallback (upstream 1.6 `strict-tool-limits.js`): when tools were sent
+//! strict (`compat.supportsStrictMode` and a tool preferring strict sampling) and Bedrock
+//! answers `ValidationException` with one of Claude's strict-limit messages ("Too many strict
+//! tools (", "The compiled grammar is too large", "Schemas contains too many parameters with
+//! union types ("), the request is sent once more with every tool non-strict, and the session
+//! (`StreamOptions::session_id`) sends its tools non-strict from then on. Upstream also adds
+//! a `bedrock_strict_tools_fallback` diagnostic to the assistant message; our messages carry no
+//! diagnostics, so it is logged (`tracing`, info) instead.
+//!
+//! Not yet: `AWS_BEDROCK_FORCE_HTTP1` (the client negotiates HTTP/1.1 or 2 by itself).
 
+use super::aws_credentials::{self, AwsCredentialsError};
 use super::common::{
     self, aborted, apply_headers, end_event, extra_headers, finish_usage, parse_streaming_json,
     push_block, Emitter, CONNECTION_ERROR_MESSAGE, REQUEST_TIMEOUT_MESSAGE,
@@ -131,8 +142,18 @@ impl Provider for BedrockConverseStream {
         let model = model.clone();
         let env = AwsEnv::from_process();
         let body = build_request_body(&model, context, &options, &tuning, &env);
+        // Upstream's strict-tool-limit fallback: the same request with every tool non-strict,
+        // sent once if Bedrock rejects the strict tools for exceeding Claude's limits.
+        let fallback = match tool_config(&model, context, strict_tools_disabled(&options)) {
+            Some((_, true)) => tool_config(&model, context, true).map(|(config, _)| {
+                let mut b = body.clone();
+                b["toolConfig"] = config;
+                b
+            }),
+            _ => None,
+        };
         let client = self.client.clone();
-        common::event_stream(move |em| run(em, client, model, body, options, env))
+        common::event_stream(move |em| run(em, client, model, body, fallback, options, env))
     }
 }
 
@@ -164,6 +185,17 @@ const AWS_VARS: &[&str] = &[
     "AWS_CONFIG_FILE",
     "AWS_MAX_ATTEMPTS",
     "PI_CACHE_RETENTION",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_ROLE_ARN",
+    "AWS_ROLE_SESSION_NAME",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+    "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
+    "AWS_EC2_METADATA_SERVICE_ENDPOINT",
+    "AWS_EC2_METADATA_DISABLED",
+    "AWS_ENDPOINT_URL_STS",
+    "AWS_ENDPOINT_URL_SSO",
 ];
 
 impl AwsEnv {
@@ -196,20 +228,26 @@ impl AwsEnv {
         }
     }
 
-    fn get(&self, name: &str) -> Option<&str> {
+    /// The value of one of the variables read (`None` when unset or empty).
+    pub(crate) fn get(&self, name: &str) -> Option<&str> {
         self.vars.get(name).map(String::as_str)
     }
 
-    fn configured_region(&self) -> Option<&str> {
+    /// `HOME`, where `~/.aws` lives.
+    pub(crate) fn home(&self) -> Option<&std::path::Path> {
+        self.home.as_deref()
+    }
+
+    pub(crate) fn configured_region(&self) -> Option<&str> {
         self.get("AWS_REGION")
             .or_else(|| self.get("AWS_DEFAULT_REGION"))
     }
 
-    fn profile_name(&self) -> &str {
+    pub(crate) fn profile_name(&self) -> &str {
         self.get("AWS_PROFILE").unwrap_or("default")
     }
 
-    fn shared_file(&self, var: &str, default: &str) -> Option<PathBuf> {
+    pub(crate) fn shared_file(&self, var: &str, default: &str) -> Option<PathBuf> {
         match self.get(var) {
             Some(p) => Some(PathBuf::from(p)),
             None => self.home.as_ref().map(|h| h.join(".aws").join(default)),
@@ -316,21 +354,14 @@ pub enum BedrockAuth {
     SigV4(AwsKeys),
 }
 
-/// Why no credentials were found.
-#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
-pub enum BedrockAuthError {
-    /// Neither a bearer token, nor keys in the environment, nor a profile with static keys.
-    #[error("Could not load credentials from any providers")]
-    NoCredentials,
-}
-
 impl BedrockAuth {
-    /// The credentials for a request (see the module docs); `api_key` is the request's
-    /// `apiKey` (the [`AUTHENTICATED_MARKER`] of ambient credentials counts as none).
-    pub fn resolve(api_key: Option<&str>, env: &AwsEnv) -> Result<BedrockAuth, BedrockAuthError> {
-        let skip = env.get("AWS_BEDROCK_SKIP_AUTH") == Some("1");
-        if skip {
-            return Ok(BedrockAuth::SigV4(AwsKeys {
+    /// The credentials that need no lookup: `AWS_BEDROCK_SKIP_AUTH=1` (dummy keys), a bearer
+    /// token (`api_key`, the request's `apiKey`, where the [`AUTHENTICATED_MARKER`] of ambient
+    /// credentials counts as none, else `AWS_BEARER_TOKEN_BEDROCK`), or the environment keys.
+    /// `None`: the rest of the chain ([`aws_credentials::resolve_chain`]) decides.
+    pub fn resolve_direct(api_key: Option<&str>, env: &AwsEnv) -> Option<BedrockAuth> {
+        if env.get("AWS_BEDROCK_SKIP_AUTH") == Some("1") {
+            return Some(BedrockAuth::SigV4(AwsKeys {
                 access_key_id: "dummy-access-key".into(),
                 secret_access_key: "dummy-secret-key".into(),
                 session_token: None,
@@ -340,38 +371,38 @@ impl BedrockAuth {
             .filter(|k| !k.is_empty() && *k != AUTHENTICATED_MARKER)
             .or_else(|| env.get("AWS_BEARER_TOKEN_BEDROCK"));
         if let Some(token) = bearer {
-            return Ok(BedrockAuth::Bearer(token.to_owned()));
+            return Some(BedrockAuth::Bearer(token.to_owned()));
         }
-        if let (Some(id), Some(secret)) = (
+        match (
             env.get("AWS_ACCESS_KEY_ID"),
             env.get("AWS_SECRET_ACCESS_KEY"),
         ) {
-            return Ok(BedrockAuth::SigV4(AwsKeys {
+            (Some(id), Some(secret)) => Some(BedrockAuth::SigV4(AwsKeys {
                 access_key_id: id.to_owned(),
                 secret_access_key: secret.to_owned(),
                 session_token: env.get("AWS_SESSION_TOKEN").map(str::to_owned),
-            }));
+            })),
+            _ => None,
         }
-        for config in [false, true] {
-            if let Some(section) = env.profile_section(config) {
-                if let (Some(id), Some(secret)) = (
-                    section.get("aws_access_key_id").filter(|v| !v.is_empty()),
-                    section
-                        .get("aws_secret_access_key")
-                        .filter(|v| !v.is_empty()),
-                ) {
-                    return Ok(BedrockAuth::SigV4(AwsKeys {
-                        access_key_id: id.clone(),
-                        secret_access_key: secret.clone(),
-                        session_token: section
-                            .get("aws_session_token")
-                            .filter(|v| !v.is_empty())
-                            .cloned(),
-                    }));
-                }
-            }
+    }
+
+    /// The credentials for a request: [`BedrockAuth::resolve_direct`], else the AWS default
+    /// chain (profiles, web identity, container, instance metadata; see
+    /// [`aws_credentials`]), whose calls go through `http`.
+    ///
+    /// # Errors
+    /// [`AwsCredentialsError`] when no source has credentials or a configured one fails.
+    pub async fn resolve_chain(
+        api_key: Option<&str>,
+        env: &AwsEnv,
+        http: &reqwest::Client,
+    ) -> Result<BedrockAuth, AwsCredentialsError> {
+        if let Some(auth) = Self::resolve_direct(api_key, env) {
+            return Ok(auth);
         }
-        Err(BedrockAuthError::NoCredentials)
+        aws_credentials::resolve_chain(env, http)
+            .await
+            .map(BedrockAuth::SigV4)
     }
 }
 
@@ -953,33 +984,125 @@ pub fn build_request_body(
         body.insert("system".into(), Value::Array(system));
     }
     body.insert("inferenceConfig".into(), json!({ "maxTokens": max_tokens }));
-    if !context.tools.is_empty() {
-        let strict_ok = common::compat_bool(model, "supportsStrictMode").unwrap_or(false);
-        let tools: Vec<Value> = context
-            .tools
-            .iter()
-            .map(|t| {
-                let strict = (strict_ok && prefers_strict_sampling(t))
-                    .then(|| strict_schema(&t.parameters))
-                    .flatten();
-                let mut spec = Map::new();
-                spec.insert("name".into(), json!(t.name));
-                spec.insert("description".into(), json!(t.description));
-                let is_strict = strict.is_some();
-                let schema = strict.unwrap_or_else(|| t.parameters.clone());
-                spec.insert("inputSchema".into(), json!({ "json": schema }));
-                if is_strict {
-                    spec.insert("strict".into(), json!(true));
-                }
-                json!({ "toolSpec": spec })
-            })
-            .collect();
-        body.insert("toolConfig".into(), json!({ "tools": tools }));
+    if let Some((config, _)) = tool_config(model, context, strict_tools_disabled(options)) {
+        body.insert("toolConfig".into(), config);
     }
     if let Some(fields) = additional_fields(model, level, budget, env) {
         body.insert("additionalModelRequestFields".into(), fields);
     }
     Value::Object(body)
+}
+
+/// `toolConfig` for the context's tools (`None` without tools), and whether any tool was sent
+/// strict because it prefers strict sampling (upstream's `hasPreferredStrictTools`). Tools are
+/// strict where the model's `compat.supportsStrictMode` allows it and the tool prefers it,
+/// unless `disable_strict`.
+fn tool_config(model: &Model, context: &Context, disable_strict: bool) -> Option<(Value, bool)> {
+    if context.tools.is_empty() {
+        return None;
+    }
+    let strict_ok =
+        !disable_strict && common::compat_bool(model, "supportsStrictMode").unwrap_or(false);
+    let mut any_strict = false;
+    let tools: Vec<Value> = context
+        .tools
+        .iter()
+        .map(|t| {
+            let strict = (strict_ok && prefers_strict_sampling(t))
+                .then(|| strict_schema(&t.parameters))
+                .flatten();
+            let mut spec = Map::new();
+            spec.insert("name".into(), json!(t.name));
+            spec.insert("description".into(), json!(t.description));
+            let is_strict = strict.is_some();
+            any_strict |= is_strict;
+            let schema = strict.unwrap_or_else(|| t.parameters.clone());
+            spec.insert("inputSchema".into(), json!({ "json": schema }));
+            if is_strict {
+                spec.insert("strict".into(), json!(true));
+            }
+            json!({ "toolSpec": spec })
+        })
+        .collect();
+    Some((json!({ "tools": tools }), any_strict))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Strict-tool-limit fallback
+// ---------------------------------------------------------------------------------------------
+
+/// What Claude answers (on Bedrock as on the Anthropic API) when a request's strict tools
+/// exceed its limits (upstream 1.6 `strict-tool-limits.js`: about 20 strict tools, 16 optional
+/// or union-typed parameters across them).
+const STRICT_TOOL_LIMIT_MESSAGES: &[&str] = &[
+    "The compiled grammar is too large",
+    "Too many strict tools (",
+    "Schemas contains too many parameters with union types (",
+];
+
+/// Sessions kept in [`sessions_over_strict_limits`] at most (the oldest is dropped).
+const MAX_SESSIONS_OVER_STRICT_LIMITS: usize = 10_000;
+
+/// Session ids whose strict tools were rejected for exceeding the limits, oldest first: their
+/// later requests send every tool non-strict from the start (the tool set rarely changes, and
+/// switching back would only repeat the rejection and rewrite the cached prompt prefix).
+fn sessions_over_strict_limits() -> &'static std::sync::Mutex<std::collections::VecDeque<String>> {
+    static SET: std::sync::OnceLock<std::sync::Mutex<std::collections::VecDeque<String>>> =
+        std::sync::OnceLock::new();
+    SET.get_or_init(Default::default)
+}
+
+fn strict_tools_disabled(options: &StreamOptions) -> bool {
+    let Some(id) = options.session_id.as_deref() else {
+        return false;
+    };
+    sessions_over_strict_limits()
+        .lock()
+        .map(|set| set.iter().any(|s| s == id))
+        .unwrap_or(false)
+}
+
+fn mark_strict_limits_exceeded(options: &StreamOptions) {
+    let Some(id) = options.session_id.as_deref() else {
+        return;
+    };
+    if let Ok(mut set) = sessions_over_strict_limits().lock() {
+        if !set.iter().any(|s| s == id) {
+            set.push_back(id.to_owned());
+            if set.len() > MAX_SESSIONS_OVER_STRICT_LIMITS {
+                set.pop_front();
+            }
+        }
+    }
+}
+
+/// Whether a failed request is Bedrock rejecting strict tools for their number or size: a
+/// `ValidationException` whose message holds one of [`STRICT_TOOL_LIMIT_MESSAGES`].
+fn is_strict_tool_limit_error(error: &ProviderError, error_type: Option<&str>) -> bool {
+    let ProviderError::Http { body, .. } = error else {
+        return false;
+    };
+    let parsed = serde_json::from_str::<Value>(body.trim()).ok();
+    let field = |k: &str| {
+        parsed
+            .as_ref()
+            .and_then(|v| v.get(k))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    let name = error_type
+        .map(sanitize_error_code)
+        .filter(|n| !n.is_empty())
+        .or_else(|| field("__type").map(|c| sanitize_error_code(&c)));
+    if name.as_deref() != Some("ValidationException") {
+        return false;
+    }
+    let message = field("message")
+        .or_else(|| field("Message"))
+        .unwrap_or_else(|| body.clone());
+    STRICT_TOOL_LIMIT_MESSAGES
+        .iter()
+        .any(|m| message.contains(m))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1264,26 +1387,37 @@ fn request_headers(
             })?;
             headers.insert(AUTHORIZATION, value);
         }
-        BedrockAuth::SigV4(keys) => sign_sigv4(&mut headers, url, payload, keys, region)?,
+        BedrockAuth::SigV4(keys) => sign_sigv4(
+            &mut headers,
+            "POST",
+            url,
+            payload,
+            keys,
+            region,
+            SIGNING_SERVICE,
+        )?,
     }
     Ok(headers)
 }
 
 /// Add SigV4 `authorization`, `x-amz-date`, `x-amz-content-sha256` and (with a session
-/// token) `x-amz-security-token` to `headers`, signing `host` and the headers present.
-fn sign_sigv4(
+/// token) `x-amz-security-token` to `headers`, signing `host` and the headers present, for
+/// `service` (`bedrock`, `sts`) in `region`.
+pub(crate) fn sign_sigv4(
     headers: &mut HeaderMap,
+    method: &str,
     url: &str,
     payload: &[u8],
     keys: &AwsKeys,
     region: &str,
+    service: &str,
 ) -> Result<(), ProviderError> {
     use aws_sigv4::http_request::{
         sign, PayloadChecksumKind, SignableBody, SignableRequest, SigningSettings,
     };
     use aws_sigv4::sign::v4;
     let fail = |what: &str| ProviderError::Protocol {
-        message: format!("Could not sign the Amazon Bedrock request: {what}"),
+        message: format!("Could not sign the AWS {service} request: {what}"),
     };
     let identity = aws_credential_types::Credentials::new(
         keys.access_key_id.clone(),
@@ -1298,7 +1432,7 @@ fn sign_sigv4(
     let params = v4::SigningParams::builder()
         .identity(&identity)
         .region(region)
-        .name(SIGNING_SERVICE)
+        .name(service)
         .time(SystemTime::now())
         .settings(settings)
         .build()
@@ -1309,7 +1443,7 @@ fn sign_sigv4(
         .filter_map(|(k, v)| Some((k.as_str().to_owned(), v.to_str().ok()?.to_owned())))
         .collect();
     let signable = SignableRequest::new(
-        "POST",
+        method,
         url,
         pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())),
         SignableBody::Bytes(payload),
@@ -1725,6 +1859,7 @@ async fn run(
     client: common::LazyClient,
     model: Model,
     body: Value,
+    mut fallback: Option<Value>,
     options: StreamOptions,
     env: AwsEnv,
 ) {
@@ -1738,7 +1873,7 @@ async fn run(
         return;
     }
     let api_key = options.api_key.clone().filter(|k| !k.is_empty());
-    let auth = match BedrockAuth::resolve(api_key.as_deref(), &env) {
+    let auth = match BedrockAuth::resolve_chain(api_key.as_deref(), &env, &client).await {
         Ok(a) => a,
         Err(e) => {
             let error = ProviderError::Protocol {
@@ -1750,7 +1885,7 @@ async fn run(
     };
     let target = resolve_endpoint(&model, &env);
     let url = converse_stream_url(&target.endpoint, &model.id);
-    let payload = serde_json::to_vec(&body).unwrap_or_default();
+    let mut payload = serde_json::to_vec(&body).unwrap_or_default();
     let extra = extra_headers(&model, &options);
     let max_attempts = env.max_attempts();
     let mut attempt = 1;
@@ -1766,6 +1901,22 @@ async fn run(
         match send_once(request, &cancel, http.request_timeout_ms).await {
             Ok(r) => break r,
             Err((error, error_type)) => {
+                // Bedrock checks the tool schemas before streaming, so resending repeats no
+                // output; the retry budget restarts with the new body.
+                if is_strict_tool_limit_error(&error, error_type.as_deref())
+                    && !cancel.is_cancelled()
+                {
+                    if let Some(next) = fallback.take() {
+                        tracing::info!(
+                            "bedrock: strict tools over the model's limits ({}); resending them non-strict",
+                            error
+                        );
+                        mark_strict_limits_exceeded(&options);
+                        payload = serde_json::to_vec(&next).unwrap_or_default();
+                        attempt = 1;
+                        continue;
+                    }
+                }
                 let retry = sdk_retryable(&error, error_type.as_deref());
                 match retry {
                     Some(throttling) if attempt < max_attempts => {
@@ -1962,17 +2113,17 @@ mod tests {
             ("AWS_SECRET_ACCESS_KEY", "s"),
         ]);
         assert_eq!(
-            BedrockAuth::resolve(Some(AUTHENTICATED_MARKER), &env),
-            Ok(BedrockAuth::Bearer("tok".into()))
+            BedrockAuth::resolve_direct(Some(AUTHENTICATED_MARKER), &env),
+            Some(BedrockAuth::Bearer("tok".into()))
         );
         let env = AwsEnv::from_pairs([("AWS_ACCESS_KEY_ID", "id"), ("AWS_SECRET_ACCESS_KEY", "s")]);
         assert!(matches!(
-            BedrockAuth::resolve(None, &env),
-            Ok(BedrockAuth::SigV4(k)) if k.access_key_id == "id" && k.session_token.is_none()
+            BedrockAuth::resolve_direct(None, &env),
+            Some(BedrockAuth::SigV4(k)) if k.access_key_id == "id" && k.session_token.is_none()
         ));
         assert_eq!(
-            BedrockAuth::resolve(None, &AwsEnv::from_pairs([])),
-            Err(BedrockAuthError::NoCredentials)
+            BedrockAuth::resolve_direct(None, &AwsEnv::from_pairs([])),
+            None
         );
         let ini = "[default]\naws_access_key_id = A\n\n[profile dev]\nregion = eu-north-1\n";
         let s = ini_section(ini, "profile dev").unwrap_or_default();

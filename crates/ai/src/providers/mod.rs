@@ -2,6 +2,7 @@
 //! HTTP client settings they share.
 
 pub mod anthropic_messages;
+pub mod aws_credentials;
 pub mod azure_openai_responses;
 pub mod bedrock_converse_stream;
 mod codex_websocket;
