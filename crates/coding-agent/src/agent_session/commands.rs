@@ -46,6 +46,14 @@ impl AgentSession {
         }))
     }
 
+    /// Lets the MCP servers' background connects begin
+    /// ([`crate::mcp::McpManager::begin_connecting`]); a no-op without MCP.
+    pub fn begin_mcp_connecting(&self) {
+        if let Some(mcp) = &self.inner.services.mcp {
+            mcp.begin_connecting();
+        }
+    }
+
     /// Upstream's startup report over RPC: once every server's first connect attempt has
     /// settled, one `notify` (`warning`) listing the configuration errors and the servers that
     /// failed or need a sign-in, if any (docs/mcp.md: problems are reported once after

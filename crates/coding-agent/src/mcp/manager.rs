@@ -599,7 +599,14 @@ pub struct McpManager {
     shutdown: tokio_util::sync::CancellationToken,
     /// Configuration errors (already reported on stderr when the manager was started).
     pub config_errors: Vec<String>,
+    /// Set once the background connects may begin ([`McpManager::begin_connecting`]).
+    go: tokio::sync::watch::Sender<bool>,
 }
+
+/// How long [`McpManager::start`]'s background connects wait for
+/// [`McpManager::begin_connecting`] at most (a client that sends nothing still gets its servers
+/// connected).
+pub const CONNECT_DEFER_LIMIT: Duration = Duration::from_millis(50);
 
 impl McpManager {
     /// Builds the slots without connecting. `report_errors`: print failures on stderr (once per
@@ -649,11 +656,16 @@ impl McpManager {
             slots,
             shutdown,
             config_errors: config.errors,
+            go: tokio::sync::watch::channel(false).0,
         })
     }
 
     /// Reports config errors on stderr and connects every enabled server in the background
-    /// (must be called inside the tokio runtime).
+    /// (must be called inside the tokio runtime). The connects begin once
+    /// [`McpManager::begin_connecting`] is called — after the RPC reader has handled the first
+    /// command, or when a prompt waits for direct servers — or after [`CONNECT_DEFER_LIMIT`],
+    /// so that spawning the servers does not compete with the first response for the CPU
+    /// (issue 13: the first `get_state` as fast as without MCP).
     pub fn start(self: &Arc<Self>) {
         for e in &self.config_errors {
             crate::config::warn(&format!("MCP: {e}"));
@@ -661,11 +673,18 @@ impl McpManager {
         for slot in &self.slots {
             if slot.cfg.enabled {
                 let slot = slot.clone();
+                let mut go = self.go.subscribe();
                 tokio::spawn(async move {
+                    let _ = tokio::time::timeout(CONNECT_DEFER_LIMIT, go.wait_for(|v| *v)).await;
                     let _ = slot.ensure_connected().await;
                 });
             }
         }
+    }
+
+    /// Lets the background connects of [`McpManager::start`] begin now (idempotent, cheap).
+    pub fn begin_connecting(&self) {
+        self.go.send_if_modified(|v| !std::mem::replace(v, true));
     }
 
     /// The configured servers.
@@ -721,6 +740,7 @@ impl McpManager {
     /// Waits until every server that may have direct tools has finished its first connect
     /// attempt, at most `limit`.
     pub async fn wait_for_direct(&self, limit: Duration) {
+        self.begin_connecting();
         let waits = self.slots.iter().filter(|s| s.may_have_direct()).map(|s| {
             let mut rx = s.settled.subscribe();
             async move {

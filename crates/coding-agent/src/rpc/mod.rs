@@ -67,6 +67,8 @@ pub async fn run(runtime: AgentSessionRuntime, out: Output) -> std::io::Result<(
         let at_eof = !buf.ends_with(b"\n");
         let line = buf.strip_suffix(b"\n").unwrap_or(&buf);
         handle_line(&runtime, &out, strip_cr(line), &mut tasks).await;
+        // MCP servers start connecting once the first command has been answered.
+        runtime.session().begin_mcp_connecting();
         // Reap finished tasks so a long-lived process does not keep one entry per command.
         while tasks.set.try_join_next().is_some() {}
         tasks.aborts.retain_mut(|done| {
