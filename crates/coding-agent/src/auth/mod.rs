@@ -20,4 +20,5 @@
 pub mod device;
 pub mod http;
 pub mod oauth;
+pub mod pkce;
 pub mod refresh;
