@@ -53,7 +53,10 @@ pub fn generate() -> Pkce {
 
 /// The browser sign-in of `provider`, if this build offers one: `Err(None)` when it does not,
 /// `Err(Some(text))` when the sign-in failed.
-pub fn login(provider: &str, ui: &mut dyn Interaction) -> Result<Map<String, Value>, Option<String>> {
+pub fn login(
+    provider: &str,
+    ui: &mut dyn Interaction,
+) -> Result<Map<String, Value>, Option<String>> {
     match provider {
         "openrouter" => openrouter(ui).map_err(Some),
         _ => Err(None),
@@ -115,7 +118,11 @@ fn handle(stream: TcpStream, path: &str, provider_name: &str) -> Option<Callback
             Some(Callback::Code(code)),
         )
     } else {
-        ("400 Bad Request", "Missing authorization code.".to_string(), None)
+        (
+            "400 Bad Request",
+            "Missing authorization code.".to_string(),
+            None,
+        )
     };
     let body = format!("<!doctype html><html><body><p>{text}</p></body></html>");
     let mut out = &stream;
@@ -144,13 +151,16 @@ fn openrouter(ui: &mut dyn Interaction) -> Result<Map<String, Value>, String> {
         .append_pair("callback_url", &redirect)
         .append_pair("code_challenge", &pkce.challenge)
         .append_pair("code_challenge_method", "S256");
-    ui.write(&format!("Listening for OpenRouter OAuth callback on {redirect}"));
+    ui.write(&format!(
+        "Listening for OpenRouter OAuth callback on {redirect}"
+    ));
     ui.write(&format!("Open this URL to sign in: {authorize}"));
     ui.write("Complete sign-in in your browser. If the browser is on another machine, paste the final redirect URL here.");
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
     // Stdin is read on a helper thread so the callback and a pasted answer race, as upstream's do.
     let (tx, rx) = mpsc::channel::<Option<String>>();
-    let prompt = "Complete sign-in in your browser, or paste the authorization code / redirect URL here: ";
+    let prompt =
+        "Complete sign-in in your browser, or paste the authorization code / redirect URL here: ";
     eprint!("{prompt}");
     let _ = std::io::stderr().flush();
     std::thread::spawn(move || {

@@ -820,11 +820,18 @@ fn browser_get(url: &str) -> (String, String) {
     let rest = url.strip_prefix("http://").unwrap();
     let (hostport, path) = rest.split_at(rest.find('/').unwrap());
     let mut s = std::net::TcpStream::connect(hostport).unwrap();
-    write!(s, "GET {path} HTTP/1.1\r\nHost: {hostport}\r\nConnection: close\r\n\r\n").unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {hostport}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();
     let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
-    (head.lines().next().unwrap_or("").to_string(), body.to_string())
+    (
+        head.lines().next().unwrap_or("").to_string(),
+        body.to_string(),
+    )
 }
 
 fn query_of(url: &str, key: &str) -> Option<String> {
@@ -840,7 +847,11 @@ fn query_of(url: &str, key: &str) -> Option<String> {
 fn start_openrouter_login(
     root: &RunRoot,
     oauth: &FakeOAuth,
-) -> (std::process::Child, std::io::BufReader<std::process::ChildStdout>, String) {
+) -> (
+    std::process::Child,
+    std::io::BufReader<std::process::ChildStdout>,
+    String,
+) {
     use std::io::BufRead;
     let mut child = Command::new(pi_bin())
         .args(["auth", "login", "openrouter"])
@@ -857,30 +868,46 @@ fn start_openrouter_login(
     let mut printed = String::new();
     let url = loop {
         let mut line = String::new();
-        assert!(out.read_line(&mut line).unwrap() > 0, "no authorize URL in {printed}");
+        assert!(
+            out.read_line(&mut line).unwrap() > 0,
+            "no authorize URL in {printed}"
+        );
         printed.push_str(&line);
         if let Some(u) = line.trim().strip_prefix("Open this URL to sign in: ") {
             break u.to_string();
         }
     };
-    assert!(printed.starts_with("Listening for OpenRouter OAuth callback on http://127.0.0.1:"), "{printed}");
+    assert!(
+        printed.starts_with("Listening for OpenRouter OAuth callback on http://127.0.0.1:"),
+        "{printed}"
+    );
     (child, out, url)
 }
 
 fn challenge_of(verifier: &str) -> String {
     use base64::Engine;
     use sha2::Digest;
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(sha2::Sha256::digest(verifier.as_bytes()))
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(sha2::Sha256::digest(verifier.as_bytes()))
 }
 
 #[test]
 fn openrouter_browser_login_exchanges_the_callback_code_with_the_pkce_verifier() {
     use std::io::Read;
-    let oauth = FakeOAuth::start(vec![("/api/v1/auth/keys", vec![ok(json!({"key": "sk-or-v1-minted"}))])]);
+    let oauth = FakeOAuth::start(vec![(
+        "/api/v1/auth/keys",
+        vec![ok(json!({"key": "sk-or-v1-minted"}))],
+    )]);
     let root = auth_root(json!({"anthropic": {"type": "api_key", "key": "sk-ant-keep"}}));
     let (mut child, mut out, url) = start_openrouter_login(&root, &oauth);
-    assert!(url.starts_with(&format!("{}/auth?", oauth.origin())), "{url}");
-    assert_eq!(query_of(&url, "code_challenge_method").as_deref(), Some("S256"));
+    assert!(
+        url.starts_with(&format!("{}/auth?", oauth.origin())),
+        "{url}"
+    );
+    assert_eq!(
+        query_of(&url, "code_challenge_method").as_deref(),
+        Some("S256")
+    );
     let challenge = query_of(&url, "code_challenge").unwrap();
     let callback = query_of(&url, "callback_url").unwrap();
     assert!(callback.contains("/oauth/callback/"), "{callback}");
@@ -897,17 +924,31 @@ fn openrouter_browser_login_exchanges_the_callback_code_with_the_pkce_verifier()
     let mut rest = String::new();
     out.read_to_string(&mut rest).unwrap();
     let mut err = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
     assert!(status.success(), "{err}");
     let path = root.agent_dir.join("auth.json");
-    assert!(rest.ends_with(&format!("Logged in to OpenRouter. Credentials saved to {}\n", path.display())), "{rest}");
+    assert!(
+        rest.ends_with(&format!(
+            "Logged in to OpenRouter. Credentials saved to {}\n",
+            path.display()
+        )),
+        "{rest}"
+    );
     let seen = oauth.seen("/api/v1/auth/keys");
     assert_eq!(seen.len(), 1);
     assert_eq!(seen[0].method, "POST");
     let sent: Value = serde_json::from_str(&seen[0].body).unwrap();
     assert_eq!(sent["code"], "code-123");
     assert_eq!(sent["code_challenge_method"], "S256");
-    assert_eq!(challenge_of(sent["code_verifier"].as_str().unwrap()), challenge);
+    assert_eq!(
+        challenge_of(sent["code_verifier"].as_str().unwrap()),
+        challenge
+    );
     let auth = read_auth(&root);
     assert_eq!(
         auth["openrouter"],
@@ -922,7 +963,10 @@ fn openrouter_login_takes_a_pasted_redirect_url_and_reports_a_failed_exchange() 
     use std::io::Read;
     let oauth = FakeOAuth::start(vec![(
         "/api/v1/auth/keys",
-        vec![status(403, json!({"error": {"message": "code_verifier mismatch"}}))],
+        vec![status(
+            403,
+            json!({"error": {"message": "code_verifier mismatch"}}),
+        )],
     )]);
     let root = auth_root(json!({}));
     let (mut child, _out, url) = start_openrouter_login(&root, &oauth);
@@ -931,7 +975,12 @@ fn openrouter_login_takes_a_pasted_redirect_url_and_reports_a_failed_exchange() 
     writeln!(stdin, "{callback}?code=pasted-9").unwrap();
     let status = child.wait().unwrap();
     let mut err = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
     assert!(!status.success());
     assert!(
         err.contains("Failed to log in to OpenRouter: OpenRouter OAuth key exchange failed (HTTP 403): code_verifier mismatch"),
@@ -941,5 +990,7 @@ fn openrouter_login_takes_a_pasted_redirect_url_and_reports_a_failed_exchange() 
     assert_eq!(seen.len(), 1);
     let sent: Value = serde_json::from_str(&seen[0].body).unwrap();
     assert_eq!(sent["code"], "pasted-9");
-    assert!(!root.agent_dir.join("auth.json").exists() || read_auth(&root).get("openrouter").is_none());
+    assert!(
+        !root.agent_dir.join("auth.json").exists() || read_auth(&root).get("openrouter").is_none()
+    );
 }
