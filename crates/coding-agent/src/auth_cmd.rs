@@ -576,7 +576,11 @@ fn login(args: &[String], agent_dir: &Path) -> i32 {
     let has_key_login = builtin.is_none_or(|b| !b.env_vars.is_empty());
     let mut ui = StdioInteraction;
     let entry = if !api_key && has_oauth {
-        match crate::auth::http::blocking(|| crate::auth::device::login(&id, no_browser, &mut ui)) {
+        let result = crate::auth::http::blocking(|| match crate::auth::pkce::login(&id, &mut ui) {
+            Err(None) => crate::auth::device::login(&id, no_browser, &mut ui),
+            done => done,
+        });
+        match result {
             Ok(Ok(entry)) => Value::Object(entry),
             Ok(Err(None)) => {
                 let hint = if id == "openai-codex" {

@@ -9,6 +9,8 @@
 //!   refreshed it already), and written back atomically with mode 0600.
 //! - [`device`]: the RFC 8628 device-code polling loop (`interval`, `authorization_pending`,
 //!   `slow_down`, `expired_token`) and the device-code sign-ins that use it.
+//! - [`pkce`]: the browser (PKCE S256) sign-ins, run headless: the authorize URL is printed,
+//!   a loopback callback or a pasted redirect URL/code completes it (OpenRouter so far).
 //!
 //! Endpoints are upstream's production URLs. Kimi Code honours upstream's own
 //! `KIMI_CODE_OAUTH_HOST` / `KIMI_OAUTH_HOST`. For the others upstream has no override, so
@@ -20,4 +22,5 @@
 pub mod device;
 pub mod http;
 pub mod oauth;
+pub mod pkce;
 pub mod refresh;

@@ -813,3 +813,184 @@ fn a_device_code_that_runs_out_while_pending_times_out() {
     assert!((1..=2).contains(&polls), "{polls} polls");
     assert_eq!(read_auth(&root), json!({}));
 }
+
+/// Plays the browser: one raw GET to the loopback callback; (status line, body).
+fn browser_get(url: &str) -> (String, String) {
+    use std::io::Read;
+    let rest = url.strip_prefix("http://").unwrap();
+    let (hostport, path) = rest.split_at(rest.find('/').unwrap());
+    let mut s = std::net::TcpStream::connect(hostport).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {hostport}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+    (
+        head.lines().next().unwrap_or("").to_string(),
+        body.to_string(),
+    )
+}
+
+fn query_of(url: &str, key: &str) -> Option<String> {
+    reqwest::Url::parse(url)
+        .unwrap()
+        .query_pairs()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.into_owned())
+}
+
+/// Starts `pi auth login openrouter` against `oauth`; returns the child, its stdout reader and
+/// the authorize URL it printed.
+fn start_openrouter_login(
+    root: &RunRoot,
+    oauth: &FakeOAuth,
+) -> (
+    std::process::Child,
+    std::io::BufReader<std::process::ChildStdout>,
+    String,
+) {
+    use std::io::BufRead;
+    let mut child = Command::new(pi_bin())
+        .args(["auth", "login", "openrouter"])
+        .current_dir(&root.cwd)
+        .env_clear()
+        .envs(root.env())
+        .env("PI_TEST_OAUTH_ORIGIN", oauth.origin())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn pi");
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut printed = String::new();
+    let url = loop {
+        let mut line = String::new();
+        assert!(
+            out.read_line(&mut line).unwrap() > 0,
+            "no authorize URL in {printed}"
+        );
+        printed.push_str(&line);
+        if let Some(u) = line.trim().strip_prefix("Open this URL to sign in: ") {
+            break u.to_string();
+        }
+    };
+    assert!(
+        printed.starts_with("Listening for OpenRouter OAuth callback on http://127.0.0.1:"),
+        "{printed}"
+    );
+    (child, out, url)
+}
+
+fn challenge_of(verifier: &str) -> String {
+    use base64::Engine;
+    use sha2::Digest;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(sha2::Sha256::digest(verifier.as_bytes()))
+}
+
+#[test]
+fn openrouter_browser_login_exchanges_the_callback_code_with_the_pkce_verifier() {
+    use std::io::Read;
+    let oauth = FakeOAuth::start(vec![(
+        "/api/v1/auth/keys",
+        vec![ok(json!({"key": "sk-or-v1-minted"}))],
+    )]);
+    let root = auth_root(json!({"anthropic": {"type": "api_key", "key": "sk-ant-keep"}}));
+    let (mut child, mut out, url) = start_openrouter_login(&root, &oauth);
+    assert!(
+        url.starts_with(&format!("{}/auth?", oauth.origin())),
+        "{url}"
+    );
+    assert_eq!(
+        query_of(&url, "code_challenge_method").as_deref(),
+        Some("S256")
+    );
+    let challenge = query_of(&url, "code_challenge").unwrap();
+    let callback = query_of(&url, "callback_url").unwrap();
+    assert!(callback.contains("/oauth/callback/"), "{callback}");
+    // A request on another path (OpenRouter sends no `state`; the random path stands in) is
+    // refused and the sign-in goes on waiting.
+    let stray = callback.rsplit_once('/').unwrap().0.to_string() + "/not-the-one?code=stolen";
+    let (line, _) = browser_get(&stray);
+    assert!(line.contains("404"), "{line}");
+    assert!(oauth.seen("/api/v1/auth/keys").is_empty());
+    let (line, body) = browser_get(&format!("{callback}?code=code-123"));
+    assert!(line.contains("200"), "{line}");
+    assert!(body.contains("OpenRouter sign-in complete"), "{body}");
+    let status = child.wait().unwrap();
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(status.success(), "{err}");
+    let path = root.agent_dir.join("auth.json");
+    assert!(
+        rest.ends_with(&format!(
+            "Logged in to OpenRouter. Credentials saved to {}\n",
+            path.display()
+        )),
+        "{rest}"
+    );
+    let seen = oauth.seen("/api/v1/auth/keys");
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].method, "POST");
+    let sent: Value = serde_json::from_str(&seen[0].body).unwrap();
+    assert_eq!(sent["code"], "code-123");
+    assert_eq!(sent["code_challenge_method"], "S256");
+    assert_eq!(
+        challenge_of(sent["code_verifier"].as_str().unwrap()),
+        challenge
+    );
+    let auth = read_auth(&root);
+    assert_eq!(
+        auth["openrouter"],
+        json!({"type": "oauth", "access": "sk-or-v1-minted", "refresh": "", "expires": 9007199254740991i64})
+    );
+    assert_eq!(auth["anthropic"]["key"], "sk-ant-keep");
+    assert_eq!(auth_mode(&root), 0o600);
+}
+
+#[test]
+fn openrouter_login_takes_a_pasted_redirect_url_and_reports_a_failed_exchange() {
+    use std::io::Read;
+    let oauth = FakeOAuth::start(vec![(
+        "/api/v1/auth/keys",
+        vec![status(
+            403,
+            json!({"error": {"message": "code_verifier mismatch"}}),
+        )],
+    )]);
+    let root = auth_root(json!({}));
+    let (mut child, _out, url) = start_openrouter_login(&root, &oauth);
+    let callback = query_of(&url, "callback_url").unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "{callback}?code=pasted-9").unwrap();
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(!status.success());
+    assert!(
+        err.contains("Failed to log in to OpenRouter: OpenRouter OAuth key exchange failed (HTTP 403): code_verifier mismatch"),
+        "{err}"
+    );
+    let seen = oauth.seen("/api/v1/auth/keys");
+    assert_eq!(seen.len(), 1);
+    let sent: Value = serde_json::from_str(&seen[0].body).unwrap();
+    assert_eq!(sent["code"], "pasted-9");
+    assert!(
+        !root.agent_dir.join("auth.json").exists() || read_auth(&root).get("openrouter").is_none()
+    );
+}
