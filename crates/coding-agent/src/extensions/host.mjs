@@ -771,7 +771,30 @@ async function emitBoundary(base) {
 	return { entries, continue: cont };
 }
 
+// message_end: handlers chain on the finalized message; a returned `message` replaces it for
+// the next handler and for pi, and must keep the role (else reported, the message so far kept).
+// Reply: {message} (the final one, replaced or not).
+async function emitMessageEnd(base) {
+	let message = base.message;
+	for (const ext of extensions) {
+		for (const h of ext.handlers.get("message_end") || []) {
+			try {
+				const r = await h({ ...base, message }, context());
+				if (!r || typeof r !== "object" || r.message === undefined) continue;
+				const m = r.message;
+				if (!m || typeof m !== "object") throw new Error("message_end message must be an object");
+				if (m.role !== message.role) throw new Error(`message_end replacement must keep role "${message.role}", got "${m.role}"`);
+				message = m;
+			} catch (e) {
+				reportError(ext.path, "message_end", e);
+			}
+		}
+	}
+	return { message };
+}
+
 const RUN_EVENTS = {
+	message_end: emitMessageEnd,
 	turn_end: emitBoundary,
 	agent_before_settle: emitBoundary,
 	before_agent_start: emitBeforeAgentStart,
