@@ -780,10 +780,14 @@ async function emitMessageEnd(base) {
 		for (const h of ext.handlers.get("message_end") || []) {
 			try {
 				const r = await h({ ...base, message }, context());
-				if (!r || typeof r !== "object" || r.message === undefined) continue;
+				// A falsy `message` leaves the message as it is (as upstream 1.6).
+				if (!r || typeof r !== "object" || !r.message) continue;
 				const m = r.message;
-				if (!m || typeof m !== "object") throw new Error("message_end message must be an object");
-				if (m.role !== message.role) throw new Error(`message_end replacement must keep role "${message.role}", got "${m.role}"`);
+				if (m.role !== message.role) {
+					// Upstream 1.6's error text (an extension_error; the message so far is kept).
+					reportError(ext.path, "message_end", new Error("message_end handlers must return a message with the same role"));
+					continue;
+				}
 				message = m;
 			} catch (e) {
 				reportError(ext.path, "message_end", e);

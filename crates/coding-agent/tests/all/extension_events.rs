@@ -718,7 +718,7 @@ fn message_end_replacements_chain_persist_and_reach_the_model() {
     assert!(
         events.iter().any(|v| kind(v) == "extension_error"
             && v["event"] == "message_end"
-            && v["error"].as_str().unwrap_or("").contains("role")),
+            && v["error"] == "message_end handlers must return a message with the same role"),
         "{}",
         agent.dump()
     );
