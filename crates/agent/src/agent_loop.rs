@@ -116,6 +116,14 @@ pub trait RunHooks: Send + Sync {
         let _ = (message, tool_results);
         Box::pin(async { false })
     }
+
+    /// Called once a message (user, assistant, tool result) is final and before it enters the
+    /// context or `message_end` is emitted; what it returns takes its place everywhere (context,
+    /// `message_end`, later requests). Upstream docs/extensions.md "message_end" replacement.
+    /// The default keeps the message.
+    fn message_end(&self, message: Message) -> futures::future::BoxFuture<'_, Message> {
+        Box::pin(async move { message })
+    }
 }
 
 /// What [`ToolCallHooks::before_tool_call`] decided for one call.
@@ -175,7 +183,7 @@ pub async fn run_agent_loop(
     emit(AgentEvent::AgentStart);
     emit(AgentEvent::TurnStart);
     for m in prompts {
-        push_message(&messages, &mut created, emit, m);
+        let _ = push_message(&messages, &mut created, hooks, emit, m).await;
     }
     let mut pending = hooks.drain_steering();
     let mut first = true;
@@ -190,11 +198,17 @@ pub async fn run_agent_loop(
             }
             first = false;
             for m in std::mem::take(&mut pending) {
-                push_message(&messages, &mut created, emit, m);
+                let _ = push_message(&messages, &mut created, hooks, emit, m).await;
             }
             let cfg = hooks.turn_config();
-            let assistant = stream_assistant(&messages, hooks, &cfg, cancel, emit).await;
-            let assistant_msg = Message::Assistant(assistant.clone());
+            let streamed = stream_assistant(&messages, hooks, &cfg, cancel, emit).await;
+            let assistant_msg = hooks
+                .message_end(Message::Assistant(streamed.clone()))
+                .await;
+            let assistant = match &assistant_msg {
+                Message::Assistant(a) => a.clone(),
+                _ => streamed,
+            };
             lock_messages(&messages).push(assistant_msg.clone());
             created.push(assistant_msg.clone());
             emit(AgentEvent::MessageEnd {
@@ -220,13 +234,19 @@ pub async fn run_agent_loop(
             } else {
                 execute_tool_calls(&calls, &cfg.tools, hooks.tool_call_hooks(), cancel, emit).await
             };
-            for r in &results {
-                push_message(
+            let mut results = results;
+            for r in &mut results {
+                let kept = push_message(
                     &messages,
                     &mut created,
+                    hooks,
                     emit,
                     Message::ToolResult(r.clone()),
-                );
+                )
+                .await;
+                if let Message::ToolResult(t) = kept {
+                    *r = t;
+                }
             }
             let wants_more = hooks.turn_boundary(&assistant_msg, &results).await;
             emit(AgentEvent::TurnEnd {
@@ -253,11 +273,19 @@ pub async fn run_agent_loop(
     created
 }
 
-fn push_message(messages: &SharedMessages, created: &mut Vec<Message>, emit: &EmitFn, m: Message) {
+async fn push_message(
+    messages: &SharedMessages,
+    created: &mut Vec<Message>,
+    hooks: &dyn RunHooks,
+    emit: &EmitFn,
+    m: Message,
+) -> Message {
     emit(AgentEvent::MessageStart { message: m.clone() });
+    let m = hooks.message_end(m).await;
     lock_messages(messages).push(m.clone());
     created.push(m.clone());
-    emit(AgentEvent::MessageEnd { message: m });
+    emit(AgentEvent::MessageEnd { message: m.clone() });
+    m
 }
 
 /// Streams one assistant response, emitting `message_start` and `message_update`s. The caller

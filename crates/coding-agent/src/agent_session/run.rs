@@ -785,6 +785,15 @@ impl RunHooks for Hooks {
         )
     }
 
+    fn message_end(&self, message: Message) -> futures::future::BoxFuture<'_, Message> {
+        Box::pin(async move {
+            match self.session.extensions().cloned() {
+                Some(ext) => ext.message_end(message).await,
+                None => message,
+            }
+        })
+    }
+
     fn before_next_turn(&self) -> futures::future::BoxFuture<'_, bool> {
         Box::pin(self.session.compact_before_next_turn(&self.cancel))
     }

@@ -208,6 +208,53 @@ impl Extensions {
         }
     }
 
+    /// Runs the `message_end` handlers on a finalized message before pi persists it, sends it
+    /// to the client or puts it in the context (upstream docs/extensions.md "message_start /
+    /// message_update / message_end"): handlers chain (each sees the previous replacement) and
+    /// the host rejects a replacement whose `role` differs (reported as `extension_error`, the
+    /// message so far kept). Returns the message to use; a host that cannot answer, or a reply
+    /// that does not decode as a message, keeps `message` (reported).
+    pub async fn message_end(&self, message: Message) -> Message {
+        if !self.handles("message_end") || self.host.is_dead() {
+            return message;
+        }
+        self.push_state();
+        let id = self.host.next_id();
+        let msg = ToHost::Event {
+            id: Some(id),
+            event: json!({"type": "message_end", "message": message}),
+        };
+        // Waited for as `boundary` is (see there).
+        let reply = match tokio::runtime::Handle::try_current() {
+            Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+                crate::output::block_in_place(|| {
+                    h.block_on(self.host.request(id, &msg, Some(self.hook_timeout)))
+                })
+            }
+            _ => self.host.request(id, &msg, Some(self.hook_timeout)).await,
+        };
+        match reply {
+            Ok(v) => match v.get("message") {
+                Some(m) if !m.is_null() => match serde_json::from_value::<Message>(m.clone()) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        for p in self.handlers_of("message_end") {
+                            self.error(&p, "message_end", &format!("invalid message: {e}"));
+                        }
+                        message
+                    }
+                },
+                _ => message,
+            },
+            Err(e) => {
+                for p in self.handlers_of("message_end") {
+                    self.error(&p, "message_end", &e.to_string());
+                }
+                message
+            }
+        }
+    }
+
     /// The `turnIndex` the next `turn_end` will carry (counted from 0 in each low-level run).
     pub fn turn_index(&self) -> u64 {
         self.shaper.turn_index.load(Ordering::SeqCst)

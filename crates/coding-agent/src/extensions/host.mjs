@@ -771,7 +771,34 @@ async function emitBoundary(base) {
 	return { entries, continue: cont };
 }
 
+// message_end: handlers chain on the finalized message; a returned `message` replaces it for
+// the next handler and for pi, and must keep the role (else reported, the message so far kept).
+// Reply: {message} (the final one, replaced or not).
+async function emitMessageEnd(base) {
+	let message = base.message;
+	for (const ext of extensions) {
+		for (const h of ext.handlers.get("message_end") || []) {
+			try {
+				const r = await h({ ...base, message }, context());
+				// A falsy `message` leaves the message as it is (as upstream 1.6).
+				if (!r || typeof r !== "object" || !r.message) continue;
+				const m = r.message;
+				if (m.role !== message.role) {
+					// Upstream 1.6's error text (an extension_error; the message so far is kept).
+					reportError(ext.path, "message_end", new Error("message_end handlers must return a message with the same role"));
+					continue;
+				}
+				message = m;
+			} catch (e) {
+				reportError(ext.path, "message_end", e);
+			}
+		}
+	}
+	return { message };
+}
+
 const RUN_EVENTS = {
+	message_end: emitMessageEnd,
 	turn_end: emitBoundary,
 	agent_before_settle: emitBoundary,
 	before_agent_start: emitBeforeAgentStart,

@@ -589,7 +589,10 @@ impl Extensions {
                         }
                         // `turn_end` handlers ran at the turn boundary already
                         // (`AgentSession::turn_boundary`); the count still advances.
-                        if handled && t == "turn_end" {
+                        // Likewise `message_end` handlers ran before the message was final
+                        // (`Extensions::message_end`).
+                        if handled && t == "message_end" {
+                        } else if handled && t == "turn_end" {
                             me.shaper.shape(&ev, Value::Null);
                         } else if handled {
                             let awaited = events::AWAITED.contains(&t);

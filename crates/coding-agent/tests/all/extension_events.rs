@@ -672,3 +672,69 @@ fn aborted_run_commits_entries_without_continuing_or_settling_hooks() {
         .any(|v| kind(v) == "entry_appended" && v["entry"]["customType"] == "at-abort"));
     assert_eq!(fake.requests().len(), 1, "{}", agent.dump());
 }
+
+/// `message_end` handlers replace the finalized message (upstream docs/extensions.md
+/// "message_end"): handlers chain, the replacement is what the session file holds, what the
+/// client's `message_end` carries and what the next request sends; a replacement with another
+/// role is rejected (`extension_error`) and the message kept.
+#[test]
+fn message_end_replacements_chain_persist_and_reach_the_model() {
+    let ext = r#"export default function (pi) {
+      pi.on("message_end", (ev) => {
+        if (ev.message.role === "toolResult") return { message: { ...ev.message, content: [{ type: "text", text: "REPLACED-TR" }] } };
+        if (ev.message.role === "user") return { message: { ...ev.message, role: "assistant" } };
+      });
+      pi.on("message_end", (ev) => {
+        if (ev.message.role === "toolResult") return { message: { ...ev.message, content: [{ type: "text", text: ev.message.content[0].text + "+2" }] } };
+      });
+    }"#;
+    let (fake, root) = setup(
+        Script::new([
+            Turn::tool_call("bash", json!({"command": "printf orig%s inal-output"})),
+            Turn::text("two"),
+        ]),
+        DEFAULT_MODEL,
+    );
+    root.write_cwd_file("t.js", ext);
+    let mut agent = root.spawn_with(true, &["-e", "t.js"]);
+    agent.request(json!({"id": "p", "type": "prompt", "message": "hi"}));
+    agent.wait_event("agent_settled");
+    let events = agent.events();
+    let tr_end = events
+        .iter()
+        .find(|v| kind(v) == "message_end" && v["message"]["role"] == "toolResult")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        tr_end["message"]["content"][0]["text"],
+        "REPLACED-TR+2",
+        "{}",
+        agent.dump()
+    );
+    let user_end = events
+        .iter()
+        .find(|v| kind(v) == "message_end" && v["message"]["role"] == "user");
+    assert!(user_end.is_some(), "{}", agent.dump());
+    assert!(
+        events.iter().any(|v| kind(v) == "extension_error"
+            && v["event"] == "message_end"
+            && v["error"] == "message_end handlers must return a message with the same role"),
+        "{}",
+        agent.dump()
+    );
+    let reqs = fake.requests();
+    assert_eq!(reqs.len(), 2, "{}", agent.dump());
+    assert!(reqs[1].body_text().contains("REPLACED-TR+2"));
+    // The real output (`original-output`) appears nowhere in the next request.
+    assert!(!reqs[1].body_text().contains("original-output"));
+    let entries = check_session_file(&root.session_files().pop().unwrap()).unwrap();
+    let tr = entries
+        .iter()
+        .find(|e| e["type"] == "message" && e["message"]["role"] == "toolResult")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(tr["message"]["content"][0]["text"], "REPLACED-TR+2");
+    assert!(entries
+        .iter()
+        .any(|e| e["type"] == "message" && e["message"]["role"] == "user"));
+}
