@@ -907,18 +907,9 @@ fn default_session_name() -> String {
     format!("pi-{ms}")
 }
 
-/// RFC 3986 percent-encoding of everything but the unreserved characters.
-fn percent(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
+/// RFC 3986 percent-encoding of everything but the unreserved characters (the same rule as a
+/// Bedrock path label).
+use super::bedrock_converse_stream::encode_label as percent;
 
 fn form_encode(params: &[(&str, String)]) -> String {
     params

@@ -482,7 +482,7 @@ pub fn resolve_endpoint(model: &Model, env: &AwsEnv) -> BedrockEndpoint {
 }
 
 /// `s` percent-encoded as the AWS SDK encodes a path label: everything but `A–Z a–z 0–9 - _ . ~`.
-fn encode_label(s: &str) -> String {
+pub(crate) fn encode_label(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
