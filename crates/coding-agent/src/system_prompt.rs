@@ -154,7 +154,8 @@ pub struct SystemPromptInput {
 /// One server of the `mcp_servers` section.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct McpServerLine {
-    /// `mcp__<server>`.
+    /// `mcp__<server>` with `-` written as `_`, as in the server's tool names
+    /// ([`crate::mcp::config::namespace`]).
     pub namespace: String,
     /// `codemode` or `tool_search`.
     pub reached_by: &'static str,
@@ -172,20 +173,85 @@ pub fn mcp_servers_section(lines: &[McpServerLine]) -> Option<String> {
         .then(|| format!("<mcp_servers>\n{}\n</mcp_servers>", mcp_servers_text(lines)))
 }
 
+/// Characters (Unicode scalar values) one server's summary may take in the `mcp_servers`
+/// section (upstream 1.6 `extensions/mcp`: 250, what Codex allows for a deferred namespace).
+pub const MAX_MCP_SERVER_SUMMARY_CHARS: usize = 250;
+
+/// Characters the whole `mcp_servers` section text may take (upstream 1.6: 4096). Summaries
+/// shrink to fit; when the server lines alone do not fit, the last servers are left out and
+/// counted in a closing line.
+pub const MAX_MCP_SERVERS_SECTION_CHARS: usize = 4096;
+
+/// `text` cut to `max` characters, the cut marked by `…` (trailing blanks before it dropped).
+fn cut_chars(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    if max <= 1 {
+        return String::new();
+    }
+    let head: String = text.chars().take(max - 1).collect();
+    format!("{}…", head.trim_end())
+}
+
 fn mcp_servers_text(lines: &[McpServerLine]) -> String {
-    let mut out =
+    let mut intro =
         String::from("Your declared tools do not include the tools of these MCP servers.");
     if lines.iter().any(|l| l.reached_by == "codemode") {
-        out.push_str(" Reach the tools of servers marked `codemode` from codemode scripts.");
+        intro.push_str(" Reach the tools of servers marked `codemode` from codemode scripts.");
     }
     if lines.iter().any(|l| l.reached_by == "tool_search") {
-        out.push_str(" Load the tools of servers marked `tool_search` with `tool_search` first.");
+        intro.push_str(" Load the tools of servers marked `tool_search` with `tool_search` first.");
     }
-    for l in lines {
-        out.push_str(&format!("\n- {} ({})", l.namespace, l.reached_by));
-        if let Some(s) = l.summary.as_deref().filter(|s| !s.trim().is_empty()) {
-            out.push_str(&format!(": {}", s.trim()));
+    let heads: Vec<String> = lines
+        .iter()
+        .map(|l| format!("- {} ({})", l.namespace, l.reached_by))
+        .collect();
+    let omitted = |n: usize| match n {
+        0 => None,
+        1 => Some("- … and 1 more server (search its tools with searchTools())".to_string()),
+        n => Some(format!(
+            "- … and {n} more servers (search their tools with searchTools())"
+        )),
+    };
+    // Characters of the intro, the first `kept` head lines and the omission line, newlines
+    // between them included.
+    let size = |kept: usize| {
+        let parts = std::iter::once(intro.chars().count())
+            .chain(heads[..kept].iter().map(|h| h.chars().count()))
+            .chain(omitted(lines.len() - kept).map(|o| o.chars().count()));
+        let (chars, count) = parts.fold((0, 0), |(c, n), len| (c + len, n + 1));
+        chars + count - 1
+    };
+    let mut kept = lines.len();
+    while kept > 0 && size(kept) > MAX_MCP_SERVERS_SECTION_CHARS {
+        kept -= 1;
+    }
+    // Each summary also takes a ": " separator.
+    let per_server = match kept {
+        0 => 0,
+        _ => ((MAX_MCP_SERVERS_SECTION_CHARS.saturating_sub(size(kept))) / kept)
+            .saturating_sub(2)
+            .min(MAX_MCP_SERVER_SUMMARY_CHARS),
+    };
+    let mut out = intro.clone();
+    for (l, head) in lines.iter().zip(&heads).take(kept) {
+        out.push('\n');
+        out.push_str(head);
+        let summary = l.summary.as_deref().map(str::trim).unwrap_or("");
+        let summary = if per_server > 0 {
+            cut_chars(summary, per_server)
+        } else {
+            String::new()
+        };
+        if !summary.is_empty() {
+            out.push_str(": ");
+            out.push_str(&summary);
         }
+    }
+    if let Some(o) = omitted(lines.len() - kept) {
+        out.push('\n');
+        out.push_str(&o);
     }
     out
 }
@@ -422,4 +488,52 @@ pub fn build_system_message(input: &SystemPromptInput) -> (SystemMessage, String
     };
     let text = system_message_text(&msg);
     (msg, text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(i: usize) -> McpServerLine {
+        McpServerLine {
+            namespace: format!("mcp__server_with_a_long_name_{i:03}"),
+            reached_by: "codemode",
+            summary: Some("A server that does things.".into()),
+        }
+    }
+
+    /// Too many servers for 4096 characters: the last ones are counted in a closing line, and
+    /// the summaries (no room left for them) are dropped; the text stays within the limit.
+    #[test]
+    fn the_mcp_servers_section_leaves_out_what_does_not_fit() {
+        let lines: Vec<McpServerLine> = (0..200).map(line).collect();
+        let text = mcp_servers_text(&lines);
+        assert!(
+            text.chars().count() <= MAX_MCP_SERVERS_SECTION_CHARS,
+            "{text}"
+        );
+        let listed = text.lines().filter(|l| l.starts_with("- mcp__")).count();
+        assert!(listed > 0 && listed < 200, "{listed}");
+        let last = text.lines().last().unwrap_or_default();
+        assert_eq!(
+            last,
+            format!(
+                "- … and {} more servers (search their tools with searchTools())",
+                200 - listed
+            )
+        );
+        assert!(!text.contains("does things"), "{text}");
+    }
+
+    /// A few servers keep their summaries whole.
+    #[test]
+    fn a_short_mcp_servers_section_keeps_every_summary() {
+        let text = mcp_servers_text(&[line(1), line(2)]);
+        assert_eq!(
+            text.lines()
+                .filter(|l| l.ends_with(": A server that does things."))
+                .count(),
+            2
+        );
+    }
 }

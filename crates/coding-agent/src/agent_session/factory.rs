@@ -238,7 +238,7 @@ impl McpSection {
                 Some((
                     s.cfg.name.clone(),
                     McpServerLine {
-                        namespace: format!("mcp__{}", s.cfg.name),
+                        namespace: crate::mcp::config::namespace(&s.cfg.name),
                         reached_by,
                         summary,
                     },

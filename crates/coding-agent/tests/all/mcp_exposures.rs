@@ -183,6 +183,37 @@ fn codemode_is_the_default_exposure_and_matches_the_upstream_recording() {
         .all(|t| !t.starts_with("mcp__")));
 }
 
+/// The `<mcp_servers>` lines follow upstream 1.6's rules (`extensions/mcp/index.js`): servers
+/// sorted by name, the namespace written as in the tool names (`-` → `_`), and a summary cut
+/// to 250 characters, the cut marked by `…`.
+#[test]
+fn mcp_servers_lines_use_the_tool_namespace_and_cut_long_summaries() {
+    let long = format!("Tools for the dev box. {}", "word ".repeat(100));
+    let (fake, root) = setup(Script::new([Turn::text("done")]), DEFAULT_MODEL);
+    write_mcp(
+        &root,
+        json!({
+            "dev-box": {"command": fake_mcp(), "description": long},
+            "alpha": {"command": fake_mcp(), "exposure": "deferred", "description": "Alpha\nsecond line"}
+        }),
+    );
+    let mut agent = root.spawn();
+    prompt(&mut agent, "go");
+    let system = system_text(&request(&fake, 0));
+    let servers: Vec<String> = section_lines(&system, "mcp_servers")
+        .into_iter()
+        .filter(|l| l.starts_with("- "))
+        .collect();
+    let cut: String = long.chars().take(249).collect();
+    assert_eq!(
+        servers,
+        vec![
+            "- mcp__alpha (tool_search): Alpha".to_string(),
+            format!("- mcp__dev_box (codemode): {}…", cut.trim_end()),
+        ]
+    );
+}
+
 /// `deferred`: only `tool_search` is declared at first; a search loads the match, which is
 /// declared from the next LLM call on and called directly — as upstream's recording.
 #[test]
