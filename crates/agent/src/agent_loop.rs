@@ -142,18 +142,26 @@ pub enum BeforeToolCall {
 /// error inside a hook should come back as [`BeforeToolCall::Block`].
 #[async_trait::async_trait]
 pub trait ToolCallHooks: Send + Sync {
-    /// Called after validation, before execution, in call order.
-    async fn before_tool_call(&self, call: &ToolCall, args: Value) -> BeforeToolCall;
+    /// Called after validation, before execution, in call order. `parent` is the id of the
+    /// tool call that made this call while it ran ([`crate::NestedCalls`]); `None` for a call
+    /// of the model.
+    async fn before_tool_call(
+        &self,
+        call: &ToolCall,
+        args: Value,
+        parent: Option<&str>,
+    ) -> BeforeToolCall;
     /// Called with the finished result (`is_error` as the loop computed it); returns the result
-    /// and error flag to use. The default keeps them.
+    /// and error flag to use. The default keeps them. `parent` as for `before_tool_call`.
     async fn after_tool_call(
         &self,
         call: &ToolCall,
         args: &Value,
         output: ToolOutput,
         is_error: bool,
+        parent: Option<&str>,
     ) -> (ToolOutput, bool) {
-        let _ = (call, args);
+        let _ = (call, args, parent);
         (output, is_error)
     }
 }
@@ -398,6 +406,7 @@ fn tool_result(
     output: &ToolOutput,
     is_error: bool,
     duration_ms: Option<u64>,
+    nested_calls: Option<pi_ai::NestedToolCalls>,
 ) -> ToolResultMessage {
     ToolResultMessage {
         tool_call_id: call.id.clone(),
@@ -406,6 +415,7 @@ fn tool_result(
         details: output.details.clone(),
         is_error,
         duration_ms,
+        nested_calls,
         timestamp: now_ms(),
         extra: Default::default(),
     }
@@ -420,6 +430,7 @@ fn refuse_truncated_calls(calls: &[ToolCall], emit: &EmitFn) -> Vec<ToolResultMe
                 tool_call_id: call.id.clone(),
                 tool_name: call.name.clone(),
                 args: call.arguments.clone(),
+                parent_tool_call_id: None,
             });
             emit(AgentEvent::ToolExecutionEnd {
                 tool_call_id: call.id.clone(),
@@ -427,8 +438,9 @@ fn refuse_truncated_calls(calls: &[ToolCall], emit: &EmitFn) -> Vec<ToolResultMe
                 result: out.clone(),
                 is_error: true,
                 duration_ms: None,
+                parent_tool_call_id: None,
             });
-            tool_result(call, &out, true, None)
+            tool_result(call, &out, true, None, None)
         })
         .collect()
 }
@@ -495,6 +507,7 @@ async fn execute_tool_calls(
             tool_call_id: call.id.clone(),
             tool_name: call.name.clone(),
             args: call.arguments.clone(),
+            parent_tool_call_id: None,
         });
         let prepared = match tools
             .iter()
@@ -518,13 +531,15 @@ async fn execute_tool_calls(
             }
         };
         let prepared = match (prepared, &call_hooks) {
-            (Prepared::Ready(tool, args), Some(h)) => match h.before_tool_call(call, args).await {
-                BeforeToolCall::Proceed(args) => Prepared::Ready(tool, args),
-                BeforeToolCall::Block(reason) if reason.is_empty() => {
-                    Prepared::Failed(ToolError::Failed("Tool execution was blocked".into()))
+            (Prepared::Ready(tool, args), Some(h)) => {
+                match h.before_tool_call(call, args, None).await {
+                    BeforeToolCall::Proceed(args) => Prepared::Ready(tool, args),
+                    BeforeToolCall::Block(reason) if reason.is_empty() => {
+                        Prepared::Failed(ToolError::Failed("Tool execution was blocked".into()))
+                    }
+                    BeforeToolCall::Block(reason) => Prepared::Failed(ToolError::Failed(reason)),
                 }
-                BeforeToolCall::Block(reason) => Prepared::Failed(ToolError::Failed(reason)),
-            },
+            }
             (p, _) => p,
         };
         match prepared {
@@ -536,13 +551,15 @@ async fn execute_tool_calls(
                     result: out.clone(),
                     is_error: true,
                     duration_ms: None,
+                    parent_tool_call_id: None,
                 });
-                outcomes[idx] = Some(tool_result(call, &out, true, None));
+                outcomes[idx] = Some(tool_result(call, &out, true, None, None));
             }
             Prepared::Ready(tool, args) => {
                 let emit_u = emit.clone();
                 let (id, name, raw_args) =
                     (call.id.clone(), call.name.clone(), call.arguments.clone());
+                let nested = crate::NestedCalls::new(call.id.clone(), Some(emit.clone()));
                 let ctx = ToolContext {
                     call_id: call.id.clone(),
                     cancel: cancel.clone(),
@@ -552,8 +569,10 @@ async fn execute_tool_calls(
                             tool_name: name.clone(),
                             args: raw_args.clone(),
                             partial_result: partial,
+                            parent_tool_call_id: None,
                         })
                     }),
+                    nested: nested.clone(),
                 };
                 let call_hooks = call_hooks.clone();
                 running.push(async move {
@@ -562,15 +581,17 @@ async fn execute_tool_calls(
                         None => output_of(execute_guarded(tool, ctx, args).await),
                         Some(h) => {
                             let res = output_of(execute_guarded(tool, ctx, args.clone()).await);
-                            h.after_tool_call(&calls[idx], &args, res.0, res.1).await
+                            h.after_tool_call(&calls[idx], &args, res.0, res.1, None)
+                                .await
                         }
                     };
-                    (idx, out, is_error, start.elapsed().as_millis() as u64)
+                    let duration = start.elapsed().as_millis() as u64;
+                    (idx, out, is_error, duration, nested.record())
                 });
             }
         }
     }
-    while let Some((idx, out, is_error, duration)) = running.next().await {
+    while let Some((idx, out, is_error, duration, nested)) = running.next().await {
         let call = &calls[idx];
         emit(AgentEvent::ToolExecutionEnd {
             tool_call_id: call.id.clone(),
@@ -578,8 +599,9 @@ async fn execute_tool_calls(
             result: out.clone(),
             is_error,
             duration_ms: Some(duration),
+            parent_tool_call_id: None,
         });
-        outcomes[idx] = Some(tool_result(call, &out, is_error, Some(duration)));
+        outcomes[idx] = Some(tool_result(call, &out, is_error, Some(duration), nested));
     }
     outcomes.into_iter().flatten().collect()
 }

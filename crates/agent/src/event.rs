@@ -37,6 +37,9 @@ pub enum AgentEvent {
         tool_name: String,
         /// The tool call's `arguments` object.
         args: Value,
+        /// Wire `parentToolCallId`: for a call another tool made while it ran (a codemode
+        /// script's call; [`crate::NestedCalls`]), that tool's call id; `None` = absent.
+        parent_tool_call_id: Option<String>,
     },
     /// `tool_execution_update {toolCallId, toolName, args, partialResult}`.
     ToolExecutionUpdate {
@@ -48,6 +51,9 @@ pub enum AgentEvent {
         args: Value,
         /// Wire `partialResult`: the output accumulated so far, not a delta.
         partial_result: ToolOutput,
+        /// Wire `parentToolCallId`: for a call another tool made while it ran (a codemode
+        /// script's call; [`crate::NestedCalls`]), that tool's call id; `None` = absent.
+        parent_tool_call_id: Option<String>,
     },
     /// `tool_execution_end {toolCallId, toolName, result, isError, durationMs?}`; `durationMs`
     /// (ms) is absent for calls that failed before running (unknown tool, invalid arguments).
@@ -62,6 +68,9 @@ pub enum AgentEvent {
         is_error: bool,
         /// Wire `durationMs`: execution time in ms; `None` = absent (never ran).
         duration_ms: Option<u64>,
+        /// Wire `parentToolCallId`: for a call another tool made while it ran (a codemode
+        /// script's call; [`crate::NestedCalls`]), that tool's call id; `None` = absent.
+        parent_tool_call_id: Option<String>,
     },
     /// `turn_end {message, toolResults}`.
     TurnEnd {

@@ -5,9 +5,11 @@
 
 pub mod agent_loop;
 pub mod event;
+pub mod nested;
 pub mod tool;
 pub mod validate;
 
 pub use agent_loop::*;
 pub use event::*;
+pub use nested::{NestedCall, NestedCalls};
 pub use tool::*;

@@ -103,6 +103,9 @@ pub struct ToolContext {
     pub cancel: CancellationToken,
     /// Partial-result sink.
     pub on_update: UpdateFn,
+    /// The calls this tool makes to other tools itself (codemode scripts): their ids, events
+    /// and the record that becomes the result's `nestedCalls`.
+    pub nested: crate::NestedCalls,
 }
 
 /// A tool the model can call.

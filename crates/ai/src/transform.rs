@@ -192,6 +192,7 @@ fn flush_orphans(
                 details: None,
                 is_error: true,
                 duration_ms: None,
+                nested_calls: None,
                 timestamp: crate::types::now_ms(),
                 extra: Default::default(),
             }));
@@ -292,6 +293,7 @@ mod tests {
                 details: None,
                 is_error: false,
                 duration_ms: None,
+                nested_calls: None,
                 timestamp: 0,
                 extra: Default::default(),
             }),

@@ -452,12 +452,70 @@ pub struct ToolResultMessage {
     /// Wire `durationMs`: execution time in ms (upstream 1.6, notes §11); `None` = absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,
+    /// Wire `nestedCalls`: the calls this tool made to other tools while it ran (a codemode
+    /// script's calls); `None` = it made none (upstream 1.6 docs/message-types.md
+    /// "ToolResultMessage").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nested_calls: Option<NestedToolCalls>,
     /// Ms since the Unix epoch.
     pub timestamp: i64,
     /// Unknown keys, kept verbatim and written after the known ones (upstream keeps every
     /// field of a persisted message); empty for anything pi creates.
     #[serde(flatten)]
     pub extra: Extra,
+}
+
+/// Wire `nestedCalls` of a tool result: a bounded record of the calls the tool made to other
+/// tools (never their results). Limits ([`NestedToolCalls::MAX_CALLS`] calls,
+/// [`NestedToolCalls::MAX_ARGUMENT_BYTES_PER_CALL`] / [`NestedToolCalls::MAX_ARGUMENT_BYTES_TOTAL`]
+/// bytes of arguments, [`NestedToolCalls::MAX_ERROR_CHARS`] characters of error) are upstream
+/// 1.6's (docs/extensions.md "Calling Other Tools"); `complete: false` marks a record that lost
+/// something to them or holds a call that never finished.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct NestedToolCalls {
+    /// The calls in start order.
+    pub calls: Vec<NestedToolCallRecord>,
+    /// Whether every call is recorded whole and finished.
+    pub complete: bool,
+}
+
+impl NestedToolCalls {
+    /// Calls kept in a record; later ones are dropped.
+    pub const MAX_CALLS: usize = 256;
+    /// Bytes of one call's JSON arguments above which they are left out (`argumentsBytes`).
+    pub const MAX_ARGUMENT_BYTES_PER_CALL: usize = 8 * 1024;
+    /// Bytes of arguments one record keeps in all.
+    pub const MAX_ARGUMENT_BYTES_TOTAL: usize = 32 * 1024;
+    /// Characters of a failed call's error text kept.
+    pub const MAX_ERROR_CHARS: usize = 500;
+}
+
+/// One call of [`NestedToolCalls`].
+///
+/// Every field reads as its default when missing, so a hand-written or foreign record never
+/// makes its message unreadable.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct NestedToolCallRecord {
+    /// The call's id, `<calling tool call id>/<n>` (n from 1).
+    pub id: String,
+    /// The tool called.
+    pub name: String,
+    /// The call's arguments; `None` when they were over the limits (see `arguments_bytes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<Value>,
+    /// Wire `argumentsBytes`: the size in bytes of arguments left out; `None` = kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments_bytes: Option<u64>,
+    /// `ok`, `error` or `unfinished` (kept as written, so a foreign value survives a rewrite).
+    pub status: String,
+    /// Wire `durationMs`: how long the call ran, in ms; `None` while unfinished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    /// The error text of a failed call, cut to [`NestedToolCalls::MAX_ERROR_CHARS`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// Output of an RPC `bash` command (spec §4.5).

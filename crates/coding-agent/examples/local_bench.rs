@@ -284,6 +284,7 @@ mod bench {
                     details: None,
                     is_error: false,
                     duration_ms: None,
+                    nested_calls: None,
                     timestamp: answer.timestamp,
                     extra: Default::default(),
                 }));

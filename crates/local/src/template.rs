@@ -378,6 +378,7 @@ mod tests {
             details: None,
             is_error: false,
             duration_ms: None,
+            nested_calls: None,
             timestamp: 0,
             extra: Default::default(),
         };

@@ -308,6 +308,7 @@ async fn tool_use_stream_and_tool_result_request() {
             details: None,
             is_error: false,
             duration_ms: None,
+            nested_calls: None,
             timestamp: 0,
             extra: Default::default(),
         }));

@@ -287,6 +287,7 @@ async fn thinking_level_map_and_tool_history() {
                 details: None,
                 is_error: false,
                 duration_ms: None,
+                nested_calls: None,
                 timestamp: 0,
                 extra: Default::default(),
             }),

@@ -329,7 +329,7 @@ fn own_entry(t: &Arc<dyn AgentTool>) -> Entry {
 pub fn mcp_entries(m: &Arc<McpManager>, exposures: &[Exposure]) -> Vec<Entry> {
     let mut out = Vec::new();
     for slot in m.servers() {
-        let ns = format!("mcp__{}", slot.cfg.name);
+        let ns = crate::mcp::config::namespace(&slot.cfg.name);
         let ns_desc = slot.cfg.description.clone().or_else(|| {
             slot.instructions()
                 .and_then(|i| i.lines().next().map(str::to_string))
@@ -456,7 +456,8 @@ fn workers() -> &'static Arc<tokio::sync::Semaphore> {
 struct ScriptHost {
     handle: tokio::runtime::Handle,
     entries: Vec<Entry>,
-    parent: String,
+    /// The codemode call's nested calls: ids `<codemode call id>/<n>`, their events and record.
+    nested: pi_agent::NestedCalls,
     cancel: tokio_util::sync::CancellationToken,
     deadline: Option<Instant>,
     calls: parking_lot::Mutex<Vec<Value>>,
@@ -483,90 +484,46 @@ fn script_value(returns: Returns, out: &ToolOutput) -> Result<Value, String> {
     Ok(Value::String(text))
 }
 
+/// How one call of a script ended, before it is reported.
+enum CallOutcome {
+    /// Refused before it ran (invalid arguments, or a `tool_call` handler blocked it).
+    Refused(String),
+    /// Stopped by abort or the script's deadline.
+    Aborted,
+    /// The tool ran; its (possibly hook-changed) output.
+    Ran(ToolOutput),
+}
+
 impl sandbox::Host for ScriptHost {
     fn call_tool(&self, name: &str, args: Value) -> Result<Value, String> {
         let Some(entry) = self.entries.iter().find(|e| e.name == name) else {
             return Err(format!("Tool {name} not found"));
         };
-        let n = self.calls.lock().len() + 1;
-        let id = format!("{}/{n}", self.parent);
         let args_text = args.to_string();
         let started = Instant::now();
-        let args = entry.tool.prepare_arguments(args);
-        let result: Result<Value, String> =
-            match pi_agent::validate::validate_tool_arguments(name, &entry.parameters, &args) {
-                Err(e) => Err(e),
-                Ok(args) => match self.before_call(&id, name, args) {
-                    Err(reason) => Err(reason),
-                    Ok((call, args)) => {
-                        let ctx = ToolContext {
-                            call_id: id.clone(),
-                            cancel: self.cancel.child_token(),
-                            on_update: Arc::new(|_| {}),
-                        };
-                        let deadline = self.deadline;
-                        let cancel = self.cancel.clone();
-                        let fut = entry.tool.execute(ctx, args.clone());
-                        let hooks = self.hooks.clone();
-                        let out = self.handle.block_on(async move {
-                            let until = async {
-                                match deadline {
-                                    Some(d) => tokio::time::sleep_until(d.into()).await,
-                                    None => std::future::pending().await,
-                                }
-                            };
-                            let r = tokio::select! {
-                                r = fut => r,
-                                _ = cancel.cancelled() => return None,
-                                _ = until => return None,
-                            };
-                            let Some(hooks) = hooks.filter(|_| call.is_some()) else {
-                                return Some(r);
-                            };
-                            let Some(call) = call else {
-                                return Some(r);
-                            };
-                            // `tool_result` handlers see (and may change) the result.
-                            let (output, is_error) = match r {
-                                Ok(o) => {
-                                    let e = o.is_error == Some(true);
-                                    (o, e)
-                                }
-                                Err(e) => (ToolOutput::error(e.to_string()), true),
-                            };
-                            let (mut o, is_error) =
-                                hooks.after_tool_call(&call, &args, output, is_error).await;
-                            o.is_error = is_error.then_some(true);
-                            Some(Ok(o))
-                        });
-                        match out {
-                            None => Err("Operation aborted".into()),
-                            Some(Err(e)) => Err(e.to_string()),
-                            Some(Ok(o)) => {
-                                let v = script_value(entry.returns, &o);
-                                if o.is_error == Some(true) {
-                                    let text = o
-                                        .content
-                                        .iter()
-                                        .filter_map(Content::as_text)
-                                        .collect::<Vec<_>>()
-                                        .join("\n");
-                                    self.record(&id, name, &args_text, started, Some(&text));
-                                    return v;
-                                }
-                                v
-                            }
-                        }
-                    }
-                },
-            };
-        self.record(
-            &id,
-            name,
-            &args_text,
-            started,
-            result.as_ref().err().map(String::as_str),
-        );
+        let call = self.nested.start(name, &args);
+        let id = call.id.clone();
+        let (result, output, is_error, ran) = match self.run_call(entry, &call, args) {
+            CallOutcome::Refused(text) => (Err(text.clone()), ToolOutput::error(text), true, false),
+            CallOutcome::Aborted => {
+                let text = "Operation aborted".to_string();
+                (Err(text.clone()), ToolOutput::error(text), true, true)
+            }
+            CallOutcome::Ran(o) => {
+                let is_error = o.is_error == Some(true);
+                (script_value(entry.returns, &o), o, is_error, true)
+            }
+        };
+        let error_text = is_error.then(|| {
+            output
+                .content
+                .iter()
+                .filter_map(Content::as_text)
+                .collect::<Vec<_>>()
+                .join("\n")
+        });
+        self.record(&id, name, &args_text, started, error_text.as_deref());
+        self.nested.finish(call, &output, is_error, ran);
         result
     }
 
@@ -608,10 +565,10 @@ impl sandbox::Host for ScriptHost {
     fn describe_namespace(&self, name: &str) -> Option<Value> {
         let m = self.mcp.as_ref()?;
         let slot = m.servers().iter().find(|s| {
-            let ns = format!("mcp__{}", s.cfg.name);
+            let ns = crate::mcp::config::namespace(&s.cfg.name);
             namespace_matches(&ns, &s.cfg.name, name)
         })?;
-        let ns = format!("mcp__{}", slot.cfg.name);
+        let ns = crate::mcp::config::namespace(&slot.cfg.name);
         let tools: Vec<&str> = self
             .entries
             .iter()
@@ -635,6 +592,65 @@ impl sandbox::Host for ScriptHost {
 }
 
 impl ScriptHost {
+    /// Validates, gates (the `tool_call` / `tool_result` hooks, with the codemode call as
+    /// `parentToolCallId`) and runs one call of the script, until done, aborted or past the
+    /// script's deadline.
+    fn run_call(&self, entry: &Entry, call: &pi_agent::NestedCall, args: Value) -> CallOutcome {
+        let (id, name) = (call.id.as_str(), entry.name.as_str());
+        let args = entry.tool.prepare_arguments(args);
+        let args = match pi_agent::validate::validate_tool_arguments(name, &entry.parameters, &args)
+        {
+            Ok(args) => args,
+            Err(e) => return CallOutcome::Refused(e),
+        };
+        let (hooked, args) = match self.before_call(id, name, args) {
+            Ok(gated) => gated,
+            Err(reason) => return CallOutcome::Refused(reason),
+        };
+        let ctx = ToolContext {
+            call_id: id.to_string(),
+            cancel: self.cancel.child_token(),
+            on_update: self.nested.updater(call),
+            // Calls made by a script's tools are not recorded (no built-in tool makes any).
+            nested: pi_agent::NestedCalls::new(id, None),
+        };
+        let deadline = self.deadline;
+        let cancel = self.cancel.clone();
+        let fut = entry.tool.execute(ctx, args.clone());
+        let hooks = self.hooks.clone();
+        let parent = self.nested.parent().to_string();
+        self.handle.block_on(async move {
+            let until = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(d.into()).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let r = tokio::select! {
+                r = fut => r,
+                _ = cancel.cancelled() => return CallOutcome::Aborted,
+                _ = until => return CallOutcome::Aborted,
+            };
+            let (mut output, is_error) = match r {
+                Ok(o) => {
+                    let e = o.is_error == Some(true);
+                    (o, e)
+                }
+                Err(e) => (ToolOutput::error(e.to_string()), true),
+            };
+            let (Some(hooks), Some(call)) = (hooks, hooked) else {
+                output.is_error = is_error.then_some(true);
+                return CallOutcome::Ran(output);
+            };
+            // `tool_result` handlers see (and may change) the result.
+            let (mut o, is_error) = hooks
+                .after_tool_call(&call, &args, output, is_error, Some(&parent))
+                .await;
+            o.is_error = is_error.then_some(true);
+            CallOutcome::Ran(o)
+        })
+    }
+
     /// The `tool_call` hooks for the script's call `id`: `Ok((the call the hooks saw, possibly
     /// changed arguments))`, `(None, args)` without hooks, or `Err(reason)` when a handler
     /// blocked it (a handler that failed or a dead host blocks too: extensions fail closed).
@@ -654,7 +670,11 @@ impl ScriptHost {
             thought_signature: None,
             extra: Default::default(),
         };
-        match self.handle.block_on(hooks.before_tool_call(&call, args)) {
+        let parent = Some(self.nested.parent());
+        match self
+            .handle
+            .block_on(hooks.before_tool_call(&call, args, parent))
+        {
             pi_agent::BeforeToolCall::Proceed(args) => Ok((Some(call), args)),
             pi_agent::BeforeToolCall::Block(reason) if reason.is_empty() => {
                 Err("Tool execution was blocked".into())
@@ -853,7 +873,7 @@ impl AgentTool for CodemodeTool {
         let host = Arc::new(ScriptHost {
             handle: tokio::runtime::Handle::current(),
             entries,
-            parent: ctx.call_id.clone(),
+            nested: ctx.nested.clone(),
             cancel: ctx.cancel.clone(),
             deadline,
             calls: Default::default(),

@@ -617,20 +617,26 @@ impl Extensions {
 
 #[async_trait::async_trait]
 impl ToolCallHooks for Extensions {
-    async fn before_tool_call(&self, call: &ToolCall, args: Value) -> BeforeToolCall {
+    async fn before_tool_call(
+        &self,
+        call: &ToolCall,
+        args: Value,
+        parent: Option<&str>,
+    ) -> BeforeToolCall {
         if !self.handles("tool_call") {
             return BeforeToolCall::Proceed(args);
         }
         let id = self.host.next_id();
-        let msg = ToHost::ToolCall {
-            id,
-            event: json!({
-                "type": "tool_call",
-                "toolCallId": call.id,
-                "toolName": call.name,
-                "input": args,
-            }),
-        };
+        let mut event = json!({
+            "type": "tool_call",
+            "toolName": call.name,
+            "toolCallId": call.id,
+        });
+        if let Some(p) = parent {
+            event["parentToolCallId"] = json!(p);
+        }
+        event["input"] = args.clone();
+        let msg = ToHost::ToolCall { id, event };
         let started = std::time::Instant::now();
         let reply = self.host.request(id, &msg, Some(self.hook_timeout)).await;
         // Read by bench/extension_hooks.py (PI_LOG=pi_coding_agent::extensions=debug).
@@ -667,23 +673,28 @@ impl ToolCallHooks for Extensions {
         args: &Value,
         output: ToolOutput,
         is_error: bool,
+        parent: Option<&str>,
     ) -> (ToolOutput, bool) {
         if !self.handles("tool_result") || self.host.is_dead() {
             return (output, is_error);
         }
         let id = self.host.next_id();
-        let msg = ToHost::ToolResult {
-            id,
-            event: json!({
-                "type": "tool_result",
-                "toolCallId": call.id,
-                "toolName": call.name,
-                "input": args,
-                "content": output.content,
-                "details": output.details,
-                "isError": is_error,
-            }),
-        };
+        let mut event = json!({
+            "type": "tool_result",
+            "toolName": call.name,
+            "toolCallId": call.id,
+        });
+        if let Some(p) = parent {
+            event["parentToolCallId"] = json!(p);
+        }
+        event["input"] = args.clone();
+        event["content"] = json!(output.content);
+        event["details"] = json!(output.details);
+        if let Some(sc) = &output.structured_content {
+            event["structuredContent"] = sc.clone();
+        }
+        event["isError"] = json!(is_error);
+        let msg = ToHost::ToolResult { id, event };
         match self.host.request(id, &msg, Some(self.hook_timeout)).await {
             Ok(Value::Null) => (output, is_error),
             Ok(v) => {

@@ -853,14 +853,17 @@ fn upstream_todo_example() {
 }
 
 /// A `tool_call` gate also sees the calls a `codemode` script makes (upstream runs nested calls
-/// through the same hooks): a blocked `bash` call rejects in the script with the reason and
-/// never runs, and a `tool_result` handler changes what the script gets back.
+/// through the same hooks, with `parentToolCallId`): a blocked `bash` call rejects in the
+/// script with the reason and never runs, and a `tool_result` handler changes what the script
+/// gets back. The nested calls' `tool_execution_*` events carry `parentToolCallId` and the ids
+/// `<codemode call>/<n>`, and the codemode result message records them in `nestedCalls`
+/// (upstream 1.6 docs/extensions.md "Calling Other Tools").
 #[test]
 fn gates_see_the_calls_of_codemode_scripts() {
     let ext = r#"export default function (pi) {
       pi.on("tool_call", (event) => {
         if (event.toolName === "bash" && /touch/.test(event.input.command)) {
-          return { block: true, reason: "no touching " + event.toolCallId.includes("/") };
+          return { block: true, reason: "no touching " + event.toolCallId.includes("/") + " " + event.parentToolCallId };
         }
       });
       pi.on("tool_result", (event) => {
@@ -881,7 +884,31 @@ fn gates_see_the_calls_of_codemode_scripts() {
     let mut agent = root.spawn_with(false, &["-e", "gate.js"]);
     agent.send(json!({"id": "p", "type": "prompt", "message": "go"}));
     agent.wait_event("agent_settled");
-    let end = tool_end(&agent);
+    let events = agent.events();
+    let of = |t: &str| -> Vec<Value> { events.iter().filter(|v| kind(v) == t).cloned().collect() };
+    let (starts, ends) = (of("tool_execution_start"), of("tool_execution_end"));
+    let parent = starts[0]["toolCallId"].as_str().unwrap().to_string();
+    assert_eq!(starts[0]["toolName"], "codemode", "{}", agent.dump());
+    assert!(starts[0].get("parentToolCallId").is_none());
+    let nested = |v: &Value| {
+        (
+            v["toolCallId"].clone(),
+            v["toolName"].clone(),
+            v["parentToolCallId"].clone(),
+        )
+    };
+    let want = vec![
+        (json!(format!("{parent}/1")), json!("bash"), json!(parent)),
+        (json!(format!("{parent}/2")), json!("read"), json!(parent)),
+    ];
+    assert_eq!(starts[1..].iter().map(nested).collect::<Vec<_>>(), want);
+    assert_eq!(ends[..2].iter().map(nested).collect::<Vec<_>>(), want);
+    // The blocked call never ran: no duration, as for a call the loop refuses.
+    assert_eq!(ends[0]["isError"], true);
+    assert!(ends[0].get("durationMs").is_none(), "{}", ends[0]);
+    assert_eq!(ends[1]["isError"], false);
+    assert!(ends[1]["durationMs"].is_u64(), "{}", ends[1]);
+    let end = &ends[2];
     assert_eq!(end["toolName"], "codemode", "{}", agent.dump());
     let text: String = end["result"]["content"]
         .as_array()
@@ -890,7 +917,41 @@ fn gates_see_the_calls_of_codemode_scripts() {
         .filter_map(|c| c["text"].as_str())
         .collect::<Vec<_>>()
         .join("\n");
-    assert!(text.contains("no touching true | redacted"), "{text}");
+    assert!(
+        text.contains(&format!("no touching true {parent} | redacted")),
+        "{text}"
+    );
+    let result_message = of("message_end")
+        .into_iter()
+        .find(|v| v["message"]["role"] == "toolResult")
+        .unwrap();
+    let message: pi_ai::ToolResultMessage =
+        serde_json::from_value(result_message["message"].clone()).unwrap();
+    let record = message
+        .nested_calls
+        .expect("nestedCalls on the codemode result");
+    assert!(record.complete);
+    let calls: Vec<Value> = record
+        .calls
+        .iter()
+        .map(|c| {
+            json!([
+                c.id,
+                c.name,
+                c.arguments,
+                c.status,
+                c.error,
+                c.duration_ms.is_some()
+            ])
+        })
+        .collect();
+    assert_eq!(
+        calls,
+        vec![
+            json!([format!("{parent}/1"), "bash", {"command": "touch ran.txt"}, "error", format!("no touching true {parent}"), true]),
+            json!([format!("{parent}/2"), "read", {"path": "secret.txt"}, "ok", null, true]),
+        ]
+    );
     assert!(!text.contains("the secret"), "{text}");
     assert!(
         !root.cwd.join("ran.txt").exists(),

@@ -19,6 +19,7 @@ pub fn ctx_with(cancel: CancellationToken) -> (ToolContext, Arc<Mutex<Vec<ToolOu
         call_id: "call_1".into(),
         cancel,
         on_update: Arc::new(move |o| sink.lock().unwrap().push(o)),
+        nested: pi_agent::NestedCalls::new("call_1", None),
     };
     (ctx, updates)
 }

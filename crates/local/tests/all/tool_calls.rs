@@ -253,6 +253,7 @@ async fn auto_tool_choice_ends_cleanly_and_follow_up_renders() {
             details: None,
             is_error: false,
             duration_ms: None,
+            nested_calls: None,
             timestamp: 0,
             extra: Default::default(),
         }));

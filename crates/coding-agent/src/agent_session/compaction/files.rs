@@ -17,27 +17,42 @@ pub struct FileOps {
 }
 
 impl FileOps {
-    /// Adds the `read`/`write`/`edit` tool calls of an assistant message whose
-    /// `arguments.path` is a non-empty string; other messages add nothing.
+    /// Adds the `read`/`write`/`edit` tool calls whose `arguments.path` is a non-empty
+    /// string: those of an assistant message, and those a tool result's `nestedCalls` records
+    /// (a codemode script's calls; upstream 1.6 `extractFileOpsFromMessage`); other messages
+    /// add nothing.
     pub fn add_message(&mut self, message: &Message) {
-        let Message::Assistant(a) = message else {
+        match message {
+            Message::Assistant(a) => {
+                for call in a.tool_calls() {
+                    self.add_call(&call.name, &call.arguments);
+                }
+            }
+            Message::ToolResult(r) => {
+                for call in r.nested_calls.iter().flat_map(|n| &n.calls) {
+                    if let Some(args) = &call.arguments {
+                        self.add_call(&call.name, args);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn add_call(&mut self, name: &str, arguments: &Value) {
+        let Some(path) = arguments.get("path").and_then(Value::as_str) else {
             return;
         };
-        for call in a.tool_calls() {
-            let Some(path) = call.arguments.get("path").and_then(Value::as_str) else {
-                continue;
-            };
-            if path.is_empty() {
-                continue;
-            }
-            let set = match call.name.as_str() {
-                "read" => &mut self.read,
-                "write" => &mut self.written,
-                "edit" => &mut self.edited,
-                _ => continue,
-            };
-            set.insert(path.to_string());
+        if path.is_empty() {
+            return;
         }
+        let set = match name {
+            "read" => &mut self.read,
+            "write" => &mut self.written,
+            "edit" => &mut self.edited,
+            _ => return,
+        };
+        set.insert(path.to_string());
     }
 
     /// Carries the lists of a previous pi-written summary's `details`

@@ -242,6 +242,10 @@ pub enum RpcEvent {
         tool_name: String,
         /// The call's arguments.
         args: Value,
+        /// For a call another tool made while it ran (a codemode script's call), that tool's
+        /// call id; absent for the model's calls.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        parent_tool_call_id: Option<String>,
     },
     /// Accumulated partial output of a running tool.
     #[serde(rename_all = "camelCase")]
@@ -254,6 +258,10 @@ pub enum RpcEvent {
         args: Value,
         /// Output so far (not a delta).
         partial_result: ToolOutput,
+        /// For a call another tool made while it ran (a codemode script's call), that tool's
+        /// call id; absent for the model's calls.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        parent_tool_call_id: Option<String>,
     },
     /// A tool call finished.
     #[serde(rename_all = "camelCase")]
@@ -269,6 +277,10 @@ pub enum RpcEvent {
         /// Execution time (ms); absent when the call never ran.
         #[serde(skip_serializing_if = "Option::is_none", default)]
         duration_ms: Option<u64>,
+        /// For a call another tool made while it ran (a codemode script's call), that tool's
+        /// call id; absent for the model's calls.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        parent_tool_call_id: Option<String>,
     },
     /// The pending queues changed (§5.4).
     #[serde(rename_all = "camelCase")]
@@ -463,21 +475,25 @@ impl RpcEvent {
                 tool_call_id,
                 tool_name,
                 args,
+                parent_tool_call_id,
             } => RpcEvent::ToolExecutionStart {
                 tool_call_id,
                 tool_name,
                 args,
+                parent_tool_call_id,
             },
             AgentEvent::ToolExecutionUpdate {
                 tool_call_id,
                 tool_name,
                 args,
                 partial_result,
+                parent_tool_call_id,
             } => RpcEvent::ToolExecutionUpdate {
                 tool_call_id,
                 tool_name,
                 args,
                 partial_result,
+                parent_tool_call_id,
             },
             AgentEvent::ToolExecutionEnd {
                 tool_call_id,
@@ -485,12 +501,14 @@ impl RpcEvent {
                 result,
                 is_error,
                 duration_ms,
+                parent_tool_call_id,
             } => RpcEvent::ToolExecutionEnd {
                 tool_call_id,
                 tool_name,
                 result,
                 is_error,
                 duration_ms,
+                parent_tool_call_id,
             },
             AgentEvent::TurnEnd {
                 message,
