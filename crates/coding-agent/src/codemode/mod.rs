@@ -458,6 +458,8 @@ struct ScriptHost {
     entries: Vec<Entry>,
     /// The codemode call's nested calls: ids `<codemode call id>/<n>`, their events and record.
     nested: pi_agent::NestedCalls,
+    /// The codemode call's own partial-result sink (its `details.calls` progress).
+    on_update: pi_agent::UpdateFn,
     cancel: tokio_util::sync::CancellationToken,
     deadline: Option<Instant>,
     calls: parking_lot::Mutex<Vec<Value>>,
@@ -499,7 +501,9 @@ impl sandbox::Host for ScriptHost {
         let Some(entry) = self.entries.iter().find(|e| e.name == name) else {
             return Err(format!("Tool {name} not found"));
         };
-        let args_text = args.to_string();
+        // The script's progress (`details.calls`) shows the call running before it starts, as
+        // upstream's codemode does, with its id still unknown (`<parent>/?`).
+        let slot = self.begin_record(name, &args);
         let started = Instant::now();
         let call = self.nested.start(name, &args);
         let id = call.id.clone();
@@ -515,14 +519,19 @@ impl sandbox::Host for ScriptHost {
             }
         };
         let error_text = is_error.then(|| {
-            output
+            let text = output
                 .content
                 .iter()
                 .filter_map(Content::as_text)
                 .collect::<Vec<_>>()
-                .join("\n")
+                .join("\n");
+            if text.is_empty() {
+                format!("Tool \"{name}\" failed")
+            } else {
+                text
+            }
         });
-        self.record(&id, name, &args_text, started, error_text.as_deref());
+        self.end_record(slot, &id, started, error_text.as_deref());
         self.nested.finish(call, &output, is_error, ran);
         result
     }
@@ -683,22 +692,73 @@ impl ScriptHost {
         }
     }
 
-    fn record(&self, id: &str, name: &str, args: &str, started: Instant, error: Option<&str>) {
-        let mut calls = self.calls.lock();
-        if calls.iter().any(|c| c["id"] == id) {
-            return;
+    /// Adds a running call to `details.calls` (`args`: its JSON cut to
+    /// [`ARGS_PREVIEW_CHARS`]) and publishes the progress; returns its index.
+    fn begin_record(&self, name: &str, args: &Value) -> usize {
+        let slot = {
+            let mut calls = self.calls.lock();
+            calls.push(json!({
+                "id": format!("{}/?", self.nested.parent()),
+                "name": name,
+                "args": preview(&args.to_string(), ARGS_PREVIEW_CHARS),
+                "status": "running",
+            }));
+            calls.len() - 1
+        };
+        self.publish();
+        slot
+    }
+
+    /// Ends call `slot` of `details.calls`: its id, duration (ms) and status (`ok`, `error`
+    /// with the text cut to [`ERROR_PREVIEW_CHARS`], or `cancelled` once the script was
+    /// aborted), then publishes the progress.
+    fn end_record(&self, slot: usize, id: &str, started: Instant, error: Option<&str>) {
+        {
+            let mut calls = self.calls.lock();
+            let Some(c) = calls.get_mut(slot) else {
+                return;
+            };
+            c["id"] = json!(id);
+            c["durationMs"] = json!(started.elapsed().as_secs_f64() * 1000.0);
+            c["status"] = json!(match error {
+                None => "ok",
+                Some(_) if self.cancel.is_cancelled() => "cancelled",
+                Some(_) => "error",
+            });
+            if let Some(e) = error {
+                c["error"] = json!(preview(e, ERROR_PREVIEW_CHARS));
+            }
         }
-        let mut c = json!({
-            "id": id,
-            "name": name,
-            "args": args,
-            "status": if error.is_some() { "error" } else { "ok" },
-            "durationMs": started.elapsed().as_secs_f64() * 1000.0,
-        });
-        if let Some(e) = error {
-            c["error"] = json!(e);
-        }
-        calls.push(c);
+        self.publish();
+    }
+
+    /// A `tool_execution_update` of the codemode call: no content, `details: {calls}`.
+    fn publish(&self) {
+        let calls = self.calls.lock().clone();
+        (self.on_update)(progress(calls));
+    }
+}
+
+/// Characters of a call's JSON arguments in `details.calls` (upstream 1.6 codemode: 200).
+const ARGS_PREVIEW_CHARS: usize = 200;
+/// Characters of a failed call's error text in `details.calls` (upstream 1.6 codemode: 500).
+const ERROR_PREVIEW_CHARS: usize = 500;
+
+/// `text` cut to `max` characters, the last three of them `...` when it was longer.
+fn preview(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let head: String = text.chars().take(max.saturating_sub(3)).collect();
+    format!("{head}...")
+}
+
+/// The codemode call's progress update: no content, `details: {calls}`.
+fn progress(calls: Vec<Value>) -> ToolOutput {
+    ToolOutput {
+        content: vec![],
+        details: Some(json!({ "calls": calls })),
+        ..ToolOutput::default()
     }
 }
 
@@ -831,6 +891,8 @@ impl AgentTool for CodemodeTool {
             .and_then(Value::as_str)
             .ok_or_else(|| ToolError::InvalidArguments("code must be a string".into()))?;
         let (opts, body) = parse_options(code).map_err(ToolError::Failed)?;
+        // Shown as running before its first call (upstream publishes the empty progress too).
+        (ctx.on_update)(progress(vec![]));
         let started = Instant::now();
         let deadline = opts
             .timeout_ms
@@ -874,6 +936,7 @@ impl AgentTool for CodemodeTool {
             handle: tokio::runtime::Handle::current(),
             entries,
             nested: ctx.nested.clone(),
+            on_update: ctx.on_update.clone(),
             cancel: ctx.cancel.clone(),
             deadline,
             calls: Default::default(),

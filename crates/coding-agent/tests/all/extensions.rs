@@ -903,6 +903,33 @@ fn gates_see_the_calls_of_codemode_scripts() {
     ];
     assert_eq!(starts[1..].iter().map(nested).collect::<Vec<_>>(), want);
     assert_eq!(ends[..2].iter().map(nested).collect::<Vec<_>>(), want);
+    // The script's progress: `details.calls` as each call starts (id not yet known) and ends.
+    let progress: Vec<Value> = of("tool_execution_update")
+        .iter()
+        .filter(|u| u["toolCallId"] == json!(parent))
+        .map(|u| {
+            let calls = u["partialResult"]["details"]["calls"].as_array().unwrap();
+            json!(calls
+                .iter()
+                .map(|c| json!([c["id"], c["status"]]))
+                .collect::<Vec<_>>())
+        })
+        .collect();
+    let (q, one, two) = (
+        format!("{parent}/?"),
+        format!("{parent}/1"),
+        format!("{parent}/2"),
+    );
+    assert_eq!(
+        progress,
+        vec![
+            json!([]),
+            json!([[q, "running"]]),
+            json!([[one, "error"]]),
+            json!([[one, "error"], [q, "running"]]),
+            json!([[one, "error"], [two, "ok"]]),
+        ]
+    );
     // The blocked call never ran: no duration, as for a call the loop refuses.
     assert_eq!(ends[0]["isError"], true);
     assert!(ends[0].get("durationMs").is_none(), "{}", ends[0]);
