@@ -21,7 +21,8 @@
 //!   (PKCE with a localhost callback) sign-ins of Anthropic, OpenAI Codex, OpenAI, OpenRouter.
 //!
 //! `auth.json` is rewritten whole through a temporary file and a rename, mode 0600, while
-//! holding an exclusive lock on `auth.json.lock`, after re-reading the file under that lock.
+//! holding the `auth.json.lock` directory lock that upstream pi takes too
+//! ([`crate::config::lock`]), after re-reading the file under that lock.
 
 use crate::config::{self, resolve, ModelRegistry};
 use serde_json::{json, Value};

@@ -5,7 +5,7 @@
 //! - [`oauth`]: which providers upstream refreshes and how (endpoint, client id, request and
 //!   response fields, error texts), one [`oauth::OAuthProvider`] each.
 //! - [`refresh`]: a stored entry is refreshed when it has less than five minutes left, under the
-//!   `auth.json.lock` file lock, after re-reading `auth.json` (another process may have
+//!   `auth.json.lock` directory lock upstream pi takes too ([`crate::config::lock`]), after re-reading `auth.json` (another process may have
 //!   refreshed it already), and written back atomically with mode 0600.
 //! - [`device`]: the RFC 8628 device-code polling loop (`interval`, `authorization_pending`,
 //!   `slow_down`, `expired_token`) and the device-code sign-ins that use it.

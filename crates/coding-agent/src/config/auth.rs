@@ -287,46 +287,9 @@ pub enum AuthFileError {
     /// The file exists but is not a JSON object.
     #[error("{0}: not a JSON object; fix or remove it first")]
     Invalid(PathBuf),
-}
-
-/// An exclusive `flock` on `<agent dir>/auth.json.lock`, released on drop (upstream locks
-/// `auth.json` the same way around every read-modify-write).
-struct AuthLock(std::fs::File);
-
-impl AuthLock {
-    fn acquire(agent_dir: &Path) -> Result<Self, AuthFileError> {
-        use std::os::unix::fs::OpenOptionsExt;
-        let path = agent_dir.join("auth.json.lock");
-        let io = |source| AuthFileError::Io {
-            path: path.clone(),
-            source,
-        };
-        std::fs::create_dir_all(agent_dir).map_err(io)?;
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .mode(0o600)
-            .open(&path)
-            .map_err(io)?;
-        use std::os::fd::AsRawFd;
-        // SAFETY: flock on a file descriptor we own; no memory is involved.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
-        if rc != 0 {
-            return Err(io(std::io::Error::last_os_error()));
-        }
-        Ok(AuthLock(file))
-    }
-}
-
-impl Drop for AuthLock {
-    fn drop(&mut self) {
-        use std::os::fd::AsRawFd;
-        // SAFETY: as above; unlocking a descriptor we still own.
-        unsafe {
-            libc::flock(self.0.as_raw_fd(), libc::LOCK_UN);
-        }
-    }
+    /// Its lock (`auth.json.lock`, shared with upstream pi) could not be taken.
+    #[error(transparent)]
+    Lock(#[from] super::lock::LockError),
 }
 
 /// The entries of `<agent_dir>/auth.json` as they are on disk now (empty when missing).
@@ -339,7 +302,8 @@ pub fn read_auth_entries(agent_dir: &Path) -> Result<Map<String, Value>, AuthFil
     }
 }
 
-/// Read-modify-write of `<agent_dir>/auth.json` under [`AuthLock`]: the file is re-read under
+/// Read-modify-write of `<agent_dir>/auth.json` under its lock (the directory
+/// `auth.json.lock`, as upstream pi takes it: [`super::lock::DirLock`]): the file is re-read under
 /// the lock, `change` edits the entries and answers whether anything changed, and a change is
 /// written whole (pretty JSON) to a temporary file with mode 0600, then renamed over
 /// `auth.json`, so no reader ever sees half a file. Returns the file's path.
@@ -349,8 +313,8 @@ pub fn update_auth_file(
 ) -> Result<PathBuf, AuthFileError> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    let _lock = AuthLock::acquire(agent_dir)?;
     let path = agent_dir.join("auth.json");
+    let _lock = super::lock::DirLock::acquire(&path, true, super::lock::LockTiming::AUTH_FILE)?;
     let mut entries = read_auth_entries(agent_dir)?;
     if !change(&mut entries) {
         return Ok(path);

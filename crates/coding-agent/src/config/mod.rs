@@ -10,6 +10,7 @@
 //! (see [`warn`]) and the defaults are used instead.
 
 pub mod auth;
+pub mod lock;
 pub mod models;
 pub mod resolve;
 pub mod settings;

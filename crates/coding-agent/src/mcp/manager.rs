@@ -252,8 +252,11 @@ impl ServerSlot {
         if let Some(url) = &oauth {
             if let Ok(Some(mut st)) = self.auth.load(&self.cfg.name, url) {
                 if st.expired() {
-                    if let Ok(fresh) = super::oauth::refresh(&self.auth, &self.cfg.name, url).await
-                    {
+                    let stale = st.tokens.as_ref().map(|t| t.access_token.clone());
+                    let refreshed =
+                        super::oauth::refresh(&self.auth, &self.cfg.name, url, stale.as_deref())
+                            .await;
+                    if let Ok(fresh) = refreshed {
                         st = fresh;
                     }
                 }
@@ -275,7 +278,9 @@ impl ServerSlot {
                         return Err(McpError::AuthRequired(challenge));
                     };
                     refreshed = true;
-                    match super::oauth::refresh(&self.auth, &self.cfg.name, url).await {
+                    match super::oauth::refresh(&self.auth, &self.cfg.name, url, token.as_deref())
+                        .await
+                    {
                         Ok(st) => {
                             expires = st.tokens_expire_at;
                             token = st.tokens.map(|t| t.access_token);
@@ -317,7 +322,7 @@ impl ServerSlot {
                     // Reconnect: the connect refreshes the token (or reports needs-auth).
                     self.state.lock().token_expires = Some(0);
                     if let Some(url) = self.oauth_url() {
-                        let _ = super::oauth::refresh(&self.auth, &self.cfg.name, url).await;
+                        let _ = super::oauth::refresh(&self.auth, &self.cfg.name, url, None).await;
                     }
                 }
                 Err(e) if read_only && !transient_retried && e.is_transient() => {

@@ -22,8 +22,8 @@
 //!   through a temp file and a rename, so a reader never sees half of it.
 //!
 //! Not built (yet): pi's Client ID Metadata Document (`clientRegistration: "cimd"`; `auto`
-//! registers dynamically here), the pasted-redirect-URL prompt (only the loopback callback is
-//! served), and cross-process refresh locks.
+//! registers dynamically here) and the pasted-redirect-URL prompt (only the loopback callback
+//! is served).
 
 use super::config::{resolve_value, ServerConfig, Transport};
 use serde::{Deserialize, Serialize};
@@ -58,6 +58,10 @@ pub enum OAuthError {
     /// No refresh token, or nothing stored: the user must sign in.
     #[error("sign-in required")]
     SignInRequired,
+    /// Another process held the server's refresh lock for the whole wait (upstream
+    /// `McpRefreshLockBusyError`); the stored tokens are left as they are.
+    #[error("Another process is refreshing the MCP server's tokens")]
+    RefreshBusy,
 }
 
 /// Whether `cfg` authenticates with OAuth: an HTTP server whose headers have no
@@ -205,6 +209,17 @@ impl AuthStore {
         &self.path
     }
 
+    /// What the refresh lock of server `name` at `url` is named after:
+    /// `<agent dir>/mcp-auth-refresh-<first 16 hex digits of sha256(store key)>`.
+    fn refresh_lock_target(&self, name: &str, url: &str) -> PathBuf {
+        use sha2::Digest;
+        let (key, _) = Self::keys(name, url);
+        let hash = sha2::Sha256::digest(key.as_bytes());
+        let hex: String = hash.iter().take(8).map(|b| format!("{b:02x}")).collect();
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        dir.join(format!("mcp-auth-refresh-{hex}"))
+    }
+
     fn keys(name: &str, url: &str) -> (String, String) {
         let legacy = normalise_url(url);
         (format!("mcp__{}|{legacy}", name.replace('-', "_")), legacy)
@@ -258,16 +273,32 @@ impl AuthStore {
         result.map_err(fail)
     }
 
+    /// The file's lock (`mcp-auth.json.lock`, as upstream takes it), held around every
+    /// read-modify-write so two processes never lose each other's changes. Blocking while
+    /// another process holds it.
+    fn lock(&self) -> Result<crate::config::lock::DirLock, OAuthError> {
+        use crate::config::lock::{DirLock, LockTiming};
+        crate::output::block_in_place(|| DirLock::acquire(&self.path, true, LockTiming::AUTH_FILE))
+            .map_err(|e| OAuthError::Store(e.to_string()))
+    }
+
     /// The state of server `name` at `url`; a legacy URL-keyed entry is moved to the new key.
     pub fn load(&self, name: &str, url: &str) -> Result<Option<OAuthState>, OAuthError> {
         let (key, legacy) = Self::keys(name, url);
         let mut states = self.read()?;
         if !states.contains_key(&key) {
-            let Some(old) = states.remove(&legacy) else {
+            if !states.contains_key(&legacy) {
                 return Ok(None);
-            };
-            states.insert(key.clone(), old);
-            self.write(&states)?;
+            }
+            let _lock = self.lock()?;
+            states = self.read()?;
+            if !states.contains_key(&key) {
+                let Some(old) = states.remove(&legacy) else {
+                    return Ok(None);
+                };
+                states.insert(key.clone(), old);
+                self.write(&states)?;
+            }
         }
         Ok(states
             .get(&key)
@@ -277,6 +308,7 @@ impl AuthStore {
     /// Replaces the state of server `name` at `url`.
     pub fn save(&self, name: &str, url: &str, state: &OAuthState) -> Result<(), OAuthError> {
         let (key, _) = Self::keys(name, url);
+        let _lock = self.lock()?;
         let mut states = self.read()?;
         states.insert(
             key,
@@ -288,6 +320,7 @@ impl AuthStore {
     /// Deletes the credentials of server `name` at `url`; whether there were any.
     pub fn remove(&self, name: &str, url: &str) -> Result<bool, OAuthError> {
         let (key, legacy) = Self::keys(name, url);
+        let _lock = self.lock()?;
         let mut states = self.read()?;
         let removed = states.remove(&key).is_some() | states.remove(&legacy).is_some();
         if removed {
@@ -609,8 +642,42 @@ fn store_tokens(state: &mut OAuthState, tokens: Tokens, scope: Option<&str>) {
 
 /// Uses the stored refresh token of server `name` at `url` (grant `refresh_token`) and saves the
 /// new tokens; `SignInRequired` when there is none or the authorization server refused it.
-pub async fn refresh(store: &AuthStore, name: &str, url: &str) -> Result<OAuthState, OAuthError> {
+///
+/// Processes sharing the agent directory refresh one server one at a time: the refresh runs
+/// under the lock `<agent dir>/mcp-auth-refresh-<16 hex of sha256(key)>.lock` (as upstream's,
+/// so upstream processes take part: [`crate::config::lock`]), and a process that waited for it
+/// re-reads the store and uses the tokens the other one got instead of spending the
+/// (possibly rotated, single-use) refresh token again. `stale` is the access token the caller
+/// found expired or refused (`None`: the one stored now). `RefreshBusy` when the lock stayed
+/// held for 25 s.
+pub async fn refresh(
+    store: &AuthStore,
+    name: &str,
+    url: &str,
+    stale: Option<&str>,
+) -> Result<OAuthState, OAuthError> {
+    let seen = match stale {
+        Some(t) => Some(t.to_string()),
+        None => store
+            .load(name, url)?
+            .and_then(|s| s.tokens.map(|t| t.access_token)),
+    };
+    let target = store.refresh_lock_target(name, url);
+    let _lock = tokio::task::spawn_blocking(move || {
+        use crate::config::lock::{DirLock, LockError, LockTiming};
+        DirLock::acquire(&target, false, LockTiming::MCP_REFRESH).map_err(|e| match e {
+            LockError::Busy(_) => OAuthError::RefreshBusy,
+            e => OAuthError::Store(e.to_string()),
+        })
+    })
+    .await
+    .map_err(|e| OAuthError::Store(e.to_string()))??;
     let mut state = store.load(name, url)?.ok_or(OAuthError::SignInRequired)?;
+    let now = state.tokens.as_ref().map(|t| t.access_token.clone());
+    if now != seen && now.is_some() {
+        // Refreshed (or signed in again) by another process while this one waited.
+        return Ok(state);
+    }
     let refresh_token = state
         .tokens
         .as_ref()
@@ -654,7 +721,8 @@ pub async fn refresh(store: &AuthStore, name: &str, url: &str) -> Result<OAuthSt
 pub async fn access_token(store: &AuthStore, name: &str, url: &str) -> Option<String> {
     let state = store.load(name, url).ok().flatten()?;
     let state = if state.expired() {
-        refresh(store, name, url).await.ok()?
+        let stale = state.tokens.as_ref().map(|t| t.access_token.clone());
+        refresh(store, name, url, stale.as_deref()).await.ok()?
     } else {
         state
     };
@@ -838,7 +906,7 @@ pub struct SignIn<'a> {
 /// Signs in to the server (see the module docs) and saves the tokens. When a stored refresh
 /// token still works, no browser step is needed.
 pub async fn sign_in(store: &AuthStore, s: SignIn<'_>) -> Result<(), OAuthError> {
-    if refresh(store, s.name, s.url).await.is_ok() {
+    if refresh(store, s.name, s.url, None).await.is_ok() {
         return Ok(());
     }
     let http = client()?;

@@ -133,3 +133,56 @@ fn login_stores_the_key_mode_0600_and_keeps_other_entries() {
     assert_eq!(rc, 1);
     assert!(stderr.starts_with("Unknown provider \"nope\"."), "{stderr}");
 }
+
+/// `auth.json` is locked as upstream pi locks it (proper-lockfile: the directory
+/// `auth.json.lock`), so the two exclude each other: while another process holds a fresh
+/// lock, `pi auth login` waits and writes nothing; once it is released the key is saved and no
+/// lock is left behind. A plain file of that name (left by older versions of ours, which made
+/// upstream report `invalid_state` for every credential) is cleared.
+#[test]
+fn auth_json_is_locked_as_upstream_locks_it() {
+    use std::io::Write;
+    let root = root_with(&json!({"anthropic": {"type": "api_key", "key": "sk-ant-old"}}));
+    let file = root.agent_dir.join("auth.json");
+    let lock = root.agent_dir.join("auth.json.lock");
+    std::fs::create_dir(&lock).expect("lock dir");
+    let mut child = Command::new(bin())
+        .args(["auth", "login", "openai", "--api-key"])
+        .current_dir(&root.cwd)
+        .env_clear()
+        .envs(root.env())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn pi");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"sk-new\n")
+        .expect("write stdin");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(
+        !std::fs::read_to_string(&file)
+            .expect("auth.json")
+            .contains("sk-new"),
+        "written while another process held the lock"
+    );
+    assert_eq!(child.try_wait().expect("try_wait"), None, "pi did not wait");
+    std::fs::remove_dir(&lock).expect("release");
+    let out = child.wait_with_output().expect("wait");
+    assert!(out.status.success(), "{out:?}");
+    let v: Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).expect("read")).expect("json");
+    assert_eq!(v["openai"]["key"], "sk-new");
+    assert!(!lock.exists(), "lock left behind");
+
+    std::fs::write(&lock, "").expect("leftover lock file");
+    let (rc, _, stderr) = run(&root, &json!({}), &["auth", "logout", "openai"], "");
+    assert_eq!(rc, 0, "{stderr}");
+    assert!(!lock.exists(), "leftover lock file kept");
+    let v: Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).expect("read")).expect("json");
+    assert!(v.get("openai").is_none(), "{v}");
+}

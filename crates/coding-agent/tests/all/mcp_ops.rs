@@ -715,3 +715,106 @@ fn an_expired_token_is_refreshed_between_calls_of_a_session() {
             >= 1
     );
 }
+
+/// A bare HTTP/1.1 form POST: `(status, body)`.
+fn http_post_form(url: &str, form: &str) -> (u16, String) {
+    let rest = url.strip_prefix("http://").expect("http URL");
+    let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let mut s = std::net::TcpStream::connect(host).unwrap();
+    s.set_read_timeout(Some(LIVENESS)).unwrap();
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{form}",
+        form.len()
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (status, body.to_string())
+}
+
+/// Two processes on one agent directory refresh a server's tokens one at a time (upstream's
+/// lock `mcp-auth-refresh-<hash>.lock`): while "another process" (the test) holds the lock and
+/// spends the single-use refresh token, `pi mcp list` waits, then connects with the tokens the
+/// other process stored instead of refreshing again with the spent token. Without the lock it
+/// refreshes at once, and the test's own refresh is refused (the fake rotates refresh tokens).
+#[test]
+fn a_refresh_waits_for_another_process_and_uses_its_tokens() {
+    use sha2::Digest;
+    let server = HttpServer::start(&["--oauth", "--token-ttl", "2"]);
+    let (_fake, root) = setup(Script::new([]), DEFAULT_MODEL);
+    write_mcp(
+        &root,
+        json!({"web": {"url": server.url, "exposure": "direct"}}),
+    );
+    cli_login(&root, "web");
+    // (The login itself may have refreshed already: a 2 s token is inside the 10 s margin.)
+    let refreshes = || {
+        server.stats()["tokenRequests"]["refresh_token"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    let before = refreshes();
+    std::thread::sleep(Duration::from_millis(2200));
+    let key = format!("mcp__web|{}", server.url);
+    let hash: String = sha2::Sha256::digest(key.as_bytes())
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let lock = root.agent_dir.join(format!("mcp-auth-refresh-{hash}.lock"));
+    std::fs::create_dir(&lock).unwrap();
+    let list = Command::new(env!("CARGO_BIN_EXE_pi"))
+        .args(["mcp", "list"])
+        .current_dir(&root.cwd)
+        .env_clear()
+        .envs(root.env())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    // The other process's refresh, while it holds the lock.
+    let (_, _, meta) = http_get(&format!(
+        "{}/.well-known/oauth-authorization-server",
+        server.base()
+    ));
+    let meta: Value = serde_json::from_str(&meta).unwrap();
+    let mut file = auth_file(&root);
+    let refresh = file[&key]["tokens"]["refresh_token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (status, body) = http_post_form(
+        meta["token_endpoint"].as_str().unwrap(),
+        &format!("grant_type=refresh_token&refresh_token={refresh}"),
+    );
+    assert_eq!(
+        status, 200,
+        "pi refreshed without waiting for the lock: {body}"
+    );
+    let tokens: Value = serde_json::from_str(&body).unwrap();
+    file[&key]["tokens"] = tokens.clone();
+    file[&key]["tokensExpireAt"] = json!(pi_ai::now_ms() + 3_600_000);
+    // Written whole, then renamed, as pi and upstream write it.
+    let tmp = root.agent_dir.join("mcp-auth.json.test.tmp");
+    std::fs::write(&tmp, serde_json::to_string_pretty(&file).unwrap()).unwrap();
+    std::fs::rename(&tmp, root.agent_dir.join("mcp-auth.json")).unwrap();
+    std::fs::remove_dir(&lock).unwrap();
+    let out = list.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        text.contains("web: connected"),
+        "{text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(auth_file(&root)[&key]["tokens"], tokens);
+    assert_eq!(refreshes(), before + 1, "pi refreshed too");
+    assert!(!lock.exists());
+}
