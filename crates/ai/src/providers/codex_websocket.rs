@@ -18,7 +18,8 @@
 //! * `auto` / `websocket-cached` on a kept socket: when the new body equals the previous one
 //!   except `input`, and the new `input` starts with the previous input plus the previous
 //!   answer's items, only the rest is sent, with `previous_response_id` = the previous answer's
-//!   id. An `error` event `previous_response_not_found` is retried once with the full body;
+//!   id. An `error` (or `response.failed`) event `previous_response_not_found` before the
+//!   first event is retried once, in any mode, on a new socket with the full body;
 //!   `websocket_connection_limit_reached` before the first event once on a fresh socket.
 //! * Failure before the first event (refused upgrade, connect error, socket lost): the request
 //!   goes over SSE, and so does every later request of the session. A socket lost after events
@@ -352,6 +353,7 @@ pub(crate) async fn stream(
             options,
             cached && !full,
             fresh,
+            !retried_full,
             idle_timeout_ms,
             started,
         )
@@ -380,6 +382,7 @@ async fn attempt(
     options: &StreamOptions,
     cached: bool,
     fresh: bool,
+    may_resend: bool,
     idle_timeout_ms: u64,
     started: Instant,
 ) -> Attempt {
@@ -461,16 +464,20 @@ async fn attempt(
                 }))
             }
         };
-        if event.get("type").and_then(Value::as_str) == Some("error") {
-            let (code, _) = event_error(&event);
-            if !emitting && code == Some(CONNECTION_LIMIT_CODE) && !fresh {
-                release(lease, false, None);
-                return Attempt::RetryFresh;
-            }
-            if !emitting && code == Some(PREVIOUS_RESPONSE_NOT_FOUND_CODE) && cached {
-                release(lease, false, None);
-                return Attempt::RetryFull;
-            }
+        // Upstream reads a code from `error` events and from `response.failed`.
+        let code = match event.get("type").and_then(Value::as_str) {
+            Some("error") => event_error(&event).0,
+            Some("response.failed") => event["response"]["error"]["code"].as_str(),
+            _ => None,
+        };
+        if !emitting && code == Some(CONNECTION_LIMIT_CODE) && !fresh {
+            release(lease, false, None);
+            return Attempt::RetryFresh;
+        }
+        // Whatever the transport mode, as upstream: once per request, on a new socket.
+        if !emitting && code == Some(PREVIOUS_RESPONSE_NOT_FOUND_CODE) && may_resend {
+            release(lease, false, None);
+            return Attempt::RetryFull;
         }
         if !emitting {
             emitting = true;
