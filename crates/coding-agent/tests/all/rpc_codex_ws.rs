@@ -308,3 +308,101 @@ fn codex_previous_response_not_found_is_resent_once_in_any_mode() {
         assert_eq!(fake.ws_upgrades().len(), 2, "a new socket for the resend");
     }
 }
+
+/// An HTTP CONNECT proxy on 127.0.0.1: records each `CONNECT` target, answers 200 and pipes
+/// the tunnel both ways.
+struct ConnectProxy {
+    port: u16,
+    targets: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl ConnectProxy {
+    fn start() -> ConnectProxy {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let targets = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = targets.clone();
+        std::thread::spawn(move || {
+            for mut client in listener.incoming().flatten() {
+                let seen = seen.clone();
+                std::thread::spawn(move || {
+                    let mut head = Vec::new();
+                    let mut byte = [0u8; 1];
+                    while !head.ends_with(b"\r\n\r\n") {
+                        if client.read(&mut byte).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        head.push(byte[0]);
+                    }
+                    let head = String::from_utf8_lossy(&head).into_owned();
+                    let mut words = head.split_whitespace();
+                    let (Some("CONNECT"), Some(target)) = (words.next(), words.next()) else {
+                        let _ = client.write_all(b"HTTP/1.1 405 Method Not Allowed\r\n\r\n");
+                        return;
+                    };
+                    seen.lock().unwrap().push(target.to_owned());
+                    let Ok(upstream) = std::net::TcpStream::connect(target) else {
+                        let _ = client.write_all(b"HTTP/1.1 502 Bad Gateway\r\n\r\n");
+                        return;
+                    };
+                    client
+                        .write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+                        .unwrap();
+                    let (mut c2, mut u2) =
+                        (client.try_clone().unwrap(), upstream.try_clone().unwrap());
+                    let (mut client, mut upstream) = (client, upstream);
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut u2, &mut c2);
+                        let _ = c2.shutdown(std::net::Shutdown::Write);
+                    });
+                    let _ = std::io::copy(&mut client, &mut upstream);
+                    let _ = upstream.shutdown(std::net::Shutdown::Write);
+                });
+            }
+        });
+        ConnectProxy { port, targets }
+    }
+
+    fn targets(&self) -> Vec<String> {
+        self.targets.lock().unwrap().clone()
+    }
+}
+
+#[test]
+fn codex_websocket_goes_through_the_http_proxy_of_its_scheme_unless_no_proxy_exempts_it() {
+    // As upstream's `resolveHttpProxyUrlForTarget`: the `ws://` endpoint is an `http:` target,
+    // so `HTTP_PROXY` tunnels it (CONNECT), `HTTPS_PROXY` does not, and `NO_PROXY` exempts it.
+    let proxy = ConnectProxy::start();
+    let via = format!("http://127.0.0.1:{}", proxy.port);
+    let cases: [(&[(&str, &str)], bool); 3] = [
+        (&[("HTTP_PROXY", &via)], true),
+        (&[("HTTPS_PROXY", &via)], false),
+        (
+            &[("HTTP_PROXY", &via), ("NO_PROXY", "localhost,127.0.0.1")],
+            false,
+        ),
+    ];
+    for (env, tunnelled) in cases {
+        let before = proxy.targets().len();
+        let script = Script::new([Turn::text("ok")]).websocket(true);
+        let fake = FakeLlm::spawn(script).unwrap();
+        let root = codex_root(&fake, json!({"transport": "websocket"}));
+        let mut agent = root.spawn_with_env(false, &[], env);
+        let m = drive(
+            &mut agent,
+            &[json!({"type": "prompt", "message": "hi"})],
+            "p",
+        );
+        assert_eq!(m[0]["stopReason"], "stop", "{env:?}: {}", m[0]);
+        let reqs = fake.llm_requests();
+        assert_eq!(reqs.len(), 1, "{env:?}");
+        assert_eq!(reqs[0].method, "WS", "{env:?}");
+        let expected = if tunnelled {
+            vec![format!("127.0.0.1:{}", fake.port())]
+        } else {
+            Vec::new()
+        };
+        assert_eq!(proxy.targets()[before..].to_vec(), expected, "{env:?}");
+    }
+}
