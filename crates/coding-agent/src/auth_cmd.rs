@@ -577,16 +577,16 @@ fn login(args: &[String], agent_dir: &Path) -> i32 {
     let has_key_login = builtin.is_none_or(|b| !b.env_vars.is_empty());
     let mut ui = StdioInteraction;
     let entry = if !api_key && has_oauth {
-        let result = crate::auth::http::blocking(|| match crate::auth::pkce::login(&id, &mut ui) {
-            Err(None) => crate::auth::device::login(&id, no_browser, &mut ui),
-            done => done,
+        let result = crate::auth::http::blocking(|| {
+            match crate::auth::pkce::login(&id, no_browser, &mut ui) {
+                Err(None) => crate::auth::device::login(&id, no_browser, &mut ui),
+                done => done,
+            }
         });
         match result {
             Ok(Ok(entry)) => Value::Object(entry),
             Ok(Err(None)) => {
-                let hint = if id == "openai-codex" {
-                    format!("run \"pi auth login {id} --no-browser\" for the device code sign-in")
-                } else if has_key_login {
+                let hint = if has_key_login {
                     format!("run \"pi auth login {id} --api-key\" to store an API key")
                 } else {
                     "no other sign-in method is available".into()

@@ -550,6 +550,39 @@ fn bedrock_path_model(path: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
+/// How a streamed turn is paced and named: the turn's chunk size and per-chunk delay (ms),
+/// else the script's defaults, and the model id of the request (`model`, else the one in the
+/// path, else `fake-model`). Shared by the HTTP and WebSocket answers.
+pub(crate) struct TurnPacing {
+    pub(crate) chunk_size: usize,
+    pub(crate) delay_ms: f64,
+    pub(crate) model: String,
+}
+
+/// See [`TurnPacing`].
+pub(crate) fn pacing(
+    shared: &Shared,
+    turn: &Turn,
+    req: &Value,
+    path_model: Option<String>,
+) -> TurnPacing {
+    let (chunk_size, default_delay) = {
+        let s = lock(&shared.script);
+        (s.script.default_chunk_size, s.script.default_delay_ms)
+    };
+    TurnPacing {
+        chunk_size: turn.chunk_size.unwrap_or(chunk_size),
+        delay_ms: turn.delay_ms.unwrap_or(default_delay),
+        model: req
+            .get("model")
+            .and_then(Value::as_str)
+            .filter(|m| !m.is_empty())
+            .map(str::to_string)
+            .or(path_model)
+            .unwrap_or_else(|| "fake-model".to_string()),
+    }
+}
+
 async fn serve_turn(
     shared: Arc<Shared>,
     api: Api,
@@ -579,19 +612,11 @@ async fn serve_turn(
         }
         return json_response(err.status, &body, &headers);
     }
-    let (chunk_size, default_delay) = {
-        let s = lock(&shared.script);
-        (s.script.default_chunk_size, s.script.default_delay_ms)
-    };
-    let chunk_size = turn.chunk_size.unwrap_or(chunk_size);
-    let delay_ms = turn.delay_ms.unwrap_or(default_delay);
-    let model = req
-        .get("model")
-        .and_then(Value::as_str)
-        .filter(|m| !m.is_empty())
-        .map(str::to_string)
-        .or(path_model)
-        .unwrap_or_else(|| "fake-model".to_string());
+    let TurnPacing {
+        chunk_size,
+        delay_ms,
+        model,
+    } = pacing(&shared, &turn, &req, path_model);
     let sse = |events: Vec<String>| -> Vec<Bytes> { events.into_iter().map(Bytes::from).collect() };
     let events: Vec<Bytes> = match (&turn.raw_sse, api) {
         (Some(raw), _) => sse(raw.clone()),

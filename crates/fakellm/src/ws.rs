@@ -17,7 +17,7 @@
 //!   closes it or the server stops.
 
 use crate::script::{Api, Turn};
-use crate::server::{header_record, lock, now_secs, RecordedRequest, Shared};
+use crate::server::{header_record, lock, now_secs, pacing, RecordedRequest, Shared, TurnPacing};
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -141,21 +141,15 @@ async fn answer(
             Err(_) => Err(GONE.into()),
         };
     }
-    let (chunk_size, default_delay) = {
-        let s = lock(&shared.script);
-        (s.script.default_chunk_size, s.script.default_delay_ms)
-    };
-    let chunk_size = turn.chunk_size.unwrap_or(chunk_size);
-    let delay_ms = turn.delay_ms.unwrap_or(default_delay);
-    let model = req
-        .get("model")
-        .and_then(Value::as_str)
-        .filter(|m| !m.is_empty())
-        .unwrap_or("fake-model");
+    let TurnPacing {
+        chunk_size,
+        delay_ms,
+        model,
+    } = pacing(shared, turn, req, None);
     let events = match &turn.raw_sse {
         Some(raw) => sse_payloads(raw.clone()),
         None => sse_payloads(crate::wire_responses::responses_events(
-            turn, model, seq, chunk_size,
+            turn, &model, seq, chunk_size,
         )),
     };
     for (i, payload) in events.into_iter().enumerate() {

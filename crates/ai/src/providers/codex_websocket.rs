@@ -18,8 +18,13 @@
 //! * `auto` / `websocket-cached` on a kept socket: when the new body equals the previous one
 //!   except `input`, and the new `input` starts with the previous input plus the previous
 //!   answer's items, only the rest is sent, with `previous_response_id` = the previous answer's
-//!   id. An `error` event `previous_response_not_found` is retried once with the full body;
+//!   id. An `error` (or `response.failed`) event `previous_response_not_found` before the
+//!   first event is retried once, in any mode, on a new socket with the full body;
 //!   `websocket_connection_limit_reached` before the first event once on a fresh socket.
+//! * Proxy: the connection goes through the HTTP proxy upstream's
+//!   `resolveHttpProxyUrlForTarget` picks for the `http(s)://` form of the URL
+//!   ([`super::proxy::proxy_for_target`]: `NO_PROXY`, `HTTPS_PROXY`/`HTTP_PROXY`, settings
+//!   `httpProxy`, `ALL_PROXY`) as a `CONNECT` tunnel; TLS to `wss://` hosts runs inside it.
 //! * Failure before the first event (refused upgrade, connect error, socket lost): the request
 //!   goes over SSE, and so does every later request of the session. A socket lost after events
 //!   arrived ends the message with `WebSocket error` / `WebSocket closed <code> <reason>` (the
@@ -145,18 +150,99 @@ async fn connect(url: &str, headers: &HeaderMap) -> Result<Socket, String> {
     for (name, value) in headers {
         request.headers_mut().insert(name.clone(), value.clone());
     }
-    match tokio::time::timeout(
-        Duration::from_millis(CONNECT_TIMEOUT_MS),
-        tokio_tungstenite::connect_async(request),
-    )
-    .await
-    {
+    let target = match url.split_once("://") {
+        Some(("wss", rest)) => format!("https://{rest}"),
+        Some(("ws", rest)) => format!("http://{rest}"),
+        _ => url.to_owned(),
+    };
+    let proxy = super::proxy::proxy_for_target(&target).map_err(|e| e.to_string())?;
+    let open = async {
+        match proxy {
+            None => tokio_tungstenite::connect_async(request)
+                .await
+                .map(|(socket, _)| socket)
+                .map_err(|e| format!("WebSocket error: {e}")),
+            Some(proxy) => {
+                let tcp = tunnel(&proxy, &target).await?;
+                tokio_tungstenite::client_async_tls_with_config(request, tcp, None, None)
+                    .await
+                    .map(|(socket, _)| socket)
+                    .map_err(|e| format!("WebSocket error: {e}"))
+            }
+        }
+    };
+    match tokio::time::timeout(Duration::from_millis(CONNECT_TIMEOUT_MS), open).await {
         Err(_) => Err(format!(
             "WebSocket connect timeout after {CONNECT_TIMEOUT_MS}ms"
         )),
-        Ok(Err(e)) => Err(format!("WebSocket error: {e}")),
-        Ok(Ok((socket, _))) => Ok(socket),
+        Ok(result) => result,
     }
+}
+
+/// A TCP connection to `target`'s host and port through the HTTP proxy `proxy`: `CONNECT
+/// host:port`, with `Proxy-Authorization: Basic …` when the proxy URL has a user, and a 2xx
+/// answer. An `https:` proxy (TLS to the proxy itself) is not supported here: `Err`, so the
+/// request goes over SSE, whose client speaks to such proxies.
+async fn tunnel(proxy: &reqwest::Url, target: &str) -> Result<tokio::net::TcpStream, String> {
+    use base64::Engine as _;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    if proxy.scheme() != "http" {
+        return Err(format!(
+            "WebSocket error: {} proxies are not supported for the WebSocket",
+            proxy.scheme()
+        ));
+    }
+    let target = reqwest::Url::parse(target).map_err(|e| format!("WebSocket error: {e}"))?;
+    let host = target.host_str().unwrap_or_default();
+    let authority = format!("{host}:{}", target.port_or_known_default().unwrap_or(443));
+    let proxy_host = proxy.host_str().unwrap_or_default();
+    let proxy_port = proxy.port_or_known_default().unwrap_or(80);
+    let mut tcp = tokio::net::TcpStream::connect((strip_ipv6(proxy_host), proxy_port))
+        .await
+        .map_err(|e| format!("WebSocket error: proxy {proxy_host}:{proxy_port}: {e}"))?;
+    let mut head = format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n");
+    if !proxy.username().is_empty() {
+        let user = percent_decode(proxy.username());
+        let pass = percent_decode(proxy.password().unwrap_or(""));
+        let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}"));
+        head.push_str(&format!("Proxy-Authorization: Basic {token}\r\n"));
+    }
+    head.push_str("\r\n");
+    tcp.write_all(head.as_bytes())
+        .await
+        .map_err(|e| format!("WebSocket error: {e}"))?;
+    // Read the proxy's answer head byte by byte: nothing after it may be consumed.
+    let mut answer = Vec::new();
+    while !answer.ends_with(b"\r\n\r\n") {
+        if answer.len() > 16 * 1024 {
+            return Err("WebSocket error: proxy answer too long".into());
+        }
+        let byte = tcp
+            .read_u8()
+            .await
+            .map_err(|e| format!("WebSocket error: proxy closed the tunnel: {e}"))?;
+        answer.push(byte);
+    }
+    let status_line = String::from_utf8_lossy(&answer);
+    let status = status_line.split_whitespace().nth(1).unwrap_or_default();
+    if !status.starts_with('2') {
+        let line = status_line.lines().next().unwrap_or_default().to_owned();
+        return Err(format!("WebSocket error: proxy refused CONNECT: {line}"));
+    }
+    Ok(tcp)
+}
+
+fn strip_ipv6(host: &str) -> &str {
+    host.strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host)
+}
+
+/// `%XX` escapes of a URL's user or password decoded.
+fn percent_decode(s: &str) -> String {
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 async fn acquire(req: &WsRequest, fresh: bool) -> Result<Lease, String> {
@@ -352,6 +438,7 @@ pub(crate) async fn stream(
             options,
             cached && !full,
             fresh,
+            !retried_full,
             idle_timeout_ms,
             started,
         )
@@ -380,6 +467,7 @@ async fn attempt(
     options: &StreamOptions,
     cached: bool,
     fresh: bool,
+    may_resend: bool,
     idle_timeout_ms: u64,
     started: Instant,
 ) -> Attempt {
@@ -461,16 +549,20 @@ async fn attempt(
                 }))
             }
         };
-        if event.get("type").and_then(Value::as_str) == Some("error") {
-            let (code, _) = event_error(&event);
-            if !emitting && code == Some(CONNECTION_LIMIT_CODE) && !fresh {
-                release(lease, false, None);
-                return Attempt::RetryFresh;
-            }
-            if !emitting && code == Some(PREVIOUS_RESPONSE_NOT_FOUND_CODE) && cached {
-                release(lease, false, None);
-                return Attempt::RetryFull;
-            }
+        // Upstream reads a code from `error` events and from `response.failed`.
+        let code = match event.get("type").and_then(Value::as_str) {
+            Some("error") => event_error(&event).0,
+            Some("response.failed") => event["response"]["error"]["code"].as_str(),
+            _ => None,
+        };
+        if !emitting && code == Some(CONNECTION_LIMIT_CODE) && !fresh {
+            release(lease, false, None);
+            return Attempt::RetryFresh;
+        }
+        // Whatever the transport mode, as upstream: once per request, on a new socket.
+        if !emitting && code == Some(PREVIOUS_RESPONSE_NOT_FOUND_CODE) && may_resend {
+            release(lease, false, None);
+            return Attempt::RetryFull;
         }
         if !emitting {
             emitting = true;

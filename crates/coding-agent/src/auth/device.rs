@@ -108,8 +108,8 @@ fn form_post(url: &str, fields: &[(&str, &str)]) -> Result<http::Reply, String> 
 }
 
 /// The device-code sign-in of `provider`, if upstream offers one, returning the new
-/// `auth.json` entry. `no_browser` picks OpenAI Codex's headless method (its default is a
-/// browser sign-in, which this build does not offer: `Err(None)`). `Err(Some(text))`: the
+/// `auth.json` entry. `no_browser` picks OpenAI Codex's headless method (its default, the
+/// browser sign-in, is [`super::pkce::login`]'s: `Err(None)` here). `Err(Some(text))`: the
 /// sign-in failed.
 pub fn login(
     provider: &str,
@@ -468,20 +468,5 @@ fn codex(ui: &mut dyn Interaction) -> Result<Map<String, Value>, String> {
             }
         })
     })?;
-    let redirect = format!("{base}/deviceauth/callback");
-    let reply = http::send(
-        reqwest::Method::POST,
-        &http::endpoint(oauth::CODEX_TOKEN_URL),
-        &[],
-        Body::Form(&[
-            ("grant_type", "authorization_code"),
-            ("client_id", CODEX_CLIENT_ID),
-            ("code", code.as_str()),
-            ("code_verifier", verifier.as_str()),
-            ("redirect_uri", redirect.as_str()),
-        ]),
-        REQUEST_TIMEOUT,
-    )?;
-    let (access, refresh, expires) = oauth::codex_token_reply(&reply, "exchange")?;
-    oauth::codex_entry(&access, &refresh, expires)
+    oauth::exchange_codex_code(&code, &verifier, &format!("{base}/deviceauth/callback"))
 }

@@ -1,5 +1,5 @@
 //! Account (OAuth) credentials of the built-in providers: refreshing the `{"type":"oauth"}`
-//! entries of `auth.json` and the device-code sign-ins of `pi auth login` (upstream 1.6
+//! entries of `auth.json` and the device-code and browser sign-ins of `pi auth login` (upstream 1.6
 //! `@earendil-works/pi-ai` `auth/oauth/*.ts`, `auth/resolve.ts`).
 //!
 //! - [`oauth`]: which providers upstream refreshes and how (endpoint, client id, request and
@@ -10,7 +10,8 @@
 //! - [`device`]: the RFC 8628 device-code polling loop (`interval`, `authorization_pending`,
 //!   `slow_down`, `expired_token`) and the device-code sign-ins that use it.
 //! - [`pkce`]: the browser (PKCE S256) sign-ins, run headless: the authorize URL is printed,
-//!   a loopback callback or a pasted redirect URL/code completes it (OpenRouter so far).
+//!   a loopback callback or a pasted redirect URL/code completes it (OpenRouter, Anthropic with
+//!   its copy-code variant, OpenAI Codex).
 //!
 //! Endpoints are upstream's production URLs. Kimi Code honours upstream's own
 //! `KIMI_CODE_OAUTH_HOST` / `KIMI_OAUTH_HOST`. For the others upstream has no override, so

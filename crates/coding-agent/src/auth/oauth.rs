@@ -18,8 +18,10 @@ pub const MIN_VALIDITY_MS: i64 = 5 * 60_000;
 /// What upstream subtracts from some providers' reported lifetime, in ms.
 const SKEW_MS: i64 = 5 * 60_000;
 
-const ANTHROPIC_CLIENT_ID: &str = "9d1c250a-e61b-44d9-88ed-5944d1962f5e";
-const ANTHROPIC_TOKEN_URL: &str = "https://platform.claude.com/v1/oauth/token";
+/// Anthropic (Claude Pro/Max) client id.
+pub const ANTHROPIC_CLIENT_ID: &str = "9d1c250a-e61b-44d9-88ed-5944d1962f5e";
+/// Anthropic token endpoint (code exchange and refresh).
+pub const ANTHROPIC_TOKEN_URL: &str = "https://platform.claude.com/v1/oauth/token";
 /// OpenAI Codex (ChatGPT) client id.
 pub const CODEX_CLIENT_ID: &str = "app_EMoamEEZ73f0CkXaXp7hrann";
 /// OpenAI Codex token endpoint.
@@ -106,19 +108,34 @@ fn str_field<'a>(v: &'a Value, k: &str) -> Option<&'a str> {
 }
 
 fn refresh_anthropic(refresh: &str) -> Result<Map<String, Value>, String> {
-    let url = http::endpoint(ANTHROPIC_TOKEN_URL);
     let body = json!({"grant_type": "refresh_token", "client_id": ANTHROPIC_CLIENT_ID, "refresh_token": refresh});
-    let failed = |details: String| {
-        format!(
-            "Anthropic token refresh request failed. url={ANTHROPIC_TOKEN_URL}; details={details}"
-        )
-    };
+    anthropic_token(
+        &body,
+        &format!("Anthropic token refresh request failed. url={ANTHROPIC_TOKEN_URL}"),
+        &format!("Anthropic token refresh returned invalid JSON. url={ANTHROPIC_TOKEN_URL}"),
+        Duration::from_secs(30).min(REFRESH_TIMEOUT),
+    )
+}
+
+/// Posts `body` (JSON) to Anthropic's token endpoint, for a code exchange or a refresh, and
+/// reads the answer into an entry `{type:"oauth", refresh, access, expires}`; `expires` is now
+/// plus `expires_in` seconds less five minutes, in ms (upstream `anthropic.ts`). Missing fields
+/// are stored empty, as upstream does not check them. Errors: `<request_failed>; details=…`
+/// for a transport failure or a non-2xx answer (its status and body), `<invalid_json>;
+/// body=…; details=…` for an answer that is not JSON. `timeout` bounds the request. Blocking.
+pub fn anthropic_token(
+    body: &Value,
+    request_failed: &str,
+    invalid_json: &str,
+    timeout: Duration,
+) -> Result<Map<String, Value>, String> {
+    let failed = |details: String| format!("{request_failed}; details={details}");
     let reply = http::send(
         reqwest::Method::POST,
-        &url,
+        &http::endpoint(ANTHROPIC_TOKEN_URL),
         &[("Accept", "application/json")],
-        Body::Json(&body),
-        Duration::from_secs(30).min(REFRESH_TIMEOUT),
+        Body::Json(body),
+        timeout,
     )
     .map_err(|e| failed(format!("Error: {e}")))?;
     if !reply.ok() {
@@ -129,7 +146,7 @@ fn refresh_anthropic(refresh: &str) -> Result<Map<String, Value>, String> {
     }
     let data: Value = serde_json::from_str(&reply.body).map_err(|e| {
         format!(
-            "Anthropic token refresh returned invalid JSON. url={ANTHROPIC_TOKEN_URL}; body={}; details=SyntaxError: {e}",
+            "{invalid_json}; body={}; details=SyntaxError: {e}",
             reply.body
         )
     })?;
@@ -202,6 +219,32 @@ pub fn codex_entry(
     let mut m = oauth_entry(access, refresh, expires);
     m.insert("accountId".into(), Value::String(account));
     Ok(m)
+}
+
+/// Exchanges an OpenAI Codex authorization code (browser or device-code sign-in) for the
+/// `auth.json` entry: a form `POST` of `grant_type=authorization_code`, `client_id`, `code`,
+/// `code_verifier` and `redirect_uri` (the one the code was issued for) to the token endpoint,
+/// then [`codex_token_reply`] and [`codex_entry`] (upstream `openai-codex.ts`). Blocking.
+pub fn exchange_codex_code(
+    code: &str,
+    verifier: &str,
+    redirect_uri: &str,
+) -> Result<Map<String, Value>, String> {
+    let reply = http::send(
+        reqwest::Method::POST,
+        &http::endpoint(CODEX_TOKEN_URL),
+        &[],
+        Body::Form(&[
+            ("grant_type", "authorization_code"),
+            ("client_id", CODEX_CLIENT_ID),
+            ("code", code),
+            ("code_verifier", verifier),
+            ("redirect_uri", redirect_uri),
+        ]),
+        Duration::from_secs(30),
+    )?;
+    let (access, refresh, expires) = codex_token_reply(&reply, "exchange")?;
+    codex_entry(&access, &refresh, expires)
 }
 
 fn refresh_codex(refresh: &str) -> Result<Map<String, Value>, String> {

@@ -842,6 +842,89 @@ fn query_of(url: &str, key: &str) -> Option<String> {
         .map(|(_, v)| v.into_owned())
 }
 
+/// A started `pi auth login …`: the child, its stdout reader, what it printed up to and with the
+/// authorize URL, and the URL.
+struct Login {
+    child: std::process::Child,
+    out: std::io::BufReader<std::process::ChildStdout>,
+    printed: String,
+    url: String,
+}
+
+impl Login {
+    /// Starts `pi auth login <args>` against `oauth` and reads up to the authorize URL (the
+    /// line after `Open this URL to sign in:`).
+    fn start(root: &RunRoot, oauth: &FakeOAuth, args: &[&str]) -> Login {
+        use std::io::BufRead;
+        let mut child = Command::new(pi_bin())
+            .args(["auth", "login"])
+            .args(args)
+            .current_dir(&root.cwd)
+            .env_clear()
+            .envs(root.env())
+            .env("PI_TEST_OAUTH_ORIGIN", oauth.origin())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn pi");
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut printed = String::new();
+        let mut next = false;
+        let url = loop {
+            let mut line = String::new();
+            if out.read_line(&mut line).unwrap() == 0 {
+                let mut err = String::new();
+                use std::io::Read;
+                child
+                    .stderr
+                    .take()
+                    .unwrap()
+                    .read_to_string(&mut err)
+                    .unwrap();
+                panic!("no authorize URL in {printed:?}; stderr {err:?}");
+            }
+            printed.push_str(&line);
+            if next {
+                break line.trim().to_string();
+            }
+            next = line.trim_end() == "Open this URL to sign in:";
+        };
+        Login {
+            child,
+            out,
+            printed,
+            url,
+        }
+    }
+
+    fn param(&self, key: &str) -> Option<String> {
+        query_of(&self.url, key)
+    }
+
+    fn paste(&mut self, line: &str) {
+        let mut stdin = self.child.stdin.take().unwrap();
+        writeln!(stdin, "{line}").unwrap();
+    }
+
+    /// Waits for the exit; (success, rest of stdout, stderr).
+    fn finish(mut self) -> (bool, String, String) {
+        use std::io::Read;
+        drop(self.child.stdin.take());
+        let status = self.child.wait().unwrap();
+        let mut rest = String::new();
+        self.out.read_to_string(&mut rest).unwrap();
+        let mut err = String::new();
+        self.child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        (status.success(), rest, err)
+    }
+}
+
 /// Starts `pi auth login openrouter` against `oauth`; returns the child, its stdout reader and
 /// the authorize URL it printed.
 fn start_openrouter_login(
@@ -852,36 +935,15 @@ fn start_openrouter_login(
     std::io::BufReader<std::process::ChildStdout>,
     String,
 ) {
-    use std::io::BufRead;
-    let mut child = Command::new(pi_bin())
-        .args(["auth", "login", "openrouter"])
-        .current_dir(&root.cwd)
-        .env_clear()
-        .envs(root.env())
-        .env("PI_TEST_OAUTH_ORIGIN", oauth.origin())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn pi");
-    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-    let mut printed = String::new();
-    let url = loop {
-        let mut line = String::new();
-        assert!(
-            out.read_line(&mut line).unwrap() > 0,
-            "no authorize URL in {printed}"
-        );
-        printed.push_str(&line);
-        if let Some(u) = line.trim().strip_prefix("Open this URL to sign in: ") {
-            break u.to_string();
-        }
-    };
+    let login = Login::start(root, oauth, &["openrouter"]);
     assert!(
-        printed.starts_with("Listening for OpenRouter OAuth callback on http://127.0.0.1:"),
-        "{printed}"
+        login
+            .printed
+            .starts_with("Listening for OpenRouter OAuth callback on http://127.0.0.1:"),
+        "{}",
+        login.printed
     );
-    (child, out, url)
+    (login.child, login.out, login.url)
 }
 
 fn challenge_of(verifier: &str) -> String {
@@ -993,4 +1055,331 @@ fn openrouter_login_takes_a_pasted_redirect_url_and_reports_a_failed_exchange() 
     assert!(
         !root.agent_dir.join("auth.json").exists() || read_auth(&root).get("openrouter").is_none()
     );
+}
+
+/// Serialises the tests whose sign-in listens on a fixed port (Anthropic's 53692, Codex's
+/// 1455).
+static FIXED_PORTS: Mutex<()> = Mutex::new(());
+
+fn fixed_ports() -> std::sync::MutexGuard<'static, ()> {
+    FIXED_PORTS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A field of a form-encoded request body.
+fn form_of(body: &str, key: &str) -> Option<String> {
+    query_of(&format!("http://form.invalid/?{body}"), key)
+}
+
+const ANTHROPIC_SCOPES: &str = "org:create_api_key user:profile user:inference user:sessions:claude_code user:mcp_servers user:file_upload";
+
+fn anthropic_token_answer() -> Answer {
+    ok(json!({"access_token": "sk-ant-oat-1", "refresh_token": "sk-ant-ort-1", "expires_in": 3600}))
+}
+
+/// Checks the parameters of an Anthropic authorize URL; returns its `state` (the verifier).
+fn check_anthropic_authorize(login: &Login, oauth: &FakeOAuth, redirect: &str) -> String {
+    assert!(
+        login
+            .url
+            .starts_with(&format!("{}/oauth/authorize?", oauth.origin())),
+        "{}",
+        login.url
+    );
+    assert_eq!(login.param("code").as_deref(), Some("true"));
+    assert_eq!(
+        login.param("client_id").as_deref(),
+        Some("9d1c250a-e61b-44d9-88ed-5944d1962f5e")
+    );
+    assert_eq!(login.param("response_type").as_deref(), Some("code"));
+    assert_eq!(login.param("redirect_uri").as_deref(), Some(redirect));
+    assert_eq!(login.param("scope").as_deref(), Some(ANTHROPIC_SCOPES));
+    assert_eq!(
+        login.param("code_challenge_method").as_deref(),
+        Some("S256")
+    );
+    let state = login.param("state").unwrap();
+    // Upstream sends the PKCE verifier as the state.
+    assert_eq!(challenge_of(&state), login.param("code_challenge").unwrap());
+    state
+}
+
+/// Checks the one Anthropic code exchange the fake received and the stored entry.
+fn check_anthropic_exchange(
+    oauth: &FakeOAuth,
+    root: &RunRoot,
+    code: &str,
+    state: &str,
+    redirect: &str,
+    started_ms: i64,
+) {
+    let seen = oauth.seen("/v1/oauth/token");
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].method, "POST");
+    let sent: Value = serde_json::from_str(&seen[0].body).unwrap();
+    assert_eq!(
+        sent,
+        json!({"grant_type": "authorization_code",
+            "client_id": "9d1c250a-e61b-44d9-88ed-5944d1962f5e",
+            "code": code, "state": state, "redirect_uri": redirect, "code_verifier": state})
+    );
+    let auth = read_auth(root);
+    let entry = &auth["anthropic"];
+    assert_eq!(entry["type"], "oauth");
+    assert_eq!(entry["access"], "sk-ant-oat-1");
+    assert_eq!(entry["refresh"], "sk-ant-ort-1");
+    // One hour less upstream's five minutes of margin.
+    let expires = entry["expires"].as_i64().unwrap();
+    let lifetime = 3_600_000 - 300_000;
+    assert!(
+        (started_ms + lifetime..=pi_ai::now_ms() + lifetime).contains(&expires),
+        "{expires}"
+    );
+    assert_eq!(auth_mode(root), 0o600);
+}
+
+#[test]
+fn anthropic_browser_login_refuses_a_wrong_state_and_exchanges_the_code_with_the_verifier() {
+    let _ports = fixed_ports();
+    let oauth = FakeOAuth::start(vec![("/v1/oauth/token", vec![anthropic_token_answer()])]);
+    let root = auth_root(json!({"openrouter": {"type": "api_key", "key": "sk-or-keep"}}));
+    let started = pi_ai::now_ms();
+    let login = Login::start(&root, &oauth, &["anthropic"]);
+    assert_eq!(
+        login.printed,
+        format!("Open this URL to sign in:\n  {}\n", login.url)
+    );
+    let redirect = "http://localhost:53692/callback";
+    let state = check_anthropic_authorize(&login, &oauth, redirect);
+    // The browser plays the redirect: another state is refused and the sign-in waits on.
+    let (line, body) = browser_get(&format!("{redirect}?code=stolen&state=not-the-state"));
+    assert!(line.contains("400"), "{line}");
+    assert!(body.contains("State mismatch"), "{body}");
+    let (line, _) = browser_get(&format!(
+        "http://localhost:53692/elsewhere?code=x&state={state}"
+    ));
+    assert!(line.contains("404"), "{line}");
+    assert!(oauth.seen("/v1/oauth/token").is_empty());
+    let (line, _) = browser_get(&format!("{redirect}?code=ac-1&state={state}"));
+    assert!(line.contains("200"), "{line}");
+    let (ok, rest, err) = login.finish();
+    assert!(ok, "{err}");
+    assert_eq!(
+        rest,
+        format!(
+            "Complete login in your browser. If the browser is on another machine, paste the final redirect URL here.\n\
+             To use \"Copy code login (headless)\" instead, run \"pi auth login anthropic --no-browser\"\n\
+             Exchanging authorization code for tokens...\n\
+             Logged in to Anthropic. Credentials saved to {}\n",
+            root.agent_dir.join("auth.json").display()
+        )
+    );
+    check_anthropic_exchange(&oauth, &root, "ac-1", &state, redirect, started);
+    assert_eq!(read_auth(&root)["openrouter"]["key"], "sk-or-keep");
+}
+
+#[test]
+fn anthropic_login_falls_back_to_a_free_port_when_53692_is_taken() {
+    let _ports = fixed_ports();
+    let _taken = std::net::TcpListener::bind("127.0.0.1:53692").unwrap();
+    let oauth = FakeOAuth::start(vec![("/v1/oauth/token", vec![anthropic_token_answer()])]);
+    let root = auth_root(json!({}));
+    let started = pi_ai::now_ms();
+    let login = Login::start(&root, &oauth, &["anthropic"]);
+    let redirect = login.param("redirect_uri").unwrap();
+    let port: u16 = redirect
+        .strip_prefix("http://localhost:")
+        .and_then(|r| r.strip_suffix("/callback"))
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("{redirect}"));
+    assert_ne!(port, 53692);
+    let state = check_anthropic_authorize(&login, &oauth, &redirect);
+    let (line, _) = browser_get(&format!("{redirect}?code=ac-2&state={state}"));
+    assert!(line.contains("200"), "{line}");
+    let (ok, _, err) = login.finish();
+    assert!(ok, "{err}");
+    check_anthropic_exchange(&oauth, &root, "ac-2", &state, &redirect, started);
+}
+
+#[test]
+fn anthropic_login_takes_a_pasted_redirect_url_or_copied_code_and_refuses_another_state() {
+    let _ports = fixed_ports();
+    let oauth = FakeOAuth::start(vec![("/v1/oauth/token", vec![anthropic_token_answer()])]);
+    // The browser method, the redirect URL pasted (the callback port does not matter here).
+    let root = auth_root(json!({}));
+    let started = pi_ai::now_ms();
+    let mut login = Login::start(&root, &oauth, &["anthropic"]);
+    let redirect = login.param("redirect_uri").unwrap();
+    let state = check_anthropic_authorize(&login, &oauth, &redirect);
+    login.paste(&format!("{redirect}?code=pasted-1&state={state}"));
+    let (ok, _, err) = login.finish();
+    assert!(ok, "{err}");
+    check_anthropic_exchange(&oauth, &root, "pasted-1", &state, &redirect, started);
+
+    // `--no-browser`: the copy-code method, `code#state` pasted.
+    let oauth = FakeOAuth::start(vec![("/v1/oauth/token", vec![anthropic_token_answer()])]);
+    let root = auth_root(json!({}));
+    let mut login = Login::start(&root, &oauth, &["anthropic", "--no-browser"]);
+    assert_eq!(
+        login.printed,
+        format!(
+            "Select Anthropic login method: Copy code login (headless)\nOpen this URL to sign in:\n  {}\n",
+            login.url
+        )
+    );
+    let copy = "https://platform.claude.com/oauth/code/callback";
+    let state = check_anthropic_authorize(&login, &oauth, copy);
+    login.paste(&format!("copied-1#{state}"));
+    let (ok, rest, err) = login.finish();
+    assert!(ok, "{err}");
+    assert!(
+        rest.starts_with("Complete login in your browser, then copy the code Anthropic shows and paste it here.\nExchanging authorization code for tokens...\nLogged in to Anthropic."),
+        "{rest}"
+    );
+    assert!(
+        err.contains("Paste the code Anthropic shows after you sign in: (code#state): "),
+        "{err}"
+    );
+    check_anthropic_exchange(&oauth, &root, "copied-1", &state, copy, started);
+
+    // Another state is refused before any exchange.
+    let oauth = FakeOAuth::start(vec![("/v1/oauth/token", vec![anthropic_token_answer()])]);
+    let root = auth_root(json!({}));
+    let mut login = Login::start(&root, &oauth, &["anthropic", "--no-browser"]);
+    login.paste("copied-2#some-other-state");
+    let (ok, _, err) = login.finish();
+    assert!(!ok);
+    assert!(
+        err.ends_with("Failed to log in to Anthropic: OAuth state mismatch\n"),
+        "{err}"
+    );
+    assert!(oauth.seen("/v1/oauth/token").is_empty());
+    assert_eq!(read_auth(&root), json!({}));
+}
+
+const CODEX_REDIRECT: &str = "http://localhost:1455/auth/callback";
+
+fn codex_token_answer() -> Answer {
+    ok(json!({"access_token": codex_jwt(), "refresh_token": "cx-refresh", "expires_in": 864000}))
+}
+
+/// Checks the parameters of a Codex authorize URL; returns its `state`.
+fn check_codex_authorize(login: &Login, oauth: &FakeOAuth) -> String {
+    assert!(
+        login
+            .url
+            .starts_with(&format!("{}/oauth/authorize?", oauth.origin())),
+        "{}",
+        login.url
+    );
+    for (k, v) in [
+        ("response_type", "code"),
+        ("client_id", "app_EMoamEEZ73f0CkXaXp7hrann"),
+        ("redirect_uri", CODEX_REDIRECT),
+        ("scope", "openid profile email offline_access"),
+        ("code_challenge_method", "S256"),
+        ("id_token_add_organizations", "true"),
+        ("codex_cli_simplified_flow", "true"),
+        ("originator", "pi"),
+    ] {
+        assert_eq!(login.param(k).as_deref(), Some(v), "{k} in {}", login.url);
+    }
+    let state = login.param("state").unwrap();
+    assert!(
+        state.len() == 32 && state.chars().all(|c| c.is_ascii_hexdigit()),
+        "{state}"
+    );
+    state
+}
+
+/// Checks the one Codex code exchange the fake received against the authorize URL's challenge,
+/// and the stored entry.
+fn check_codex_exchange(oauth: &FakeOAuth, root: &RunRoot, code: &str, challenge: &str) {
+    let seen = oauth.seen("/oauth/token");
+    assert_eq!(seen.len(), 1);
+    let body = &seen[0].body;
+    assert_eq!(
+        form_of(body, "grant_type").as_deref(),
+        Some("authorization_code")
+    );
+    assert_eq!(
+        form_of(body, "client_id").as_deref(),
+        Some("app_EMoamEEZ73f0CkXaXp7hrann")
+    );
+    assert_eq!(form_of(body, "code").as_deref(), Some(code));
+    assert_eq!(
+        form_of(body, "redirect_uri").as_deref(),
+        Some(CODEX_REDIRECT)
+    );
+    assert_eq!(
+        challenge_of(&form_of(body, "code_verifier").unwrap()),
+        challenge
+    );
+    let auth = read_auth(root);
+    let entry = &auth["openai-codex"];
+    assert_eq!(entry["type"], "oauth");
+    assert_eq!(entry["access"], codex_jwt());
+    assert_eq!(entry["refresh"], "cx-refresh");
+    assert_eq!(entry["accountId"], "acct-1");
+    assert!(entry["expires"].as_i64().unwrap() > pi_ai::now_ms() + 863_000_000);
+    assert_eq!(auth_mode(root), 0o600);
+}
+
+#[test]
+fn codex_browser_login_sends_upstreams_parameters_and_stores_the_account() {
+    let _ports = fixed_ports();
+    let oauth = FakeOAuth::start(vec![("/oauth/token", vec![codex_token_answer()])]);
+    let root = auth_root(json!({}));
+    let login = Login::start(&root, &oauth, &["openai-codex"]);
+    assert_eq!(
+        login.printed,
+        format!("Open this URL to sign in:\n  {}\n", login.url)
+    );
+    let state = check_codex_authorize(&login, &oauth);
+    let (line, body) = browser_get(&format!("{CODEX_REDIRECT}?code=stolen&state=0000"));
+    assert!(line.contains("400"), "{line}");
+    assert!(body.contains("State mismatch"), "{body}");
+    assert!(oauth.seen("/oauth/token").is_empty());
+    let (line, _) = browser_get(&format!("{CODEX_REDIRECT}?code=cx-1&state={state}"));
+    assert!(line.contains("200"), "{line}");
+    let challenge = login.param("code_challenge").unwrap();
+    let (ok, rest, err) = login.finish();
+    assert!(ok, "{err}");
+    assert_eq!(
+        rest,
+        format!(
+            "A browser window should open. Complete login to finish.\n\
+             To use \"Device code login (headless)\" instead, run \"pi auth login openai-codex --no-browser\"\n\
+             Logged in to OpenAI Codex. Credentials saved to {}\n",
+            root.agent_dir.join("auth.json").display()
+        )
+    );
+    check_codex_exchange(&oauth, &root, "cx-1", &challenge);
+}
+
+#[test]
+fn codex_login_with_port_1455_taken_takes_a_pasted_redirect_url_with_its_state() {
+    let _ports = fixed_ports();
+    let _taken = std::net::TcpListener::bind("127.0.0.1:1455").unwrap();
+    let oauth = FakeOAuth::start(vec![("/oauth/token", vec![codex_token_answer()])]);
+    let root = auth_root(json!({}));
+    // Another state is refused before any exchange.
+    let mut login = Login::start(&root, &oauth, &["openai-codex"]);
+    check_codex_authorize(&login, &oauth);
+    login.paste(&format!(
+        "{CODEX_REDIRECT}?code=cx-2&state=0123456789abcdef0123456789abcdef"
+    ));
+    let (ok, _, err) = login.finish();
+    assert!(!ok);
+    assert!(
+        err.ends_with("Failed to log in to OpenAI Codex: State mismatch\n"),
+        "{err}"
+    );
+    assert!(oauth.seen("/oauth/token").is_empty());
+    let mut login = Login::start(&root, &oauth, &["openai-codex"]);
+    let state = check_codex_authorize(&login, &oauth);
+    let challenge = login.param("code_challenge").unwrap();
+    login.paste(&format!("{CODEX_REDIRECT}?code=cx-3&state={state}"));
+    let (ok, _, err) = login.finish();
+    assert!(ok, "{err}");
+    check_codex_exchange(&oauth, &root, "cx-3", &challenge);
 }

@@ -9,65 +9,40 @@
 //! the session id.
 
 use crate::common::*;
-use crate::rpc_responses::{drive, json_diff, key_headers, key_message, mask_body};
+use crate::rpc_responses::{
+    self, drive, json_diff, key_headers, key_message, mask_body, masked_headers, root_for,
+};
 use base64::Engine as _;
 use pi_fakellm::{FakeLlm, RecordedRequest, Script, Turn};
 use serde_json::{json, Value};
 
 fn recording(scenario: &str) -> Value {
-    let path = format!(
-        "{}/tests/data/responses/openai-codex-ws-{scenario}.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    serde_json::from_str(&std::fs::read_to_string(&path).expect("recording")).expect("json")
+    rpc_responses::recording(&format!("openai-codex-ws-{scenario}"))
 }
 
 /// A run root with the Codex provider `fake-resp/fake-gpt5` of the recordings on `fake`, and
 /// `settings` merged into settings.json.
 fn codex_root(fake: &FakeLlm, settings: Value) -> RunRoot {
-    let root = RunRoot::with_model(fake.port(), "fake-resp/fake-gpt5");
-    let mut provider = recording("websocket")["provider"].clone();
-    let base = provider["baseUrl"]
-        .as_str()
-        .unwrap()
-        .replace("{port}", &fake.port().to_string());
-    provider["baseUrl"] = json!(base);
-    root.write_agent_file(
-        "models.json",
-        &json!({"providers": {"fake-resp": provider}}),
-    );
-    root.merge_settings(json!({
-        "defaultThinkingLevel": "off",
-        "compaction": {"enabled": false},
-        "retry": {"enabled": false}
-    }));
+    let root = root_for(&recording("websocket")["provider"], fake);
     root.merge_settings(settings);
     root
 }
 
 /// The handshake headers that carry meaning (session ids masked).
 fn upgrade_headers(headers: &Value) -> Value {
-    let mut out = serde_json::Map::new();
-    for name in [
-        "authorization",
-        "chatgpt-account-id",
-        "openai-beta",
-        "originator",
-        "content-type",
-        "upgrade",
-        "session-id",
-        "x-client-request-id",
-    ] {
-        if let Some(v) = headers.get(name) {
-            let v = if name.ends_with("session-id") || name == "x-client-request-id" {
-                json!("<session id>")
-            } else {
-                v.clone()
-            };
-            out.insert(name.to_owned(), v);
-        }
-    }
-    Value::Object(out)
+    masked_headers(
+        headers,
+        &[
+            "authorization",
+            "chatgpt-account-id",
+            "openai-beta",
+            "originator",
+            "content-type",
+            "upgrade",
+            "session-id",
+            "x-client-request-id",
+        ],
+    )
 }
 
 /// The assistant messages and `auto_retry_*` events of `agent` (key fields only).
@@ -193,6 +168,20 @@ fn codex_websocket_text_and_tool_round_trip_match_upstream() {
 }
 
 #[test]
+fn codex_lost_previous_response_is_sent_again_in_full_on_a_new_socket_as_upstream() {
+    // The second prompt's continuation (`previous_response_id`) is answered with an `error`
+    // event `previous_response_not_found`: upstream drops that socket, opens another and sends
+    // the full context on it, and the error never reaches the messages.
+    let fake = replay("not-found");
+    let reqs = fake.llm_requests();
+    assert_eq!(fake.ws_upgrades().len(), 2);
+    assert_eq!(reqs[1].body["previous_response_id"], "resp_fake_1");
+    assert_eq!(reqs[1].outcome, "error_400");
+    assert!(reqs[2].body.get("previous_response_id").is_none());
+    assert_eq!(reqs[2].body["input"].as_array().unwrap().len(), 4);
+}
+
+#[test]
 fn codex_refused_upgrade_falls_back_to_zstd_sse_as_upstream() {
     // The refused upgrade is tried once; every request of the session then goes over SSE
     // with a zstd body that the fake decodes to the same JSON as upstream's.
@@ -282,4 +271,138 @@ fn codex_websocket_mode_sends_the_full_context_each_time() {
     assert_eq!(fake.ws_upgrades().len(), 1, "the socket is reused");
     assert!(reqs[1].body.get("previous_response_id").is_none());
     assert_eq!(reqs[1].body["input"].as_array().unwrap().len(), 4);
+}
+
+#[test]
+fn codex_previous_response_not_found_is_resent_once_in_any_mode() {
+    // Upstream resends once on a new socket whatever the transport mode; a second
+    // `previous_response_not_found` ends the message with the error (no SSE fallback).
+    let not_found = json!({"api": "responses", "error": {"status": 400, "body": {"error": {
+        "type": "invalid_request_error", "code": "previous_response_not_found",
+        "message": "Previous response with id 'resp_x' not found."}}}});
+    let text = json!({"api": "responses", "blocks": [{"type": "text", "text": "one"}]});
+    for (turns, stop, error) in [
+        (vec![not_found.clone(), text], "stop", Value::Null),
+        (
+            vec![not_found.clone(), not_found],
+            "error",
+            json!("Codex error: Previous response with id 'resp_x' not found."),
+        ),
+    ] {
+        let script = Script::from_value(json!({"websocket": true, "turns": turns})).unwrap();
+        let fake = FakeLlm::spawn(script).unwrap();
+        let root = codex_root(&fake, json!({"transport": "websocket"}));
+        let mut agent = root.spawn();
+        let m = drive(
+            &mut agent,
+            &[json!({"type": "prompt", "message": "a"})],
+            "p",
+        );
+        assert_eq!(m.len(), 1);
+        assert_eq!(m[0]["stopReason"], stop, "{}", m[0]);
+        assert_eq!(m[0]["errorMessage"], error, "{}", m[0]);
+        let reqs = fake.llm_requests();
+        assert_eq!(reqs.len(), 2);
+        assert!(reqs.iter().all(|r| r.method == "WS"));
+        assert_eq!(reqs[0].body, reqs[1].body);
+        assert_eq!(fake.ws_upgrades().len(), 2, "a new socket for the resend");
+    }
+}
+
+/// An HTTP CONNECT proxy on 127.0.0.1: records each `CONNECT` target, answers 200 and pipes
+/// the tunnel both ways.
+struct ConnectProxy {
+    port: u16,
+    targets: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl ConnectProxy {
+    fn start() -> ConnectProxy {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let targets = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = targets.clone();
+        std::thread::spawn(move || {
+            for mut client in listener.incoming().flatten() {
+                let seen = seen.clone();
+                std::thread::spawn(move || {
+                    let mut head = Vec::new();
+                    let mut byte = [0u8; 1];
+                    while !head.ends_with(b"\r\n\r\n") {
+                        if client.read(&mut byte).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        head.push(byte[0]);
+                    }
+                    let head = String::from_utf8_lossy(&head).into_owned();
+                    let mut words = head.split_whitespace();
+                    let (Some("CONNECT"), Some(target)) = (words.next(), words.next()) else {
+                        let _ = client.write_all(b"HTTP/1.1 405 Method Not Allowed\r\n\r\n");
+                        return;
+                    };
+                    seen.lock().unwrap().push(target.to_owned());
+                    let Ok(upstream) = std::net::TcpStream::connect(target) else {
+                        let _ = client.write_all(b"HTTP/1.1 502 Bad Gateway\r\n\r\n");
+                        return;
+                    };
+                    client
+                        .write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+                        .unwrap();
+                    let (mut c2, mut u2) =
+                        (client.try_clone().unwrap(), upstream.try_clone().unwrap());
+                    let (mut client, mut upstream) = (client, upstream);
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut u2, &mut c2);
+                        let _ = c2.shutdown(std::net::Shutdown::Write);
+                    });
+                    let _ = std::io::copy(&mut client, &mut upstream);
+                    let _ = upstream.shutdown(std::net::Shutdown::Write);
+                });
+            }
+        });
+        ConnectProxy { port, targets }
+    }
+
+    fn targets(&self) -> Vec<String> {
+        self.targets.lock().unwrap().clone()
+    }
+}
+
+#[test]
+fn codex_websocket_goes_through_the_http_proxy_of_its_scheme_unless_no_proxy_exempts_it() {
+    // As upstream's `resolveHttpProxyUrlForTarget`: the `ws://` endpoint is an `http:` target,
+    // so `HTTP_PROXY` tunnels it (CONNECT), `HTTPS_PROXY` does not, and `NO_PROXY` exempts it.
+    let proxy = ConnectProxy::start();
+    let via = format!("http://127.0.0.1:{}", proxy.port);
+    let cases: [(&[(&str, &str)], bool); 3] = [
+        (&[("HTTP_PROXY", &via)], true),
+        (&[("HTTPS_PROXY", &via)], false),
+        (
+            &[("HTTP_PROXY", &via), ("NO_PROXY", "localhost,127.0.0.1")],
+            false,
+        ),
+    ];
+    for (env, tunnelled) in cases {
+        let before = proxy.targets().len();
+        let script = Script::new([Turn::text("ok")]).websocket(true);
+        let fake = FakeLlm::spawn(script).unwrap();
+        let root = codex_root(&fake, json!({"transport": "websocket"}));
+        let mut agent = root.spawn_with_env(false, &[], env);
+        let m = drive(
+            &mut agent,
+            &[json!({"type": "prompt", "message": "hi"})],
+            "p",
+        );
+        assert_eq!(m[0]["stopReason"], "stop", "{env:?}: {}", m[0]);
+        let reqs = fake.llm_requests();
+        assert_eq!(reqs.len(), 1, "{env:?}");
+        assert_eq!(reqs[0].method, "WS", "{env:?}");
+        let expected = if tunnelled {
+            vec![format!("127.0.0.1:{}", fake.port())]
+        } else {
+            Vec::new()
+        };
+        assert_eq!(proxy.targets()[before..].to_vec(), expected, "{env:?}");
+    }
 }

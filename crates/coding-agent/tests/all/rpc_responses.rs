@@ -13,9 +13,10 @@ use crate::common::*;
 use pi_fakellm::{FakeLlm, Script, Turn};
 use serde_json::{json, Value};
 
-fn recording(api: &str) -> Value {
+/// `tests/data/responses/<name>.json`.
+pub(crate) fn recording(name: &str) -> Value {
     let path = format!(
-        "{}/tests/data/responses/{api}.json",
+        "{}/tests/data/responses/{name}.json",
         env!("CARGO_MANIFEST_DIR")
     );
     serde_json::from_str(&std::fs::read_to_string(&path).expect("recording")).expect("json")
@@ -23,7 +24,7 @@ fn recording(api: &str) -> Value {
 
 /// A run root whose models.json has the recording's provider (`fake-resp/fake-gpt5`) on
 /// `fake`, with compaction and auto-retry off as in the recording.
-fn root_for(provider: &Value, fake: &FakeLlm) -> RunRoot {
+pub(crate) fn root_for(provider: &Value, fake: &FakeLlm) -> RunRoot {
     let root = RunRoot::with_model(fake.port(), "fake-resp/fake-gpt5");
     let mut provider = provider.clone();
     let base = provider["baseUrl"]
@@ -113,21 +114,11 @@ pub(crate) fn mask_body(body: &Value) -> Value {
     b
 }
 
-/// The request headers that carry meaning for these APIs (session ids masked).
-pub(crate) fn key_headers(req: &Value) -> Value {
+/// The `names` headers of a recorded request's `headers` object, the session ids masked.
+pub(crate) fn masked_headers(headers: &Value, names: &[&str]) -> Value {
     let mut out = serde_json::Map::new();
-    for name in [
-        "authorization",
-        "api-key",
-        "chatgpt-account-id",
-        "openai-beta",
-        "originator",
-        "accept",
-        "content-type",
-        "session-id",
-        "x-client-request-id",
-    ] {
-        if let Some(v) = req["headers"].get(name) {
+    for &name in names {
+        if let Some(v) = headers.get(name) {
             let v = if name.ends_with("session-id") || name == "x-client-request-id" {
                 json!("<session id>")
             } else {
@@ -137,6 +128,24 @@ pub(crate) fn key_headers(req: &Value) -> Value {
         }
     }
     Value::Object(out)
+}
+
+/// The request headers that carry meaning for these APIs (session ids masked).
+pub(crate) fn key_headers(req: &Value) -> Value {
+    masked_headers(
+        &req["headers"],
+        &[
+            "authorization",
+            "api-key",
+            "chatgpt-account-id",
+            "openai-beta",
+            "originator",
+            "accept",
+            "content-type",
+            "session-id",
+            "x-client-request-id",
+        ],
+    )
 }
 
 /// The parts of an assistant message that must match upstream.

@@ -30,6 +30,10 @@ AFTER = {"api": "responses", "blocks": [{"type": "text", "text": "It printed hi.
 AGAIN = {"api": "responses", "blocks": [{"type": "text", "text": "Still here."}],
          "usage": {"input": 170, "output": 3}}
 
+NOT_FOUND = {"api": "responses", "error": {"status": 400, "body": {"error": {
+    "type": "invalid_request_error", "code": "previous_response_not_found",
+    "message": "Previous response with id 'resp_fake_1' not found.", "param": "previous_response_id"}}}}
+
 SCENARIOS = {
     # WebSocket accepted: a text turn, a tool call round trip, another text turn (one socket).
     "websocket": {"websocket": True, "turns": [TEXT, TOOL, AFTER, AGAIN],
@@ -41,6 +45,11 @@ SCENARIOS = {
     "dropped": {"websocket": True, "turns": [dict(TEXT, disconnect_after_events=4), AGAIN],
                 "commands": ["Say hello"],
                 "settings": {"retry": {"enabled": True, "maxRetries": 2, "baseDelayMs": 50}}},
+    # The server lost the previous response: the continuation (`previous_response_id`) is
+    # answered with an `error` event `previous_response_not_found`, and the request is sent
+    # again with the full context.
+    "not-found": {"websocket": True, "turns": [TEXT, NOT_FOUND, AGAIN],
+                  "commands": ["Say hello", "Once more"]},
 }
 
 
