@@ -179,7 +179,8 @@ impl AgentSession {
             .branch()
             .iter()
             .rev()
-            .filter(|e| matches!(e.kind, EntryKind::Message(_)))
+            // A message entry whose line stays in the file is a `Stored` stub.
+            .filter(|e| matches!(e.kind, EntryKind::Message(_) | EntryKind::Stored(_)))
             .take(n + 1)
             .map(|e| e.id.clone())
             .collect();

@@ -299,6 +299,11 @@ pub struct SessionManager {
     repair: Option<Repair>,
     /// The file as opened, for reading [`EntryKind::Stored`] entries back.
     lazy_file: Option<Arc<std::fs::File>>,
+    /// Slot → timestamp of each assistant message released to the file by this process, so
+    /// finding a just-persisted assistant message's entry reads nothing back (issue 15).
+    stored_ts: HashMap<u32, i64>,
+    /// Set when the whole file was (re)written: every `message` entry may be released.
+    whole_written: bool,
 }
 
 impl SessionManager {
@@ -320,6 +325,8 @@ impl SessionManager {
             has_assistant: false,
             repair: None,
             lazy_file: None,
+            stored_ts: HashMap::new(),
+            whole_written: false,
         }
     }
 
@@ -599,6 +606,8 @@ impl SessionManager {
         self.has_assistant = false;
         self.repair = None;
         self.lazy_file = None;
+        self.stored_ts.clear();
+        self.whole_written = false;
         self.session_file = match (&self.session_dir, self.persist) {
             (Some(dir), true) => Some(dir.join(file_name_for(&self.header))),
             _ => None,
@@ -645,6 +654,93 @@ impl SessionManager {
             loaded: STORED,
             role,
         });
+    }
+
+    /// Releases the parsed `message` entries of slots `from..` whose line is known to be in the
+    /// file (`len > 0`, set when this process wrote it) to [`EntryKind::Stored`] slots: the
+    /// store then holds no copy of the message, which the agent's transcript already holds
+    /// (issue 15: one copy per message). Nothing is released without a handle to read it back.
+    fn release_messages(&mut self, from: usize) {
+        if self.lazy_file.is_none() {
+            return;
+        }
+        let mut released = false;
+        for i in from..self.slots.len() {
+            let slot = self.slots[i];
+            if slot.loaded == STORED || slot.len == 0 {
+                continue;
+            }
+            let Some(SessionEntry {
+                kind: EntryKind::Message(m),
+                ..
+            }) = self.loaded.get(slot.loaded as usize)
+            else {
+                continue;
+            };
+            let role = match m {
+                Message::Assistant(a) => {
+                    self.stored_ts.insert(i as u32, a.timestamp);
+                    ROLE_ASSISTANT
+                }
+                Message::System(_) => ROLE_SYSTEM,
+                _ => ROLE_OTHER,
+            };
+            // The last parsed entry (the usual case: the message just appended) is popped;
+            // any other is dropped when the table is compacted below.
+            if slot.loaded as usize + 1 == self.loaded.len() && i + 1 == self.slots.len() {
+                self.loaded.pop();
+            } else {
+                released = true;
+            }
+            self.slots[i].loaded = STORED;
+            self.slots[i].role = role;
+        }
+        if released {
+            let old = std::mem::take(&mut self.loaded);
+            let mut old: Vec<Option<SessionEntry>> = old.into_iter().map(Some).collect();
+            for slot in &mut self.slots {
+                if slot.loaded == STORED {
+                    continue;
+                }
+                if let Some(e) = old.get_mut(slot.loaded as usize).and_then(Option::take) {
+                    slot.loaded = u32::try_from(self.loaded.len()).unwrap_or(STORED - 1);
+                    self.loaded.push(e);
+                }
+            }
+        }
+    }
+
+    /// Writes header and every entry as the whole file (exclusive create, see
+    /// [`store::create_exclusive`]), then reads stored entries from the new file and knows
+    /// where every line is, so [`release_messages`](Self::release_messages) can release them.
+    fn write_whole(&mut self, file: &Path) -> io::Result<()> {
+        let mut data = self.header.to_value().to_string();
+        data.push('\n');
+        let mut spans = Vec::with_capacity(self.slots.len());
+        for i in 0..self.slots.len() {
+            let start = data.len() as u64;
+            let line = self.full(i).to_line();
+            spans.push((
+                start,
+                u32::try_from(line.len().saturating_sub(1)).unwrap_or(0),
+            ));
+            data.push_str(&line);
+        }
+        store::create_exclusive(file, data.as_bytes())?;
+        drop(data);
+        match std::fs::File::open(file) {
+            Ok(f) => {
+                self.lazy_file = Some(Arc::new(f));
+                for (slot, (offset, len)) in self.slots.iter_mut().zip(spans) {
+                    slot.offset = offset;
+                    slot.len = len;
+                }
+                self.whole_written = true;
+            }
+            // Stored entries keep being read from the old handle; nothing new is released.
+            Err(e) => tracing::warn!("could not reopen session file {}: {e}", file.display()),
+        }
+        Ok(())
     }
 
     /// Removes the last slot (a commit that could not be written).
@@ -1025,21 +1121,11 @@ impl SessionManager {
             .map(|i| self.stub(i as usize))
             .collect()
     }
-    /// Messages, thinking level and model of the active branch (spec §9), built from the
-    /// table: only the entries the context selects are read (a stored message once, moved
-    /// into the context), so a compacted large file costs the context, not the file.
-    pub fn build_session_context(&self) -> SessionContext {
-        if self.leaf_id.is_none() {
-            return SessionContext {
-                thinking_level: "off".into(),
-                ..SessionContext::default()
-            };
-        }
-        let path = self.path_slots(self.leaf_id.as_deref());
-        let settings = self.path_settings(&path);
+    /// The slots the context selects from `path` (upstream `buildContextEntries`): the whole
+    /// path, or with a compaction C on it `[C, path[firstKept..C], path[C+1..]]`; the flag
+    /// marks the kept range before C, whose system messages are dropped.
+    fn context_selection(&self, path: &[u32]) -> Vec<(u32, bool)> {
         let loaded_at = |p: usize| self.loaded_of(&self.slots[path[p] as usize]);
-        // The selection of upstream `buildContextEntries`: the whole path, or with a compaction
-        // C on it `[C, path[firstKept..C] minus system messages, path[C+1..]]`.
         let compaction = (0..path.len())
             .rev()
             .find_map(|p| match loaded_at(p).map(|e| &e.kind) {
@@ -1060,8 +1146,14 @@ impl SessionManager {
                 selected.extend(path[cidx + 1..].iter().map(|&i| (i, false)));
             }
         }
+        selected
+    }
+
+    /// The `context_edit`s among `selected`: target → replacement (`None` hides it); the
+    /// last edit of a target wins.
+    fn context_edits(&self, selected: &[(u32, bool)]) -> HashMap<Key, &Option<Value>> {
         let mut edits: HashMap<Key, &Option<Value>> = HashMap::new();
-        for &(i, _) in &selected {
+        for &(i, _) in selected {
             if let Some(EntryKind::ContextEdit {
                 target_id,
                 replacement,
@@ -1072,6 +1164,85 @@ impl SessionManager {
                 }
             }
         }
+        edits
+    }
+
+    /// Whether the context of the active branch selects a `context_edit` entry (then
+    /// [`build_projection`](Self::build_projection) differs from the plain messages). Reads
+    /// nothing back from the file.
+    pub fn context_has_edits(&self) -> bool {
+        let path = self.path_slots(self.leaf_id.as_deref());
+        !self
+            .context_edits(&self.context_selection(&path))
+            .is_empty()
+    }
+
+    /// Whether the `message` entry `id` contributes its message to the context of the active
+    /// branch (selected, not a dropped system message, not hidden by a `context_edit` with a
+    /// null replacement): [`build_projection`](Self::build_projection)'s non-empty messages
+    /// for it, without reading anything back. `false` for an unknown id.
+    pub fn message_in_context(&self, id: &str) -> bool {
+        let Some(at) = self.slot_of(id) else {
+            return false;
+        };
+        let path = self.path_slots(self.leaf_id.as_deref());
+        let selected = self.context_selection(&path);
+        let Some(&(_, drop_system)) = selected.iter().find(|(i, _)| *i as usize == at) else {
+            return false;
+        };
+        let slot = &self.slots[at];
+        let system = match self.loaded_of(slot) {
+            Some(e) => match &e.kind {
+                EntryKind::Message(m) => matches!(m, Message::System(_)),
+                _ => return false,
+            },
+            None => slot.role == ROLE_SYSTEM,
+        };
+        if drop_system && system {
+            return false;
+        }
+        !matches!(self.context_edits(&selected).get(&slot.id), Some(None))
+    }
+
+    /// The id of the last `message` entry on the active branch holding the assistant message
+    /// with this `timestamp` (ms), if any. Assistant messages this process appended are
+    /// matched from memory; only older stored ones (a large file as opened) are read back,
+    /// newest first.
+    pub fn assistant_entry_id(&self, timestamp: i64) -> Option<String> {
+        let path = self.path_slots(self.leaf_id.as_deref());
+        path.iter().rev().find_map(|&i| {
+            let slot = &self.slots[i as usize];
+            let hit = match self.loaded_of(slot) {
+                Some(e) => {
+                    matches!(&e.kind, EntryKind::Message(Message::Assistant(a)) if a.timestamp == timestamp)
+                }
+                None if slot.role != ROLE_ASSISTANT => false,
+                None => match self.stored_ts.get(&i) {
+                    Some(&ts) => ts == timestamp,
+                    None => matches!(
+                        self.full(i as usize).kind,
+                        EntryKind::Message(Message::Assistant(ref a)) if a.timestamp == timestamp
+                    ),
+                },
+            };
+            hit.then(|| self.ids.text(slot.id))
+        })
+    }
+
+    /// Messages, thinking level and model of the active branch (spec §9), built from the
+    /// table: only the entries the context selects are read (a stored message once, moved
+    /// into the context), so a compacted large file costs the context, not the file.
+    pub fn build_session_context(&self) -> SessionContext {
+        if self.leaf_id.is_none() {
+            return SessionContext {
+                thinking_level: "off".into(),
+                ..SessionContext::default()
+            };
+        }
+        let path = self.path_slots(self.leaf_id.as_deref());
+        let settings = self.path_settings(&path);
+        let selected = self.context_selection(&path);
+        let edits = self.context_edits(&selected);
         let mut messages = Vec::with_capacity(selected.len());
         for (n, &(i, drop_system)) in selected.iter().enumerate() {
             let slot = &self.slots[i as usize];
@@ -1148,7 +1319,7 @@ impl SessionManager {
     }
     /// The whole session as a tree (spec §10.3).
     pub fn get_tree(&self) -> Vec<SessionTreeNode> {
-        if self.lazy_file.is_some() {
+        if self.loaded.len() != self.slots.len() {
             return build_tree(&self.loaded_entries(), &self.labels);
         }
         build_tree(&self.loaded, &self.labels)
@@ -1185,7 +1356,15 @@ impl SessionManager {
                 .map(SessionEntry::to_line)
                 .unwrap_or_default();
             match store::append(&file, line.as_bytes(), self.repair) {
-                Ok(()) => {}
+                Ok(offset) => {
+                    if self.lazy_file.is_none() {
+                        self.lazy_file = std::fs::File::open(&file).ok().map(Arc::new);
+                    }
+                    if let Some(slot) = self.slots.last_mut() {
+                        slot.offset = offset;
+                        slot.len = u32::try_from(line.len().saturating_sub(1)).unwrap_or(0);
+                    }
+                }
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {
                     // The file (or its folder) was deleted under us: write it again whole,
                     // header first, rather than leave a headerless file behind.
@@ -1193,13 +1372,13 @@ impl SessionManager {
                         "session file {} disappeared; writing it again",
                         file.display()
                     );
-                    store::create_exclusive(&file, self.all_lines().as_bytes())?;
+                    self.write_whole(&file)?;
                 }
                 Err(e) => return Err(e),
             }
             self.repair = None;
         } else if self.has_assistant {
-            store::create_exclusive(&file, self.all_lines().as_bytes())?;
+            self.write_whole(&file)?;
             self.flushed = true;
         }
         Ok(())
@@ -1249,12 +1428,21 @@ impl SessionManager {
     }
 
     /// Append a `message` entry; returns its id. The first assistant message flushes a new
-    /// session to disk.
+    /// session to disk. Once the entry's line is in the file the store keeps only its place
+    /// there ([`EntryKind::Stored`]; the caller's transcript holds the message): an unflushed
+    /// new session and an in-memory one keep their entries.
     pub fn append_message(&mut self, msg: &Message) -> io::Result<String> {
-        Ok(self
+        let id = self
             .append_entry(EntryKind::Message(msg.clone()))?
             .id
-            .clone())
+            .clone();
+        let from = if std::mem::take(&mut self.whole_written) {
+            0
+        } else {
+            self.slots.len().saturating_sub(1)
+        };
+        self.release_messages(from);
+        Ok(id)
     }
 
     /// Append `model_change {provider, modelId}`.
@@ -1542,8 +1730,10 @@ impl SessionManager {
         self.rebuild_index();
         if self.persist && self.has_assistant {
             if let Some(file) = self.session_file.clone() {
-                store::create_exclusive(&file, self.all_lines().as_bytes())?;
+                self.write_whole(&file)?;
                 self.flushed = true;
+                self.whole_written = false;
+                self.release_messages(0);
             }
         }
         Ok(self.session_file.clone())

@@ -151,8 +151,10 @@ pub(crate) fn read_first_value(path: &Path) -> Option<Value> {
 /// Append `data` (complete lines) to the existing file `path` with one `write_all` on an
 /// `O_APPEND` handle, after applying `repair`. On a failed write the file is cut back to its
 /// previous length. A missing file (or folder) is `NotFound`: the file is not created, since
-/// a file without its header would be rejected by the next resume.
-pub(crate) fn append(path: &Path, data: &[u8], repair: Option<Repair>) -> io::Result<()> {
+/// a file without its header would be rejected by the next resume. Returns the byte offset at
+/// which `data` starts in the file.
+pub(crate) fn append(path: &Path, data: &[u8], repair: Option<Repair>) -> io::Result<u64> {
+    use std::io::Seek;
     let mut file = OpenOptions::new().append(true).open(path)?;
     let mut buf = Vec::with_capacity(data.len() + 1);
     if repair == Some(Repair::Newline) {
@@ -164,7 +166,10 @@ pub(crate) fn append(path: &Path, data: &[u8], repair: Option<Repair>) -> io::Re
         let _ = file.set_len(before);
         return Err(e);
     }
-    Ok(())
+    // An append-mode write leaves the position at the end of what it wrote, even when another
+    // process appended in between.
+    let end = file.stream_position()?;
+    Ok(end.saturating_sub(data.len() as u64))
 }
 
 /// Create `path` exclusively (fails if it exists) holding `data`. The lines are written to a

@@ -543,7 +543,21 @@ impl AgentSession {
         }
         let same_model = assistant.provider == model.provider && assistant.model == model.id;
         let window = model.context_window;
-        let (branch, projection) = self.branch_and_projection(false);
+        // Per turn: nothing is read back from the session file here (issue 15); the projection
+        // with payloads is built only when a `context_edit` changes what the context holds.
+        let (branch, entry_id, projected, has_edits) = {
+            let store = self.inner.store.lock();
+            let branch: Vec<SessionEntry> = store
+                .branch()
+                .into_iter()
+                .map(std::borrow::Cow::into_owned)
+                .collect();
+            let entry_id = store.assistant_entry_id(assistant.timestamp);
+            let projected = entry_id
+                .as_deref()
+                .is_none_or(|id| store.message_in_context(id));
+            (branch, entry_id, projected, store.context_has_edits())
+        };
         let latest_compaction = branch.iter().rev().find_map(|e| match e.kind {
             EntryKind::Compaction(_) => Some(iso_ms(&e.timestamp).unwrap_or(i64::MAX)),
             _ => None,
@@ -551,16 +565,9 @@ impl AgentSession {
         if latest_compaction.is_some_and(|ts| assistant.timestamp <= ts) {
             return false;
         }
-        let entry_pos = branch.iter().rposition(|e| {
-            matches!(&e.kind, EntryKind::Message(Message::Assistant(a)) if a.timestamp == assistant.timestamp)
-        });
-        let entry_id = entry_pos.map(|p| branch[p].id.clone());
-        let projected = match &entry_id {
-            None => true,
-            Some(id) => projection
-                .iter()
-                .any(|p| &p.entry.id == id && !p.messages.is_empty()),
-        };
+        let entry_pos = entry_id
+            .as_ref()
+            .and_then(|id| branch.iter().rposition(|e| &e.id == id));
         let after: &[SessionEntry] = entry_pos.map(|p| &branch[p + 1..]).unwrap_or(&[]);
         let post_edit = after
             .iter()
@@ -623,11 +630,9 @@ impl AgentSession {
                 .await
                 .proceed;
         }
-        let has_edits = projection
-            .iter()
-            .any(|p| matches!(p.entry.kind, EntryKind::ContextEdit { .. }));
         let direct = prepare::usage_tokens(&assistant.usage);
         let tokens = if has_edits {
+            let projection = self.inner.store.lock().build_projection();
             let refs: Vec<&SessionEntry> = branch.iter().collect();
             prepare::projected_context_tokens(&projection, &refs)
         } else if assistant.stop_reason == StopReason::Error || direct == 0 {
