@@ -110,21 +110,24 @@ const SSO_REFRESH_WINDOW: Duration = Duration::from_secs(300);
 /// At most one refresh attempt per SSO session in this long (the SDK's throttle).
 const SSO_REFRESH_INTERVAL: Duration = Duration::from_secs(30);
 
-/// Whether a refresh of SSO session `id` may be tried now; if so, the attempt is recorded.
-fn refresh_due(id: &str) -> bool {
+/// When a refresh of each SSO session was last tried.
+fn refresh_attempts() -> &'static Mutex<HashMap<String, std::time::Instant>> {
     static LAST: OnceLock<Mutex<HashMap<String, std::time::Instant>>> = OnceLock::new();
-    let Ok(mut last) = LAST.get_or_init(|| Mutex::new(HashMap::new())).lock() else {
-        return true;
-    };
-    let now = std::time::Instant::now();
-    if last
-        .get(id)
-        .is_some_and(|t| now.duration_since(*t) < SSO_REFRESH_INTERVAL)
-    {
-        return false;
+    LAST.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// Whether a refresh of SSO session `id` was tried less than [`SSO_REFRESH_INTERVAL`] ago.
+fn refresh_throttled(id: &str) -> bool {
+    refresh_attempts().lock().is_ok_and(|last| {
+        last.get(id)
+            .is_some_and(|t| t.elapsed() < SSO_REFRESH_INTERVAL)
+    })
+}
+
+fn record_refresh_attempt(id: &str) {
+    if let Ok(mut last) = refresh_attempts().lock() {
+        last.insert(id.to_owned(), std::time::Instant::now());
     }
-    last.insert(id.to_owned(), now);
-    true
 }
 
 /// The SSO token cache entry to read for a profile.
@@ -754,7 +757,8 @@ impl<'a> Ctx<'a> {
     /// SSO OIDC `CreateToken` with its `clientId`, `clientSecret` and `refreshToken`, and the
     /// new token is written back to the file; when that fails the old token is used while it
     /// lasts (the SDK's `fromSso`). A refresh is tried at most once per
-    /// [`SSO_REFRESH_INTERVAL`] per session.
+    /// [`SSO_REFRESH_INTERVAL`] per session; a client registration past its
+    /// `registrationExpiresAt` is not tried (the SDK sends it and is refused).
     async fn sso_access_token(&self, token: &SsoToken<'_>) -> Result<String, String> {
         let login = login_hint(token.profile);
         let path = self
@@ -803,7 +807,7 @@ impl<'a> Ctx<'a> {
                 ))
             }
         };
-        if !refresh_due(token.id) {
+        if refresh_throttled(token.id) {
             return keep("a refresh was tried less than 30 s ago".to_owned());
         }
         let mut secrets = Vec::with_capacity(3);
@@ -822,6 +826,7 @@ impl<'a> Ctx<'a> {
                 }
             }
         }
+        record_refresh_attempt(token.id);
         if let Some(reg) = field("registrationExpiresAt").and_then(parse_iso8601) {
             if reg <= now {
                 return keep("the SSO client registration has expired".to_owned());
