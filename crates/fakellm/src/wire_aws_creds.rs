@@ -9,6 +9,12 @@
 //! * `/sso/federation/credentials?account_id=…&role_name=…` — SSO portal
 //!   `GetRoleCredentials`: `x-amz-sso_bearer_token` must be [`SSO_ACCESS_TOKEN`] (else HTTP 401);
 //!   answers `{"roleCredentials": {"accessKeyId": SSO_KEY, …, "expiration": <epoch ms>}}`.
+//! * `/oidc/token` — SSO OIDC `CreateToken` (POST, JSON): `grantType` `refresh_token` with
+//!   [`SSO_CLIENT_ID`], [`SSO_CLIENT_SECRET`] and [`SSO_REFRESH_TOKEN`] answers
+//!   `{"accessToken": SSO_REFRESHED_ACCESS_TOKEN, "expiresIn": 28800, "refreshToken":
+//!   SSO_NEW_REFRESH_TOKEN, "tokenType": "Bearer"}`; anything else HTTP 400
+//!   `{"error": "invalid_grant", …}` (`x-amzn-errortype: InvalidGrantException`). The portal
+//!   accepts the refreshed token too.
 //! * `/ecs/creds` — container credentials: `Authorization` must be [`ECS_AUTH_TOKEN`] (else
 //!   HTTP 401); answers `{"AccessKeyId": ECS_KEY, "SecretAccessKey", "Token", "Expiration"}`.
 //! * `/imds/latest/api/token` (PUT, IMDSv2 token [`IMDS_TOKEN`]) and
@@ -17,8 +23,8 @@
 //!
 //! Every temporary credential's session token is `token-<access key>` and it expires
 //! `expires_in` seconds after the answer ([`AwsCredsServer::spawn`]). Requests are recorded.
-//! Shapes follow the STS, IAM Identity Center portal, ECS task-role and EC2 instance-metadata
-//! documentation.
+//! Shapes follow the STS, IAM Identity Center portal and OIDC, ECS task-role and EC2
+//! instance-metadata documentation.
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -42,6 +48,16 @@ pub const ECS_KEY: &str = "ASIAFAKEECS";
 pub const IMDS_KEY: &str = "ASIAFAKEIMDS";
 /// The SSO access token the portal accepts.
 pub const SSO_ACCESS_TOKEN: &str = "fake-sso-access-token";
+/// The SSO access token [`SSO_REFRESH_TOKEN`] is exchanged for.
+pub const SSO_REFRESHED_ACCESS_TOKEN: &str = "fake-sso-refreshed-access-token";
+/// The registered SSO OIDC client's id that `CreateToken` accepts.
+pub const SSO_CLIENT_ID: &str = "fake-sso-client-id";
+/// The registered SSO OIDC client's secret that `CreateToken` accepts.
+pub const SSO_CLIENT_SECRET: &str = "fake-sso-client-secret";
+/// The refresh token `CreateToken` accepts.
+pub const SSO_REFRESH_TOKEN: &str = "fake-sso-refresh-token";
+/// The refresh token `CreateToken` hands out in exchange.
+pub const SSO_NEW_REFRESH_TOKEN: &str = "fake-sso-new-refresh-token";
 /// The container authorization token accepted.
 pub const ECS_AUTH_TOKEN: &str = "fake-ecs-auth-token";
 /// The IMDSv2 session token handed out and required.
@@ -113,8 +129,8 @@ impl AwsCredsServer {
         })
     }
 
-    /// `http://127.0.0.1:<port>`; the endpoints are this plus `/sts`, `/sso`, `/ecs/creds`,
-    /// `/imds`.
+    /// `http://127.0.0.1:<port>`; the endpoints are this plus `/sts`, `/sso`, `/oidc`,
+    /// `/ecs/creds`, `/imds`.
     pub fn base_url(&self) -> String {
         format!("http://127.0.0.1:{}", self.addr.port())
     }
@@ -142,24 +158,9 @@ impl Drop for AwsCredsServer {
 
 /// `YYYY-MM-DDTHH:MM:SSZ` for seconds since the epoch.
 fn iso8601(secs: i64) -> String {
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Civil date from days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    chrono::DateTime::from_timestamp(secs, 0)
+        .map(|t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string())
+        .unwrap_or_default()
 }
 
 fn now_secs() -> i64 {
@@ -170,37 +171,9 @@ fn now_secs() -> i64 {
 }
 
 fn form(body: &str) -> BTreeMap<String, String> {
-    body.split('&')
-        .filter_map(|kv| kv.split_once('='))
-        .map(|(k, v)| (decode(k), decode(v)))
+    form_urlencoded::parse(body.as_bytes())
+        .into_owned()
         .collect()
-}
-
-fn decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'%' if i + 2 < b.len() => {
-                let hex = std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("");
-                match u8::from_str_radix(hex, 16) {
-                    Ok(v) => out.push(v),
-                    Err(_) => out.extend_from_slice(&b[i..i + 3]),
-                }
-                i += 3;
-            }
-            b'+' => {
-                out.push(b' ');
-                i += 1;
-            }
-            c => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn xml(status: StatusCode, text: String) -> Response {
@@ -295,8 +268,35 @@ async fn handle(
             ),
         );
     }
+    if only == "/oidc/token" && method == Method::POST {
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+        let field = |k: &str| v.get(k).and_then(serde_json::Value::as_str);
+        if field("grantType") != Some("refresh_token")
+            || field("clientId") != Some(SSO_CLIENT_ID)
+            || field("clientSecret") != Some(SSO_CLIENT_SECRET)
+            || field("refreshToken") != Some(SSO_REFRESH_TOKEN)
+        {
+            return (
+                StatusCode::BAD_REQUEST,
+                [
+                    ("content-type", "application/json"),
+                    ("x-amzn-errortype", "InvalidGrantException"),
+                ],
+                serde_json::json!({"error": "invalid_grant",
+                    "error_description": "Invalid refresh token provided"})
+                .to_string(),
+            )
+                .into_response();
+        }
+        return json(
+            StatusCode::OK,
+            serde_json::json!({"accessToken": SSO_REFRESHED_ACCESS_TOKEN, "expiresIn": 28800,
+                "refreshToken": SSO_NEW_REFRESH_TOKEN, "tokenType": "Bearer"}),
+        );
+    }
     if only == "/sso/federation/credentials" {
-        if header("x-amz-sso_bearer_token") != Some(SSO_ACCESS_TOKEN) {
+        let bearer = header("x-amz-sso_bearer_token");
+        if bearer != Some(SSO_ACCESS_TOKEN) && bearer != Some(SSO_REFRESHED_ACCESS_TOKEN) {
             return json(
                 StatusCode::UNAUTHORIZED,
                 serde_json::json!({"message": "Session token not found or invalid"}),
@@ -347,7 +347,7 @@ mod tests {
     fn dates_and_forms() {
         assert_eq!(iso8601(0), "1970-01-01T00:00:00Z");
         assert_eq!(iso8601(1_000_000_000), "2001-09-09T01:46:40Z");
-        let f = form("Action=AssumeRole&RoleArn=arn%3Aaws%3Aiam%3A%3A1%3Arole%2Fx");
-        assert_eq!(f["RoleArn"], "arn:aws:iam::1:role/x");
+        let f = form("Action=AssumeRole&RoleArn=arn%3Aaws%3Aiam%3A%3A1%3Arole%2Fx+y");
+        assert_eq!(f["RoleArn"], "arn:aws:iam::1:role/x y");
     }
 }

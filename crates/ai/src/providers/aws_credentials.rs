@@ -21,7 +21,13 @@
 //!    5. SSO: `sso_session` (with its `[sso-session <name>]` section) or the legacy
 //!       `sso_start_url`/`sso_region`, plus `sso_account_id`/`sso_role_name`: the portal's
 //!       `GetRoleCredentials` with the token cached by `aws sso login` in
-//!       `~/.aws/sso/cache/<sha1 of the session name or start URL>.json`.
+//!       `~/.aws/sso/cache/<sha1 of the session name or start URL>.json`. An `sso_session`
+//!       token within five minutes of its `expiresAt` is refreshed (the SDK's `fromSso` of
+//!       `@aws-sdk/token-providers`): SSO OIDC `CreateToken` with the `refresh_token` grant
+//!       and the file's `clientId`/`clientSecret`/`refreshToken`, the new `accessToken`,
+//!       `expiresAt` and `refreshToken` written back into the file (2-space JSON, other keys
+//!       kept); a failed refresh keeps the old token while it lasts, else the error says to
+//!       run `aws sso login`. Legacy (`sso_start_url`) tokens are not refreshed.
 //!
 //!    A profile that is absent, or has none of these, passes on to the next link; one that is
 //!    configured but fails ends the chain with an error naming the profile.
@@ -37,16 +43,20 @@
 //!    `AWS_EC2_METADATA_DISABLED` is set to anything but `false`. Any failure here means
 //!    "no credentials".
 //!
-//! Endpoints: `AWS_ENDPOINT_URL_STS` / `AWS_ENDPOINT_URL_SSO`, else `AWS_ENDPOINT_URL`, else
-//! `https://sts.<region>.amazonaws.com` (region: the profile's `region`, `AWS_REGION`,
-//! `AWS_DEFAULT_REGION`, `us-east-1`) and `https://portal.sso.<sso_region>.amazonaws.com`.
+//! Endpoints: `AWS_ENDPOINT_URL_STS` / `AWS_ENDPOINT_URL_SSO` / `AWS_ENDPOINT_URL_SSO_OIDC`,
+//! else `AWS_ENDPOINT_URL`, else `https://sts.<region>.amazonaws.com` (region: the profile's
+//! `region`, `AWS_REGION`, `AWS_DEFAULT_REGION`, `us-east-1`),
+//! `https://portal.sso.<sso_region>.amazonaws.com` and `https://oidc.<sso_region>.amazonaws.com`.
 //!
 //! Temporary credentials (those with an expiration) are cached in-process per source until
 //! five minutes before they expire (the SDK's `credentialsTreatedAsExpired`), then fetched
 //! anew.
 //!
-//! Not done: MFA prompts (`mfa_serial` is an error), refreshing an expired SSO token through
-//! SSO OIDC (the error says to run `aws sso login`), `login_session` profiles, IMDSv1 fallback.
+//! MFA: an assume-role profile with `mfa_serial` is an error naming the profile, as upstream:
+//! the SDK asks an `mfaCodeProvider` callback for the code, and pi 1.6 passes none, in RPC or
+//! any other mode.
+//!
+//! Not done: `login_session` profiles, IMDSv1 fallback.
 
 use super::bedrock_converse_stream::{AwsEnv, AwsKeys};
 use serde_json::Value;
@@ -94,6 +104,54 @@ const REFRESH_MARGIN: Duration = Duration::from_secs(300);
 const METADATA_TIMEOUT: Duration = Duration::from_secs(1);
 /// Timeout of the STS and SSO calls.
 const SERVICE_TIMEOUT: Duration = Duration::from_secs(30);
+/// An `sso-session` token is refreshed once it is this close to `expiresAt` (the SDK's
+/// `EXPIRE_WINDOW_MS`).
+const SSO_REFRESH_WINDOW: Duration = Duration::from_secs(300);
+/// At most one refresh attempt per SSO session in this long (the SDK's throttle).
+const SSO_REFRESH_INTERVAL: Duration = Duration::from_secs(30);
+
+/// When a refresh of each SSO session was last tried.
+fn refresh_attempts() -> &'static Mutex<HashMap<String, std::time::Instant>> {
+    static LAST: OnceLock<Mutex<HashMap<String, std::time::Instant>>> = OnceLock::new();
+    LAST.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// Whether a refresh of SSO session `id` was tried less than [`SSO_REFRESH_INTERVAL`] ago.
+fn refresh_throttled(id: &str) -> bool {
+    refresh_attempts().lock().is_ok_and(|last| {
+        last.get(id)
+            .is_some_and(|t| t.elapsed() < SSO_REFRESH_INTERVAL)
+    })
+}
+
+fn record_refresh_attempt(id: &str) {
+    if let Ok(mut last) = refresh_attempts().lock() {
+        last.insert(id.to_owned(), std::time::Instant::now());
+    }
+}
+
+/// The SSO token cache entry to read for a profile.
+struct SsoToken<'a> {
+    /// The profile's name (for the `aws sso login` hint).
+    profile: &'a str,
+    /// The `sso-session` name, or the legacy profile's start URL.
+    id: &'a str,
+    /// `sso_region`, where SSO OIDC is called.
+    region: &'a str,
+    /// `sso-session` tokens are refreshed; legacy ones are not.
+    refreshable: bool,
+}
+
+/// A token from SSO OIDC `CreateToken`.
+struct FreshToken {
+    access: String,
+    expires: SystemTime,
+    refresh: Option<String>,
+}
+
+fn login_hint(profile: &str) -> String {
+    format!("To refresh it, run `aws sso login --profile {profile}`.")
+}
 
 fn cache() -> &'static Mutex<HashMap<String, Timed>> {
     static CACHE: OnceLock<Mutex<HashMap<String, Timed>>> = OnceLock::new();
@@ -396,8 +454,11 @@ impl<'a> Ctx<'a> {
         credential_source: Option<&'a str>,
         visited: Vec<String>,
     ) -> Result<Timed, String> {
-        if non_empty(data, "mfa_serial").is_some() {
-            return Err("the role needs multi-factor authentication (mfa_serial), which pi cannot prompt for".to_owned());
+        if let Some(serial) = non_empty(data, "mfa_serial") {
+            // The SDK needs an MFA code callback here, and pi passes none (in any mode).
+            return Err(format!(
+                "the role {role_arn} requires multi-factor authentication (mfa_serial {serial}), but pi cannot ask for an MFA code; use credentials that need none (e.g. from `aws configure export-credentials` or a credential_process)"
+            ));
         }
         let source = match source_profile {
             Some(src) => {
@@ -455,30 +516,26 @@ impl<'a> Ctx<'a> {
         region: Option<&str>,
     ) -> Result<Timed, String> {
         let key = format!("web-identity\0{file}\0{role_arn}");
-        if let Some(keys) = cached(&key) {
-            return Ok(Timed {
-                keys,
-                expires: None,
-            });
-        }
-        let token = std::fs::read_to_string(file)
-            .map_err(|e| format!("cannot read the web identity token file {file}: {e}"))?;
-        let params = vec![
-            ("Action", "AssumeRoleWithWebIdentity".to_owned()),
-            ("Version", "2011-06-15".to_owned()),
-            ("RoleArn", role_arn.to_owned()),
-            (
-                "RoleSessionName",
-                session
-                    .map(str::to_owned)
-                    .unwrap_or_else(default_session_name),
-            ),
-            ("WebIdentityToken", token.trim().to_owned()),
-        ];
-        let region = region.unwrap_or("us-east-1");
-        with_cache(key, self.sts(&params, region, None))
-            .await
-            .map_err(|e| format!("STS AssumeRoleWithWebIdentity for {role_arn} failed: {e}"))
+        with_cache(key, async {
+            let token = std::fs::read_to_string(file)
+                .map_err(|e| format!("cannot read the web identity token file {file}: {e}"))?;
+            let params = vec![
+                ("Action", "AssumeRoleWithWebIdentity".to_owned()),
+                ("Version", "2011-06-15".to_owned()),
+                ("RoleArn", role_arn.to_owned()),
+                (
+                    "RoleSessionName",
+                    session
+                        .map(str::to_owned)
+                        .unwrap_or_else(default_session_name),
+                ),
+                ("WebIdentityToken", token.trim().to_owned()),
+            ];
+            self.sts(&params, region.unwrap_or("us-east-1"), None)
+                .await
+                .map_err(|e| format!("STS AssumeRoleWithWebIdentity for {role_arn} failed: {e}"))
+        })
+        .await
     }
 
     /// One STS query-API call (POST, form body), SigV4-signed with `signer` when given; the
@@ -490,10 +547,7 @@ impl<'a> Ctx<'a> {
         signer: Option<&AwsKeys>,
     ) -> Result<Timed, String> {
         let endpoint = self
-            .env
-            .get("AWS_ENDPOINT_URL_STS")
-            .or_else(|| self.env.get("AWS_ENDPOINT_URL"))
-            .map(|e| e.trim_end_matches('/').to_owned())
+            .endpoint("AWS_ENDPOINT_URL_STS")
             .unwrap_or_else(|| format!("https://sts.{region}.amazonaws.com"));
         let url = format!("{endpoint}/");
         let body = form_encode(params);
@@ -548,13 +602,10 @@ impl<'a> Ctx<'a> {
     }
 
     async fn process(&self, command: &str) -> Result<Timed, String> {
-        let key = format!("process\0{command}");
-        if let Some(keys) = cached(&key) {
-            return Ok(Timed {
-                keys,
-                expires: None,
-            });
-        }
+        with_cache(format!("process\0{command}"), self.run_process(command)).await
+    }
+
+    async fn run_process(&self, command: &str) -> Result<Timed, String> {
         let output = tokio::process::Command::new("sh")
             .arg("-c")
             .arg(command)
@@ -576,14 +627,11 @@ impl<'a> Ctx<'a> {
         if v.get("Version").and_then(Value::as_u64) != Some(1) {
             return Err("credential_process output must have \"Version\": 1".to_owned());
         }
-        let timed =
-            json_keys(&v, "SessionToken").map_err(|m| format!("credential_process output {m}"))?;
-        remember(key, &timed);
-        Ok(timed)
+        json_keys(&v, "SessionToken").map_err(|m| format!("credential_process output {m}"))
     }
 
     async fn sso(&self, name: &str, data: &Section) -> Result<Timed, String> {
-        let (start_url, region, token_id) = match non_empty(data, "sso_session") {
+        let (start_url, region, token_id, session) = match non_empty(data, "sso_session") {
             Some(session) => {
                 let title = format!("sso-session {session}");
                 let s = self
@@ -594,13 +642,18 @@ impl<'a> Ctx<'a> {
                     .ok_or_else(|| format!("[{title}] has no sso_start_url"))?;
                 let region = non_empty(s, "sso_region")
                     .ok_or_else(|| format!("[{title}] has no sso_region"))?;
-                (start.to_owned(), region.to_owned(), session.to_owned())
+                (
+                    start.to_owned(),
+                    region.to_owned(),
+                    session.to_owned(),
+                    true,
+                )
             }
             None => {
                 let start = non_empty(data, "sso_start_url");
                 let region = non_empty(data, "sso_region");
                 match (start, region) {
-                    (Some(s), Some(r)) => (s.to_owned(), r.to_owned(), s.to_owned()),
+                    (Some(s), Some(r)) => (s.to_owned(), r.to_owned(), s.to_owned(), false),
                     _ => {
                         return Err(
                             "SSO needs sso_session, or sso_start_url and sso_region".to_owned()
@@ -616,44 +669,31 @@ impl<'a> Ctx<'a> {
             return Err("SSO needs sso_account_id and sso_role_name".to_owned());
         };
         let key = format!("sso\0{start_url}\0{account}\0{role}");
-        if let Some(keys) = cached(&key) {
-            return Ok(Timed {
-                keys,
-                expires: None,
-            });
-        }
-        let login = format!("To refresh it, run `aws sso login --profile {name}`.");
-        let path = self
-            .sso_cache_file(&token_id)
-            .ok_or_else(|| format!("no SSO token cache (HOME is not set). {login}"))?;
-        let text = std::fs::read_to_string(&path).map_err(|_| {
-            format!(
-                "the SSO session has no cached token ({}). {login}",
-                path.display()
-            )
-        })?;
-        let token: Value = serde_json::from_str(&text).map_err(|_| {
-            format!(
-                "the cached SSO token {} is not valid JSON. {login}",
-                path.display()
-            )
-        })?;
-        let access = token
-            .get("accessToken")
-            .and_then(Value::as_str)
-            .ok_or_else(|| format!("the cached SSO token has no accessToken. {login}"))?;
-        let expires = token
-            .get("expiresAt")
-            .and_then(Value::as_str)
-            .and_then(parse_iso8601);
-        if expires.is_none_or(|e| e <= SystemTime::now()) {
-            return Err(format!("the SSO session has expired. {login}"));
-        }
+        with_cache(key, async {
+            let token = SsoToken {
+                profile: name,
+                id: &token_id,
+                region: &region,
+                refreshable: session,
+            };
+            let access = self.sso_access_token(&token).await?;
+            self.role_credentials(name, &region, account, role, &access)
+                .await
+        })
+        .await
+    }
+
+    /// The SSO portal's `GetRoleCredentials` for `account`/`role` with the bearer `access`.
+    async fn role_credentials(
+        &self,
+        name: &str,
+        region: &str,
+        account: &str,
+        role: &str,
+        access: &str,
+    ) -> Result<Timed, String> {
         let endpoint = self
-            .env
-            .get("AWS_ENDPOINT_URL_SSO")
-            .or_else(|| self.env.get("AWS_ENDPOINT_URL"))
-            .map(|e| e.trim_end_matches('/').to_owned())
+            .endpoint("AWS_ENDPOINT_URL_SSO")
             .unwrap_or_else(|| format!("https://portal.sso.{region}.amazonaws.com"));
         let url = format!(
             "{endpoint}/federation/credentials?account_id={}&role_name={}",
@@ -678,7 +718,7 @@ impl<'a> Ctx<'a> {
                 .and_then(Value::as_str)
                 .unwrap_or(&text);
             let hint = if status.as_u16() == 401 {
-                format!(" {login}")
+                format!(" {}", login_hint(name))
             } else {
                 String::new()
             };
@@ -697,7 +737,7 @@ impl<'a> Ctx<'a> {
                 .map(str::to_owned)
                 .ok_or_else(|| format!("SSO returned invalid temporary credentials (no {k})"))
         };
-        let timed = Timed {
+        Ok(Timed {
             keys: AwsKeys {
                 access_key_id: get("accessKeyId")?,
                 secret_access_key: get("secretAccessKey")?,
@@ -707,9 +747,177 @@ impl<'a> Ctx<'a> {
                 .get("expiration")
                 .and_then(Value::as_u64)
                 .map(|ms| UNIX_EPOCH + Duration::from_millis(ms)),
+        })
+    }
+
+    /// The access token of the SSO token cache file `aws sso login` wrote for `token.id`.
+    ///
+    /// A legacy profile's token (`refreshable` false) is used until it expires. An
+    /// `sso-session` token within [`SSO_REFRESH_WINDOW`] of `expiresAt` is refreshed through
+    /// SSO OIDC `CreateToken` with its `clientId`, `clientSecret` and `refreshToken`, and the
+    /// new token is written back to the file; when that fails the old token is used while it
+    /// lasts (the SDK's `fromSso`). A refresh is tried at most once per
+    /// [`SSO_REFRESH_INTERVAL`] per session; a client registration past its
+    /// `registrationExpiresAt` is not tried (the SDK sends it and is refused).
+    async fn sso_access_token(&self, token: &SsoToken<'_>) -> Result<String, String> {
+        let login = login_hint(token.profile);
+        let path = self
+            .sso_cache_file(token.id)
+            .ok_or_else(|| format!("no SSO token cache (HOME is not set). {login}"))?;
+        let text = std::fs::read_to_string(&path).map_err(|_| {
+            format!(
+                "the SSO session has no cached token ({}). {login}",
+                path.display()
+            )
+        })?;
+        let Ok(Value::Object(cached)) = serde_json::from_str::<Value>(&text) else {
+            return Err(format!(
+                "the cached SSO token {} is not a JSON object. {login}",
+                path.display()
+            ));
         };
-        remember(key, &timed);
-        Ok(timed)
+        let field = |k: &str| cached.get(k).and_then(Value::as_str);
+        let access = field("accessToken")
+            .ok_or_else(|| format!("the cached SSO token has no accessToken. {login}"))?
+            .to_owned();
+        let expires = field("expiresAt").and_then(parse_iso8601);
+        let now = SystemTime::now();
+        let expired = || format!("the SSO session has expired. {login}");
+        let Some(expires) = expires else {
+            return Err(expired());
+        };
+        if !token.refreshable {
+            return if expires > now {
+                Ok(access)
+            } else {
+                Err(expired())
+            };
+        }
+        if expires > now + SSO_REFRESH_WINDOW {
+            return Ok(access);
+        }
+        // Inside the window: refresh, or keep the old token while it lasts.
+        let keep = |why: String| {
+            if expires > now {
+                tracing::debug!("SSO token refresh failed ({why}); using the cached token");
+                Ok(access.clone())
+            } else {
+                Err(format!(
+                    "the SSO session has expired and could not be refreshed ({why}). {login}"
+                ))
+            }
+        };
+        if refresh_throttled(token.id) {
+            return keep("a refresh was tried less than 30 s ago".to_owned());
+        }
+        let mut secrets = Vec::with_capacity(3);
+        for k in ["clientId", "clientSecret", "refreshToken"] {
+            match field(k) {
+                Some(v) => secrets.push(v),
+                None => {
+                    let when = if expires > now {
+                        "expires within five minutes"
+                    } else {
+                        "has expired"
+                    };
+                    return Err(format!(
+                        "the SSO session {when}, and its cached token has no {k} to refresh it with. {login}"
+                    ));
+                }
+            }
+        }
+        record_refresh_attempt(token.id);
+        if let Some(reg) = field("registrationExpiresAt").and_then(parse_iso8601) {
+            if reg <= now {
+                return keep("the SSO client registration has expired".to_owned());
+            }
+        }
+        let fresh = match self
+            .create_token(token.region, secrets[0], secrets[1], secrets[2])
+            .await
+        {
+            Ok(f) => f,
+            Err(why) => return keep(why),
+        };
+        let mut written = cached.clone();
+        written.insert("accessToken".into(), Value::String(fresh.access.clone()));
+        written.insert(
+            "expiresAt".into(),
+            Value::String(iso8601_millis(fresh.expires)),
+        );
+        match fresh.refresh {
+            Some(r) => written.insert("refreshToken".into(), Value::String(r)),
+            None => written.remove("refreshToken"),
+        };
+        let pretty = serde_json::to_string_pretty(&Value::Object(written)).unwrap_or_default();
+        if let Err(e) = std::fs::write(&path, pretty) {
+            tracing::debug!(
+                "could not write the refreshed SSO token to {}: {e}",
+                path.display()
+            );
+        }
+        Ok(fresh.access)
+    }
+
+    /// SSO OIDC `CreateToken` with the `refresh_token` grant (`POST {endpoint}/token`, JSON,
+    /// unsigned); endpoint `AWS_ENDPOINT_URL_SSO_OIDC`, `AWS_ENDPOINT_URL`, else
+    /// `https://oidc.<sso_region>.amazonaws.com`.
+    async fn create_token(
+        &self,
+        region: &str,
+        client_id: &str,
+        client_secret: &str,
+        refresh_token: &str,
+    ) -> Result<FreshToken, String> {
+        let endpoint = self
+            .endpoint("AWS_ENDPOINT_URL_SSO_OIDC")
+            .unwrap_or_else(|| format!("https://oidc.{region}.amazonaws.com"));
+        let body = serde_json::json!({
+            "clientId": client_id,
+            "clientSecret": client_secret,
+            "grantType": "refresh_token",
+            "refreshToken": refresh_token,
+        });
+        let response = self
+            .http
+            .post(format!("{endpoint}/token"))
+            .json(&body)
+            .timeout(SERVICE_TIMEOUT)
+            .send()
+            .await
+            .map_err(|e| format!("cannot reach SSO OIDC {endpoint}: {e}"))?;
+        let status = response.status();
+        let text = response.text().await.unwrap_or_default();
+        let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        let field = |k: &str| v.get(k).and_then(Value::as_str).filter(|s| !s.is_empty());
+        if !status.is_success() {
+            let code = field("error").unwrap_or("");
+            let message = field("error_description")
+                .or_else(|| field("message"))
+                .unwrap_or(text.trim());
+            return Err(format!(
+                "SSO OIDC CreateToken answered HTTP {}: {code}: {message}",
+                status.as_u16()
+            ));
+        }
+        let access = field("accessToken").ok_or("SSO OIDC CreateToken returned no accessToken")?;
+        let expires_in = v
+            .get("expiresIn")
+            .and_then(Value::as_u64)
+            .ok_or("SSO OIDC CreateToken returned no expiresIn")?;
+        Ok(FreshToken {
+            access: access.to_owned(),
+            expires: SystemTime::now() + Duration::from_secs(expires_in),
+            refresh: field("refreshToken").map(str::to_owned),
+        })
+    }
+
+    /// `var`, else `AWS_ENDPOINT_URL`, without a trailing `/`.
+    fn endpoint(&self, var: &str) -> Option<String> {
+        self.env
+            .get(var)
+            .or_else(|| self.env.get("AWS_ENDPOINT_URL"))
+            .map(|e| e.trim_end_matches('/').to_owned())
     }
 
     fn sso_cache_file(&self, id: &str) -> Option<PathBuf> {
@@ -741,13 +949,10 @@ impl<'a> Ctx<'a> {
                 )
             }
         };
-        let key = format!("container\0{url}");
-        if let Some(keys) = cached(&key) {
-            return Ok(Timed {
-                keys,
-                expires: None,
-            });
-        }
+        with_cache(format!("container\0{url}"), self.fetch_container(&url)).await
+    }
+
+    async fn fetch_container(&self, url: &str) -> Result<Timed, String> {
         let auth = match self.env.get("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE") {
             Some(file) => Some(
                 std::fs::read_to_string(file)
@@ -762,7 +967,7 @@ impl<'a> Ctx<'a> {
                 .get("AWS_CONTAINER_AUTHORIZATION_TOKEN")
                 .map(str::to_owned),
         };
-        let mut request = self.http.get(&url).timeout(METADATA_TIMEOUT);
+        let mut request = self.http.get(url).timeout(METADATA_TIMEOUT);
         if let Some(auth) = auth {
             request = request.header(reqwest::header::AUTHORIZATION, auth);
         }
@@ -781,9 +986,7 @@ impl<'a> Ctx<'a> {
         }
         let v: Value =
             serde_json::from_str(&text).map_err(|e| format!("{url} answered no JSON: {e}"))?;
-        let timed = json_keys(&v, "Token").map_err(|m| format!("{url}: the answer {m}"))?;
-        remember(key, &timed);
-        Ok(timed)
+        json_keys(&v, "Token").map_err(|m| format!("{url}: the answer {m}"))
     }
 
     async fn imds(&self) -> Result<Timed, String> {
@@ -793,13 +996,10 @@ impl<'a> Ctx<'a> {
             .unwrap_or("http://169.254.169.254")
             .trim_end_matches('/')
             .to_owned();
-        let key = format!("imds\0{base}");
-        if let Some(keys) = cached(&key) {
-            return Ok(Timed {
-                keys,
-                expires: None,
-            });
-        }
+        with_cache(format!("imds\0{base}"), self.fetch_imds(&base)).await
+    }
+
+    async fn fetch_imds(&self, base: &str) -> Result<Timed, String> {
         let send = |r: reqwest::RequestBuilder| async move {
             let response = r
                 .timeout(METADATA_TIMEOUT)
@@ -845,9 +1045,7 @@ impl<'a> Ctx<'a> {
         .await?;
         let v: Value =
             serde_json::from_str(&text).map_err(|e| format!("instance metadata: {e}"))?;
-        let timed = json_keys(&v, "Token").map_err(|m| format!("instance metadata {m}"))?;
-        remember(key, &timed);
-        Ok(timed)
+        json_keys(&v, "Token").map_err(|m| format!("instance metadata {m}"))
     }
 }
 
@@ -911,12 +1109,11 @@ fn default_session_name() -> String {
 /// Bedrock path label).
 use super::bedrock_converse_stream::encode_label as percent;
 
+/// `application/x-www-form-urlencoded` body of an STS query.
 fn form_encode(params: &[(&str, String)]) -> String {
-    params
-        .iter()
-        .map(|(k, v)| format!("{}={}", percent(k), percent(v)))
-        .collect::<Vec<_>>()
-        .join("&")
+    form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(params.iter().map(|(k, v)| (*k, v.as_str())))
+        .finish()
 }
 
 /// The text inside the first `<tag>…</tag>` of `xml`, entities decoded.
@@ -936,51 +1133,27 @@ fn xml_text(xml: &str, tag: &str) -> Option<String> {
     )
 }
 
-/// `YYYY-MM-DDTHH:MM:SS[.fff](Z|±HH:MM)` to a time; `None` when malformed.
+/// An RFC 3339 time (`YYYY-MM-DDTHH:MM:SS[.fff](Z|±HH:MM)`) of an STS/SSO/container answer
+/// or the SSO token cache; `None` when malformed.
 fn parse_iso8601(s: &str) -> Option<SystemTime> {
-    let s = s.trim();
-    let (date, time) = s.split_once(['T', 't', ' '])?;
-    let mut d = date.split('-');
-    let (y, mo, da): (i64, i64, i64) = (
-        d.next()?.parse().ok()?,
-        d.next()?.parse().ok()?,
-        d.next()?.parse().ok()?,
-    );
-    let (clock, offset) = if let Some(c) = time.strip_suffix(['Z', 'z']) {
-        (c, 0i64)
-    } else if let Some(i) = time.rfind(['+', '-']) {
-        let (c, off) = time.split_at(i);
-        let sign = if off.starts_with('-') { -1 } else { 1 };
-        let (oh, om) = off[1..].split_once(':').unwrap_or((&off[1..], "0"));
-        (
-            c,
-            sign * (oh.parse::<i64>().ok()? * 3600 + om.parse::<i64>().ok()? * 60),
-        )
-    } else {
-        (time, 0)
-    };
-    let clock = clock.split('.').next()?;
-    let mut t = clock.split(':');
-    let (h, mi, se): (i64, i64, i64) = (
-        t.next()?.parse().ok()?,
-        t.next()?.parse().ok()?,
-        t.next().unwrap_or("0").parse().ok()?,
-    );
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&da) {
-        return None;
-    }
-    // Days from the civil date (Howard Hinnant's algorithm).
-    let yy = if mo <= 2 { y - 1 } else { y };
-    let era = yy.div_euclid(400);
-    let yoe = yy - era * 400;
-    let mp = (mo + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + da - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let secs = days * 86_400 + h * 3600 + mi * 60 + se - offset;
-    u64::try_from(secs)
-        .ok()
-        .map(|s| UNIX_EPOCH + Duration::from_secs(s))
+    use aws_smithy_types::date_time::{DateTime, Format};
+    let t = DateTime::from_str(s.trim(), Format::DateTimeWithOffset).ok()?;
+    SystemTime::try_from(t).ok()
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.mmmZ`, the form the SDK writes `expiresAt` in (JavaScript's
+/// `toISOString`).
+fn iso8601_millis(t: SystemTime) -> String {
+    use aws_smithy_types::date_time::{DateTime, Format};
+    let since = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let whole = DateTime::from_secs(i64::try_from(since.as_secs()).unwrap_or(0))
+        .fmt(Format::DateTime)
+        .unwrap_or_default();
+    format!(
+        "{}.{:03}Z",
+        whole.trim_end_matches('Z'),
+        since.subsec_millis()
+    )
 }
 
 #[cfg(test)]
@@ -995,18 +1168,22 @@ mod tests {
         );
         assert_eq!(
             parse_iso8601("2001-09-09T01:46:40.123+00:00"),
-            Some(UNIX_EPOCH + Duration::from_secs(1_000_000_000))
+            Some(UNIX_EPOCH + Duration::from_millis(1_000_000_000_123))
         );
         assert_eq!(
             parse_iso8601("2001-09-09T03:46:40+02:00"),
             Some(UNIX_EPOCH + Duration::from_secs(1_000_000_000))
         );
         assert_eq!(parse_iso8601("yesterday"), None);
+        assert_eq!(
+            iso8601_millis(UNIX_EPOCH + Duration::from_millis(1_000_000_000_007)),
+            "2001-09-09T01:46:40.007Z"
+        );
         let xml = "<R><Credentials><AccessKeyId>A&amp;B</AccessKeyId></Credentials></R>";
         assert_eq!(xml_text(xml, "AccessKeyId").as_deref(), Some("A&B"));
         assert_eq!(
             form_encode(&[("RoleArn", "arn:aws:iam::1:role/x y".into())]),
-            "RoleArn=arn%3Aaws%3Aiam%3A%3A1%3Arole%2Fx%20y"
+            "RoleArn=arn%3Aaws%3Aiam%3A%3A1%3Arole%2Fx+y"
         );
     }
 

@@ -41,7 +41,11 @@
 //! a `bedrock_strict_tools_fallback` diagnostic to the assistant message; our messages carry no
 //! diagnostics, so it is logged (`tracing`, info) instead.
 //!
-//! Not yet: `AWS_BEDROCK_FORCE_HTTP1` (the client negotiates HTTP/1.1 or 2 by itself).
+//! HTTP version: upstream's SDK client speaks HTTP/2 to Bedrock by default; with
+//! `AWS_BEDROCK_FORCE_HTTP1=1` (exactly `1`) it switches to its HTTP/1.1 handler for endpoints
+//! that cannot take HTTP/2. Ours negotiates `h2` or `http/1.1` through TLS ALPN (plain `http://`
+//! endpoints always get HTTP/1.1); with the variable the Bedrock request goes through a client
+//! that offers only HTTP/1.1 ([`force_http1`]). The credential calls are unaffected, as upstream.
 
 use super::aws_credentials::{self, AwsCredentialsError};
 use super::common::{
@@ -196,6 +200,8 @@ const AWS_VARS: &[&str] = &[
     "AWS_EC2_METADATA_DISABLED",
     "AWS_ENDPOINT_URL_STS",
     "AWS_ENDPOINT_URL_SSO",
+    "AWS_ENDPOINT_URL_SSO_OIDC",
+    "AWS_BEDROCK_FORCE_HTTP1",
 ];
 
 impl AwsEnv {
@@ -1077,29 +1083,16 @@ fn mark_strict_limits_exceeded(options: &StreamOptions) {
 }
 
 /// Whether a failed request is Bedrock rejecting strict tools for their number or size: a
-/// `ValidationException` whose message holds one of [`STRICT_TOOL_LIMIT_MESSAGES`].
-fn is_strict_tool_limit_error(error: &ProviderError, error_type: Option<&str>) -> bool {
-    let ProviderError::Http { body, .. } = error else {
+/// `ValidationException` whose message (else whole body) holds one of
+/// [`STRICT_TOOL_LIMIT_MESSAGES`].
+fn is_strict_tool_limit_error(error: &ProviderError, answer: Option<&ErrorAnswer>) -> bool {
+    let (ProviderError::Http { body, .. }, Some(answer)) = (error, answer) else {
         return false;
     };
-    let parsed = serde_json::from_str::<Value>(body.trim()).ok();
-    let field = |k: &str| {
-        parsed
-            .as_ref()
-            .and_then(|v| v.get(k))
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-    };
-    let name = error_type
-        .map(sanitize_error_code)
-        .filter(|n| !n.is_empty())
-        .or_else(|| field("__type").map(|c| sanitize_error_code(&c)));
-    if name.as_deref() != Some("ValidationException") {
+    if answer.name.as_deref() != Some("ValidationException") {
         return false;
     }
-    let message = field("message")
-        .or_else(|| field("Message"))
-        .unwrap_or_else(|| body.clone());
+    let message = answer.message.as_deref().unwrap_or(body);
     STRICT_TOOL_LIMIT_MESSAGES
         .iter()
         .any(|m| message.contains(m))
@@ -1276,29 +1269,51 @@ fn sanitize_error_code(raw: &str) -> String {
     s.trim().to_owned()
 }
 
-/// `errorMessage` of a non-2xx answer: `<prefix>: <message>` from the exception name (header
-/// or body) and the body's `message`; without a name, `<status>: <body>`.
-fn http_error_message(status: u16, error_type: Option<&str>, body: &str) -> String {
-    let parsed: Option<Value> = serde_json::from_str(body.trim()).ok();
-    let field = |k: &str| {
-        parsed
-            .as_ref()
-            .and_then(|v| v.get(k))
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-    };
-    let name = error_type
-        .map(sanitize_error_code)
-        .filter(|n| !n.is_empty())
-        .or_else(|| {
+/// A non-2xx Bedrock answer, its JSON body parsed once.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct ErrorAnswer {
+    /// The exception name of the `x-amzn-errortype` header alone (what the SDK's retry
+    /// classifier reads), sanitized.
+    header_name: Option<String>,
+    /// The exception name: the header's, else the body's `__type` or `code`, sanitized.
+    name: Option<String>,
+    /// The body's `message` (or `Message`).
+    message: Option<String>,
+}
+
+impl ErrorAnswer {
+    /// Reads the `x-amzn-errortype` header value `error_type` and the response `body`.
+    fn parse(error_type: Option<&str>, body: &str) -> Self {
+        let parsed: Option<Value> = serde_json::from_str(body.trim()).ok();
+        let field = |k: &str| {
+            parsed
+                .as_ref()
+                .and_then(|v| v.get(k))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
+        let header_name = error_type
+            .map(sanitize_error_code)
+            .filter(|n| !n.is_empty());
+        let name = header_name.clone().or_else(|| {
             field("__type")
                 .or_else(|| field("code"))
                 .map(|c| sanitize_error_code(&c))
         });
-    let message = field("message").or_else(|| field("Message"));
-    match (name, message) {
-        (Some(name), Some(message)) => bedrock_error_message(&name, &message),
-        (Some(name), None) => bedrock_error_message(&name, "UnknownError"),
+        ErrorAnswer {
+            header_name,
+            name,
+            message: field("message").or_else(|| field("Message")),
+        }
+    }
+}
+
+/// `errorMessage` of a non-2xx answer: `<prefix>: <message>` from the exception name (header
+/// or body) and the body's `message`; without a name, `<status>: <body>`.
+fn http_error_message(status: u16, answer: &ErrorAnswer, body: &str) -> String {
+    match (&answer.name, &answer.message) {
+        (Some(name), Some(message)) => bedrock_error_message(name, message),
+        (Some(name), None) => bedrock_error_message(name, "UnknownError"),
         (None, _) if body.trim().is_empty() => format!("{status}: Unknown error"),
         (None, _) => format!("{status}: {}", body.trim()),
     }
@@ -1306,7 +1321,7 @@ fn http_error_message(status: u16, error_type: Option<&str>, body: &str) -> Stri
 
 /// Whether the AWS SDK's standard retry mode retries this failure, and whether it is
 /// throttling (longer backoff).
-fn sdk_retryable(error: &ProviderError, error_type: Option<&str>) -> Option<bool> {
+fn sdk_retryable(error: &ProviderError, answer: Option<&ErrorAnswer>) -> Option<bool> {
     const THROTTLING: &[&str] = &[
         "ThrottlingException",
         "Throttling",
@@ -1323,9 +1338,8 @@ fn sdk_retryable(error: &ProviderError, error_type: Option<&str>) -> Option<bool
     ];
     match error {
         ProviderError::Http { status, .. } => {
-            let name = error_type.map(sanitize_error_code);
-            let throttling =
-                *status == 429 || name.as_deref().is_some_and(|n| THROTTLING.contains(&n));
+            let name = answer.and_then(|a| a.header_name.as_deref());
+            let throttling = *status == 429 || name.is_some_and(|n| THROTTLING.contains(&n));
             if throttling {
                 Some(true)
             } else if matches!(status, 500 | 502 | 503 | 504) {
@@ -1465,13 +1479,12 @@ pub(crate) fn sign_sigv4(
 }
 
 /// One attempt: send and wait for the headers, racing `cancel` and the headers timeout. A
-/// non-2xx answer becomes [`ProviderError::Http`] (with the `x-amzn-errortype` name returned
-/// beside it).
+/// non-2xx answer becomes [`ProviderError::Http`] (with its parsed [`ErrorAnswer`] beside it).
 async fn send_once(
     request: reqwest::RequestBuilder,
     cancel: &CancellationToken,
     headers_timeout_ms: u64,
-) -> Result<reqwest::Response, (ProviderError, Option<String>)> {
+) -> Result<reqwest::Response, (ProviderError, Option<ErrorAnswer>)> {
     let timed_out = || ProviderError::Timeout {
         message: REQUEST_TIMEOUT_MESSAGE.to_owned(),
     };
@@ -1519,7 +1532,8 @@ async fn send_once(
         t = response.text() => t.unwrap_or_default(),
     };
     let status = status.as_u16();
-    let message = http_error_message(status, error_type.as_deref(), &body);
+    let answer = ErrorAnswer::parse(error_type.as_deref(), &body);
+    let message = http_error_message(status, &answer, &body);
     Err((
         ProviderError::Http {
             status,
@@ -1527,8 +1541,15 @@ async fn send_once(
             body,
             message,
         },
-        error_type,
+        Some(answer),
     ))
+}
+
+/// Whether `AWS_BEDROCK_FORCE_HTTP1` is `1`: the Bedrock request is sent over HTTP/1.1 only
+/// (upstream 1.6 `bedrock-converse-stream.js` then uses the SDK's `NodeHttpHandler` instead of
+/// its HTTP/2 one). Other values are ignored, as upstream.
+pub fn force_http1(env: &AwsEnv) -> bool {
+    env.get("AWS_BEDROCK_FORCE_HTTP1") == Some("1")
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1883,6 +1904,11 @@ async fn run(
             return;
         }
     };
+    let client = if force_http1(&env) {
+        common::http1_client(&http)
+    } else {
+        client
+    };
     let target = resolve_endpoint(&model, &env);
     let url = converse_stream_url(&target.endpoint, &model.id);
     let mut payload = serde_json::to_vec(&body).unwrap_or_default();
@@ -1900,12 +1926,10 @@ async fn run(
         let request = client.post(&url).headers(headers).body(payload.clone());
         match send_once(request, &cancel, http.request_timeout_ms).await {
             Ok(r) => break r,
-            Err((error, error_type)) => {
+            Err((error, answer)) => {
                 // Bedrock checks the tool schemas before streaming, so resending repeats no
                 // output; the retry budget restarts with the new body.
-                if is_strict_tool_limit_error(&error, error_type.as_deref())
-                    && !cancel.is_cancelled()
-                {
+                if is_strict_tool_limit_error(&error, answer.as_ref()) && !cancel.is_cancelled() {
                     if let Some(next) = fallback.take() {
                         tracing::info!(
                             "bedrock: strict tools over the model's limits ({}); resending them non-strict",
@@ -1917,7 +1941,7 @@ async fn run(
                         continue;
                     }
                 }
-                let retry = sdk_retryable(&error, error_type.as_deref());
+                let retry = sdk_retryable(&error, answer.as_ref());
                 match retry {
                     Some(throttling) if attempt < max_attempts => {
                         let delay = sdk_backoff(attempt, throttling);
@@ -2170,8 +2194,11 @@ mod tests {
 
     #[test]
     fn error_texts() {
+        let text = |status, error_type, body| {
+            http_error_message(status, &ErrorAnswer::parse(error_type, body), body)
+        };
         assert_eq!(
-            http_error_message(
+            text(
                 429,
                 Some("ThrottlingException:http://internal.amazon.com/"),
                 r#"{"message":"Too many requests"}"#
@@ -2179,9 +2206,24 @@ mod tests {
             "Throttling error: Too many requests"
         );
         assert_eq!(
-            http_error_message(403, Some("AccessDeniedException"), r#"{"message":"no"}"#),
+            text(403, Some("AccessDeniedException"), r#"{"message":"no"}"#),
             "AccessDeniedException: no"
         );
+        assert_eq!(
+            text(
+                400,
+                None,
+                r#"{"__type":"com.amazon#ValidationException","Message":"m"}"#
+            ),
+            "Validation error: m"
+        );
+        assert_eq!(text(502, None, "bad gateway"), "502: bad gateway");
+        let env = AwsEnv::from_pairs([("AWS_BEDROCK_FORCE_HTTP1", "1")]);
+        assert!(force_http1(&env));
+        assert!(!force_http1(&AwsEnv::from_pairs([(
+            "AWS_BEDROCK_FORCE_HTTP1",
+            "true"
+        )])));
         assert_eq!(exception_name("validationException"), "ValidationException");
         assert_eq!(rejoin_base64("AAE=AgM="), "AAECAw==");
     }

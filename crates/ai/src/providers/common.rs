@@ -102,7 +102,32 @@ impl LazyClient {
 /// Should the configured builder fail (TLS backend initialisation), a warning is logged and a
 /// plain client is used.
 pub(crate) fn build_client(options: &HttpOptions) -> reqwest::Client {
+    build_client_with(options, false)
+}
+
+/// A client like [`build_client`]'s that speaks only HTTP/1.1 (no `h2` in TLS ALPN), built
+/// once per `options` and then shared; for `AWS_BEDROCK_FORCE_HTTP1` endpoints that cannot
+/// take HTTP/2.
+pub(crate) fn http1_client(options: &HttpOptions) -> reqwest::Client {
+    static CLIENTS: OnceLock<std::sync::Mutex<Vec<(HttpOptions, reqwest::Client)>>> =
+        OnceLock::new();
+    let clients = CLIENTS.get_or_init(|| std::sync::Mutex::new(Vec::new()));
+    let Ok(mut clients) = clients.lock() else {
+        return build_client_with(options, true);
+    };
+    if let Some((_, c)) = clients.iter().find(|(o, _)| o == options) {
+        return c.clone();
+    }
+    let client = build_client_with(options, true);
+    clients.push((*options, client.clone()));
+    client
+}
+
+fn build_client_with(options: &HttpOptions, http1_only: bool) -> reqwest::Client {
     let mut builder = super::proxy::apply(reqwest::Client::builder().user_agent(USER_AGENT));
+    if http1_only {
+        builder = builder.http1_only();
+    }
     if options.connect_timeout_ms > 0 {
         builder = builder.connect_timeout(Duration::from_millis(options.connect_timeout_ms));
     }
