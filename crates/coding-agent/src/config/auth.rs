@@ -319,7 +319,14 @@ pub fn update_auth_file(
     if !change(&mut entries) {
         return Ok(path);
     }
-    let tmp = agent_dir.join(format!("auth.json.{}.tmp", std::process::id()));
+    // A symlinked auth.json is written through: the file it points to is replaced.
+    let real = super::lock::resolve_symlinks(&path);
+    let dir = real.parent().unwrap_or(agent_dir).to_path_buf();
+    std::fs::create_dir_all(&dir).map_err(|source| AuthFileError::Io {
+        path: dir.clone(),
+        source,
+    })?;
+    let tmp = dir.join(format!(".auth.json.{}.tmp", std::process::id()));
     let io = |p: &Path| {
         let p = p.to_path_buf();
         move |source| AuthFileError::Io { path: p, source }
@@ -336,6 +343,6 @@ pub fn update_auth_file(
     f.write_all(text.as_bytes()).map_err(io(&tmp))?;
     f.sync_all().map_err(io(&tmp))?;
     drop(f);
-    std::fs::rename(&tmp, &path).map_err(io(&path))?;
+    std::fs::rename(&tmp, &real).map_err(io(&real))?;
     Ok(path)
 }

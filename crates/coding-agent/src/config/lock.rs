@@ -71,11 +71,29 @@ pub struct DirLock {
     keeper: Option<std::thread::JoinHandle<()>>,
 }
 
-/// `<target>.lock`, `target` resolved through symlinks when it exists (upstream locks the real
+/// `path` with every symlink of its last component followed (at most 40, as the kernel), so a
+/// write through a link replaces the file it points to instead of the link (dotfiles setups
+/// link `auth.json`; upstream writes through the link). A path that is no link is returned
+/// as it is; a dangling link resolves to the missing file it names.
+pub fn resolve_symlinks(path: &Path) -> PathBuf {
+    let mut p = path.to_path_buf();
+    for _ in 0..40 {
+        let Ok(target) = std::fs::read_link(&p) else {
+            break;
+        };
+        p = match p.parent() {
+            Some(dir) if target.is_relative() => dir.join(target),
+            _ => target,
+        };
+    }
+    p
+}
+
+/// `<target>.lock`, `target` resolved through symlinks when asked (upstream locks the real
 /// file, so aliases of one `auth.json` share one lock).
 pub fn lock_path_of(target: &Path, resolve: bool) -> PathBuf {
     let real = if resolve {
-        std::fs::canonicalize(target).unwrap_or_else(|_| target.to_path_buf())
+        resolve_symlinks(target)
     } else {
         target.to_path_buf()
     };

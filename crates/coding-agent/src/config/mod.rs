@@ -85,21 +85,41 @@ pub fn agent_dir_with(env_dir: Option<&str>, home: Option<&Path>) -> PathBuf {
 }
 
 /// Creates the agent directory (mode 0700) and the files upstream 1.6 creates on startup when
-/// they are missing: `auth.json` (`{}`, mode 0600) and `models-store.json` (`{}`). The
-/// conformance snapshot of the agent dir shows both after every run. Failures are ignored
-/// (a read-only agent dir must not stop the agent).
+/// they are missing: `auth.json` and `models-store.json`, each `{}` with mode 0600 from the
+/// start (as upstream). The conformance snapshot of the agent dir shows both after every run.
+/// Failures are ignored (a read-only agent dir must not stop the agent).
 pub fn ensure_agent_files(agent_dir: &Path) {
     if !agent_dir.exists() {
         let _ = std::fs::create_dir_all(agent_dir);
         set_mode(agent_dir, 0o700);
     }
-    for (name, mode) in [("auth.json", Some(0o600)), ("models-store.json", None)] {
+    for name in ["auth.json", "models-store.json"] {
         let path = agent_dir.join(name);
-        if !path.exists() && std::fs::write(&path, "{}").is_ok() {
-            if let Some(mode) = mode {
-                set_mode(&path, mode);
-            }
+        if !path.exists() {
+            create_private(&path, b"{}");
         }
+    }
+}
+
+/// Writes `bytes` to a new file at `path` with mode 0600 (nothing if it exists or fails).
+#[cfg(unix)]
+fn create_private(path: &Path, bytes: &[u8]) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        let _ = f.write_all(bytes);
+    }
+}
+
+#[cfg(not(unix))]
+fn create_private(path: &Path, bytes: &[u8]) {
+    if !path.exists() {
+        let _ = std::fs::write(path, bytes);
     }
 }
 

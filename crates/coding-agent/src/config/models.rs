@@ -266,13 +266,14 @@ fn validate_provider(name: &str, p: &ProviderConfig, problems: &mut Vec<String>)
             continue;
         }
         let local = m.api.as_deref().or(p.api.as_deref()) == Some(LOCAL_API);
-        if !local && m.base_url.is_none() && p.base_url.is_none() {
+        let defaults = builtin_defaults(name, &m.id, m.api.as_deref().or(p.api.as_deref()));
+        if !local && m.base_url.is_none() && p.base_url.is_none() && defaults.is_none() {
             problems.push(format!(
                 "provider \"{name}\", model \"{}\": no \"baseUrl\" on the model or the provider",
                 m.id
             ));
         }
-        if m.api.is_none() && p.api.is_none() {
+        if m.api.is_none() && p.api.is_none() && defaults.is_none() {
             problems.push(format!(
                 "provider \"{name}\", model \"{}\": no \"api\" on the model or the provider",
                 m.id
@@ -340,21 +341,46 @@ fn merge_maps(
     }
 }
 
+/// What a custom model of a built-in provider takes when neither it nor its provider entry
+/// names an `api` or `baseUrl` (upstream 1.6 `provider-composer.js` `findModelDefaults`): those
+/// of the provider's built-in model with the same id, else of one with the same api, else of
+/// its first `openai-completions` model, else of its first model; `None` for a provider that
+/// is not built in. Returns `(api, base_url)`.
+fn builtin_defaults(provider: &str, id: &str, api: Option<&str>) -> Option<(String, String)> {
+    let models = pi_ai::models::provider_models(provider);
+    models
+        .iter()
+        .find(|m| m.id == id)
+        .or_else(|| api.and_then(|a| models.iter().find(|m| m.api == a)))
+        .or_else(|| models.iter().find(|m| m.api == "openai-completions"))
+        .or_else(|| models.first())
+        .map(|m| (m.api.clone(), m.base_url.clone()))
+}
+
 fn custom_model(
     provider: &str,
     p: &ProviderConfig,
     m: &ModelConfig,
     agent_dir: Option<&Path>,
 ) -> Model {
-    let api = m.api.clone().or_else(|| p.api.clone()).unwrap_or_default();
-    if api == LOCAL_API {
+    let named_api = m.api.clone().or_else(|| p.api.clone());
+    if named_api.as_deref() == Some(LOCAL_API) {
         return local_custom_model(provider, p, m, agent_dir);
     }
+    let defaults = if named_api.is_none() || (m.base_url.is_none() && p.base_url.is_none()) {
+        builtin_defaults(provider, &m.id, named_api.as_deref())
+    } else {
+        None
+    };
     let mut model = custom_model_fields(provider, p, m);
+    if model.api.is_empty() {
+        model.api = defaults.as_ref().map(|d| d.0.clone()).unwrap_or_default();
+    }
     model.base_url = m
         .base_url
         .clone()
         .or_else(|| p.base_url.clone())
+        .or_else(|| defaults.map(|d| d.1))
         .unwrap_or_default();
     model.context_window = m.context_window.map_or(DEFAULT_CONTEXT_WINDOW, to_u64);
     model.max_tokens = m.max_tokens.map_or(DEFAULT_MAX_TOKENS, to_u64);

@@ -250,7 +250,9 @@ impl AuthStore {
         let fail = |e: std::io::Error| {
             OAuthError::Store(format!("cannot write {}: {e}", self.path.display()))
         };
-        let dir = self.path.parent().unwrap_or(Path::new("."));
+        // A symlinked mcp-auth.json is written through: the file it points to is replaced.
+        let real = crate::config::lock::resolve_symlinks(&self.path);
+        let dir = real.parent().unwrap_or(Path::new("."));
         std::fs::create_dir_all(dir).map_err(fail)?;
         let tmp = dir.join(format!(
             ".mcp-auth.json.{}.tmp",
@@ -265,7 +267,7 @@ impl AuthStore {
                 .open(&tmp)?;
             f.write_all(text.as_bytes())?;
             f.sync_all()?;
-            std::fs::rename(&tmp, &self.path)
+            std::fs::rename(&tmp, &real)
         })();
         if result.is_err() {
             let _ = std::fs::remove_file(&tmp);

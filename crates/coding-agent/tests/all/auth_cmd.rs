@@ -186,3 +186,46 @@ fn auth_json_is_locked_as_upstream_locks_it() {
         serde_json::from_str(&std::fs::read_to_string(&file).expect("read")).expect("json");
     assert!(v.get("openai").is_none(), "{v}");
 }
+
+/// A symlinked `auth.json` (dotfiles setups) is written through, as upstream writes it: `login`
+/// and `logout` change the file the link points to, and the link stays a link. Before, the link
+/// was replaced by a new file, so a logout left the key in the real file.
+#[test]
+fn a_symlinked_auth_json_is_written_through() {
+    let root = root_with(&Value::Null);
+    let dot = root.cwd.join("dotfiles");
+    std::fs::create_dir_all(&dot).expect("dotfiles");
+    let real = dot.join("auth.json");
+    std::fs::write(&real, r#"{"openai": {"type": "api_key", "key": "sk-old"}}"#).expect("write");
+    let link = root.agent_dir.join("auth.json");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(&real, &link).expect("symlink");
+    let (rc, _, stderr) = run(&root, &json!({}), &["auth", "logout", "openai"], "");
+    assert_eq!(rc, 0, "{stderr}");
+    assert!(std::fs::symlink_metadata(&link)
+        .expect("link")
+        .file_type()
+        .is_symlink());
+    let v: Value =
+        serde_json::from_str(&std::fs::read_to_string(&real).expect("real")).expect("json");
+    assert!(
+        v.get("openai").is_none(),
+        "logout left the key in the real file: {v}"
+    );
+    let (rc, _, stderr) = run(
+        &root,
+        &json!({}),
+        &["auth", "login", "anthropic", "--api-key"],
+        "sk-ant-new\n",
+    );
+    assert_eq!(rc, 0, "{stderr}");
+    assert!(std::fs::symlink_metadata(&link)
+        .expect("link")
+        .file_type()
+        .is_symlink());
+    let v: Value =
+        serde_json::from_str(&std::fs::read_to_string(&real).expect("real")).expect("json");
+    assert_eq!(v["anthropic"]["key"], "sk-ant-new");
+    assert!(!root.agent_dir.join("auth.json.lock").exists());
+    assert!(!dot.join("auth.json.lock").exists());
+}

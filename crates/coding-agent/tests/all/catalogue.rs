@@ -187,3 +187,31 @@ fn fuzzy_model_resolution_equals_upstream() {
         }
     }
 }
+
+/// A custom model of a built-in provider without `api` or `baseUrl` takes them from the
+/// provider's built-in models (upstream 1.6 `findModelDefaults`), so a `models.json` that
+/// upstream accepts is not rejected whole (which also dropped every other custom provider).
+#[test]
+fn a_custom_model_of_a_builtin_provider_inherits_its_api_and_base_url() {
+    let root = bare_root();
+    root.write_agent_file(
+        "models.json",
+        &json!({"providers": {
+            "openai": {"models": [{"id": "my-custom"}]},
+            "local": {"baseUrl": "http://127.0.0.1:9/v1", "api": "openai-completions", "apiKey": "x", "models": [{"id": "m1"}]}
+        }}),
+    );
+    let env = vec![("OPENAI_API_KEY".to_string(), "sk-test".to_string())];
+    let (rc, stdout, stderr) = run_pi(&root, &env, &["--list-models"]);
+    assert_eq!(rc, 0, "{stderr}");
+    assert!(!stderr.contains("Invalid models.json"), "{stderr}");
+    let rows: Vec<Vec<&str>> = stdout
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert!(
+        rows.iter().any(|r| r[..2] == ["openai", "my-custom"]),
+        "{stdout}"
+    );
+    assert!(rows.iter().any(|r| r[..2] == ["local", "m1"]), "{stdout}");
+}
