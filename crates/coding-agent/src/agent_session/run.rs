@@ -162,7 +162,7 @@ impl AgentSession {
                     _ = cancel.cancelled() => {}
                 }
             }
-            this.refresh_mcp_section(&mut prompts);
+            this.refresh_system_sections(&mut prompts);
             this.run_prompts(prompts, cancel).await;
             guard.settle();
         })))
@@ -193,57 +193,78 @@ impl AgentSession {
         *self.inner.run_system_prompt.lock() = r.system_prompt;
     }
 
-    /// Renders the `mcp_servers` section again as the prompt starts (docs/mcp.md "Control tool
-    /// exposure"; upstream 1.6 recording `mcp_upstream_section_update.json`). In a session's
-    /// first run the leading system message (`prompts[0]`) takes it as it is now. Later, when
-    /// it differs from the section the transcript's system messages add up to, a system
-    /// message `{role: "system", content: "", sections: {mcp_servers: text | null}, timestamp}`
-    /// goes before the prompt, so earlier messages and the tool declarations stay as they were.
-    /// Either way the prompt sent to the model from then on holds the new section.
-    pub(super) fn refresh_mcp_section(&self, prompts: &mut Vec<Message>) {
-        const KEY: &str = "mcp_servers";
-        let Some(section) = self.inner.loadout.lock().mcp_section.clone() else {
-            return;
-        };
-        let now = section.text();
-        let patch = match prompts.first_mut() {
-            Some(Message::System(first)) => {
+    /// Brings the prompt sections the session records up to date as a prompt starts (upstream
+    /// 1.6 `_preparePromptAndToolLoadout` / `diffSystemPromptSections`; session-format.md:
+    /// "later changes persist as system messages that patch `sections` by name").
+    ///
+    /// The `mcp_servers` section is rendered again first (docs/mcp.md "Control tool exposure";
+    /// recording `mcp_upstream_section_update.json`). In a session's first run the leading
+    /// system message (`prompts[0]`) takes the sections as they are now. Later, the sections
+    /// the transcript's system messages add up to are compared with the current ones (which
+    /// change when a resumed session finds another `AGENTS.md`, other skills, another working
+    /// directory, or a session written by another build): when any differ, a system message
+    /// `{role: "system", content: "", sections: {<changed>: text, <gone>: null}, timestamp}`
+    /// goes before the prompt and into the session, so the file records what the model is
+    /// sent while earlier messages and the tool declarations stay as they were.
+    pub(super) fn refresh_system_sections(&self, prompts: &mut Vec<Message>) {
+        const MCP: &str = "mcp_servers";
+        let mcp_now = self
+            .inner
+            .loadout
+            .lock()
+            .mcp_section
+            .clone()
+            .map(|section| section.text());
+        if let Some(Message::System(first)) = prompts.first_mut() {
+            if let Some(now) = &mcp_now {
                 let sections = first.sections.get_or_insert_with(Default::default);
-                set_section(sections, KEY, now.clone());
-                None
+                set_section(sections, MCP, now.clone());
             }
-            _ => {
-                let held = crate::session::current_system_message(&self.transcript())
-                    .and_then(|s| s.sections)
-                    .and_then(|s| s.get(KEY).and_then(Value::as_str).map(str::to_string));
-                if held == now {
-                    return;
-                }
-                let mut sections = serde_json::Map::new();
-                sections.insert(KEY.into(), now.clone().map_or(Value::Null, Value::String));
-                Some(pi_ai::SystemMessage {
-                    content: pi_ai::UserContent::Text(String::new()),
-                    sections: Some(sections),
-                    timestamp: now_ms(),
-                    tools_added: None,
-                    tools_removed: None,
-                    replace: None,
-                    extra: Default::default(),
-                })
-            }
-        };
-        {
+        }
+        let current = {
             let mut l = self.inner.loadout.lock();
-            let sections = l
-                .system_message
-                .sections
-                .get_or_insert_with(Default::default);
-            set_section(sections, KEY, now);
-            l.system_prompt = crate::system_prompt::system_message_text(&l.system_message);
+            if let Some(now) = mcp_now {
+                let sections = l
+                    .system_message
+                    .sections
+                    .get_or_insert_with(Default::default);
+                set_section(sections, MCP, now);
+                l.system_prompt = crate::system_prompt::system_message_text(&l.system_message);
+            }
+            l.system_message.sections.clone().unwrap_or_default()
+        };
+        if matches!(prompts.first(), Some(Message::System(_))) {
+            return;
         }
-        if let Some(patch) = patch {
-            prompts.insert(0, Message::System(patch));
+        let held = crate::session::current_system_message(&self.transcript())
+            .and_then(|s| s.sections)
+            .unwrap_or_default();
+        let mut patch = serde_json::Map::new();
+        for (name, text) in &current {
+            if held.get(name) != Some(text) {
+                patch.insert(name.clone(), text.clone());
+            }
         }
+        for name in held.keys() {
+            if !current.contains_key(name) {
+                patch.insert(name.clone(), Value::Null);
+            }
+        }
+        if patch.is_empty() {
+            return;
+        }
+        prompts.insert(
+            0,
+            Message::System(pi_ai::SystemMessage {
+                content: pi_ai::UserContent::Text(String::new()),
+                sections: Some(patch),
+                timestamp: now_ms(),
+                tools_added: None,
+                tools_removed: None,
+                replace: None,
+                extra: Default::default(),
+            }),
+        );
     }
 
     fn queue_while_streaming(

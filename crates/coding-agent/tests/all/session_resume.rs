@@ -126,15 +126,30 @@ fn upstream_session_resumes_its_model_and_level_and_opening_writes_nothing() {
     let after = std::fs::read(&file).unwrap();
     assert!(after.starts_with(&original), "appends only");
     let lines = check_session_file(&file).unwrap();
-    let new: Vec<&str> = lines[original.iter().filter(|&&b| b == b'\n').count()..]
+    let new: Vec<(&str, &str)> = lines[original.iter().filter(|&&b| b == b'\n').count()..]
         .iter()
-        .map(|v| v["type"].as_str().unwrap())
+        .map(|v| {
+            let role = v["message"]["role"].as_str().unwrap_or("");
+            (v["type"].as_str().unwrap(), role)
+        })
         .collect();
+    // No model/level entries on resume; the prompt sections this build sends differ from
+    // those upstream recorded (other prose), so a system message
+    // patching them comes first, as upstream records a changed prompt.
     assert_eq!(
         new,
-        ["message", "message"],
-        "no model/level entries on resume"
+        [
+            ("message", "system"),
+            ("message", "user"),
+            ("message", "assistant")
+        ],
+        "{lines:?}"
     );
+    let patch = &lines[lines.len() - 3]["message"];
+    assert_eq!(patch["content"], "", "{patch}");
+    // Upstream's preamble is in its own words, ours in ours.
+    assert!(patch["sections"]["preamble"].is_string(), "{patch}");
+    assert!(patch.get("toolsAdded").is_none(), "{patch}");
 }
 
 #[test]
@@ -289,7 +304,11 @@ fn continue_session_id_and_fork_pick_the_right_files() {
     finish(agent);
     let lines = check_session_file(&forked).unwrap();
     assert_eq!(lines[0]["parentSession"], older.to_string_lossy().as_ref());
-    assert_eq!(lines.len(), 9 + 2, "source entries + the new turn");
+    assert_eq!(
+        lines.len(),
+        9 + 3,
+        "source entries + the section patch (recorded by upstream elsewhere) + the new turn"
+    );
 
     // Conflicts and bad ids are refused.
     let (code, stderr) = run_pi(&root, &["--mode", "rpc", "--fork", "x", "-c"], &[]);
@@ -441,4 +460,58 @@ fn an_unwritable_session_is_an_error_event_and_a_failed_exit_in_json_mode() {
         .collect();
     assert!(!errors.is_empty(), "{stdout}");
     assert_eq!(errors[0]["sessionFile"], file.to_string_lossy().as_ref());
+}
+
+/// A resumed session records a changed prompt as upstream does: after `AGENTS.md` appears, the
+/// first prompt of `--continue` puts a system message patching only `project_context` before
+/// the user message, in the session file and in what the model gets; a resume with nothing
+/// changed adds none. Before, the request carried the new section while the file kept the old
+/// prompt (and a later compaction saved that one).
+#[test]
+fn a_resumed_session_records_a_changed_prompt_section() {
+    let (fake, root) = setup(
+        Script::new([Turn::text("one"), Turn::text("two"), Turn::text("three")]),
+        DEFAULT_MODEL,
+    );
+    let mut agent = root.spawn_with(true, &[]);
+    agent.send(json!({"id": "p1", "type": "prompt", "message": "first"}));
+    agent.wait_event("agent_settled");
+    finish(agent);
+    root.write_cwd_file("AGENTS.md", "Always answer in haiku.");
+    for (i, msg) in ["second", "third"].iter().enumerate() {
+        let mut agent = root.spawn_with(true, &["--continue"]);
+        agent.send(json!({"id": format!("p{}", i + 2), "type": "prompt", "message": msg}));
+        agent.wait_event("agent_settled");
+        finish(agent);
+    }
+    let files = root.session_files();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let lines = check_session_file(&files[0]).unwrap();
+    let systems: Vec<&Value> = lines
+        .iter()
+        .filter(|v| v["message"]["role"] == "system")
+        .map(|v| &v["message"])
+        .collect();
+    assert_eq!(systems.len(), 2, "one at the start, one patch: {lines:?}");
+    let patch = systems[1]["sections"].as_object().unwrap();
+    assert_eq!(
+        patch.keys().collect::<Vec<_>>(),
+        ["project_context"],
+        "{patch:?}"
+    );
+    assert!(patch["project_context"]
+        .as_str()
+        .unwrap()
+        .contains("Always answer in haiku."));
+    assert!(systems[1].get("toolsAdded").is_none());
+    // The patch sits right before the second prompt, and the model saw the new section.
+    let at = lines
+        .iter()
+        .position(|v| {
+            v["message"]["role"] == "system" && v["message"]["sections"].get("preamble").is_none()
+        })
+        .unwrap();
+    assert_eq!(lines[at + 1]["message"]["content"][0]["text"], "second");
+    let reqs = fake.llm_requests();
+    assert!(reqs[1].body_text().contains("Always answer in haiku."));
 }
