@@ -70,18 +70,16 @@ impl Drop for HttpServer {
     }
 }
 
-/// A bare HTTP/1.1 GET: `(status, location header, body)`.
-fn http_get(url: &str) -> (u16, Option<String>, String) {
+/// One bare HTTP/1.1 request (`Connection: close`): `(status, head, body)`.
+fn http_exchange(method: &str, url: &str, headers: &str, body: &str) -> (u16, String, String) {
     let rest = url.strip_prefix("http://").expect("http URL");
-    let (host, path) = match rest.find('/') {
-        Some(i) => (&rest[..i], &rest[i..]),
-        None => (rest, "/"),
-    };
+    let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let path = if path.is_empty() { "/" } else { path };
     let mut s = std::net::TcpStream::connect(host).unwrap();
     s.set_read_timeout(Some(LIVENESS)).unwrap();
     write!(
         s,
-        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\n{headers}Connection: close\r\n\r\n{body}"
     )
     .unwrap();
     let mut text = String::new();
@@ -92,12 +90,18 @@ fn http_get(url: &str) -> (u16, Option<String>, String) {
         .nth(1)
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
+    (status, head.to_string(), body.to_string())
+}
+
+/// A bare HTTP/1.1 GET: `(status, location header, body)`.
+fn http_get(url: &str) -> (u16, Option<String>, String) {
+    let (status, head, body) = http_exchange("GET", url, "", "");
     let location = head.lines().find_map(|l| {
         let (k, v) = l.split_once(':')?;
         k.eq_ignore_ascii_case("location")
             .then(|| v.trim().to_string())
     });
-    (status, location, body.to_string())
+    (status, location, body)
 }
 
 /// What a browser does with the authorization URL: follow the authorization server's redirect
@@ -718,25 +722,12 @@ fn an_expired_token_is_refreshed_between_calls_of_a_session() {
 
 /// A bare HTTP/1.1 form POST: `(status, body)`.
 fn http_post_form(url: &str, form: &str) -> (u16, String) {
-    let rest = url.strip_prefix("http://").expect("http URL");
-    let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    let mut s = std::net::TcpStream::connect(host).unwrap();
-    s.set_read_timeout(Some(LIVENESS)).unwrap();
-    write!(
-        s,
-        "POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{form}",
+    let headers = format!(
+        "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n",
         form.len()
-    )
-    .unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).unwrap();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (status, body.to_string())
+    );
+    let (status, _, body) = http_exchange("POST", url, &headers, form);
+    (status, body)
 }
 
 /// Two processes on one agent directory refresh a server's tokens one at a time (upstream's
