@@ -24,7 +24,8 @@ fn root_with(auth: &Value) -> RunRoot {
     root
 }
 
-fn run(root: &RunRoot, env: &Value, args: &[&str], stdin: &str) -> (i32, String, String) {
+/// `pi <args>` started in the run root with `env` added, `stdin` written and closed.
+fn spawn(root: &RunRoot, env: &Value, args: &[&str], stdin: &str) -> std::process::Child {
     use std::io::Write;
     let mut child = Command::new(bin())
         .args(args)
@@ -48,7 +49,13 @@ fn run(root: &RunRoot, env: &Value, args: &[&str], stdin: &str) -> (i32, String,
         .expect("stdin")
         .write_all(stdin.as_bytes())
         .expect("write stdin");
-    let out = child.wait_with_output().expect("wait");
+    child
+}
+
+fn run(root: &RunRoot, env: &Value, args: &[&str], stdin: &str) -> (i32, String, String) {
+    let out = spawn(root, env, args, stdin)
+        .wait_with_output()
+        .expect("wait");
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -141,27 +148,16 @@ fn login_stores_the_key_mode_0600_and_keeps_other_entries() {
 /// upstream report `invalid_state` for every credential) is cleared.
 #[test]
 fn auth_json_is_locked_as_upstream_locks_it() {
-    use std::io::Write;
     let root = root_with(&json!({"anthropic": {"type": "api_key", "key": "sk-ant-old"}}));
     let file = root.agent_dir.join("auth.json");
     let lock = root.agent_dir.join("auth.json.lock");
     std::fs::create_dir(&lock).expect("lock dir");
-    let mut child = Command::new(bin())
-        .args(["auth", "login", "openai", "--api-key"])
-        .current_dir(&root.cwd)
-        .env_clear()
-        .envs(root.env())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn pi");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(b"sk-new\n")
-        .expect("write stdin");
+    let mut child = spawn(
+        &root,
+        &json!({}),
+        &["auth", "login", "openai", "--api-key"],
+        "sk-new\n",
+    );
     std::thread::sleep(std::time::Duration::from_millis(1500));
     assert!(
         !std::fs::read_to_string(&file)
