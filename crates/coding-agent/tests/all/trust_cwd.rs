@@ -52,10 +52,7 @@ export default function (pi) {{
             "args": ["-c", format!("echo started > '{}'", mcp_mark.display())]}}})
         .to_string(),
     );
-    write(
-        &dir.join(".pi/settings.json"),
-        r#"{"steeringMode": "all"}"#,
-    );
+    write(&dir.join(".pi/settings.json"), r#"{"steeringMode": "all"}"#);
     write(
         &dir.join(".pi/skills/evil-skill/SKILL.md"),
         "---\nname: evil-skill\ndescription: from the project\n---\nbody\n",
@@ -306,7 +303,9 @@ fn extension_switch_session_and_new_session_load_nothing_of_an_untrusted_project
         assert_eq!(r["data"]["disposition"], "handled", "{}", agent.dump());
         let (_, v) = agent.wait_from(from, LIVENESS, |v| {
             kind(v) == "extension_ui_request"
-                && v["message"].as_str().is_some_and(|m| m.starts_with("done "))
+                && v["message"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with("done "))
         });
         assert_eq!(
             v["message"],
