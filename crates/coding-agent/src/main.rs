@@ -172,11 +172,11 @@ async fn run(cli: Cli) -> i32 {
         store: trust::TrustStore::new(&agent_dir),
         home: config::home_dir(),
     };
-    let trust_decision = trust_policy.decide(&cwd);
-    if let Some(notice) = trust_policy.notice(&cwd, &trust_decision) {
-        config::warn(&notice);
-    }
-    let settings = if trust_decision.trusted {
+    // The launch directory's decision serves only to find the session (`sessionDir` of a
+    // trusted launch project); a resumed session may run elsewhere, and what runs there is
+    // decided for that directory below (issue 28).
+    let launch_decision = trust_policy.decide(&cwd);
+    let launch_settings = if launch_decision.trusted {
         Settings::load(&agent_dir, &cwd)
     } else {
         global_settings
@@ -194,7 +194,7 @@ async fn run(cli: Cli) -> i32 {
     let session_dir = resolve::session_dir_override(
         cli.session_dir.as_deref(),
         env_session_dir.as_deref(),
-        settings.session_dir(),
+        launch_settings.session_dir(),
         &cwd,
     );
     let flags = resolve::SessionFlags {
@@ -221,6 +221,19 @@ async fn run(cli: Cli) -> i32 {
     // directory pi was started in (upstream resolves them against process.cwd()).
     let launch_cwd = cwd;
     let cwd = session.cwd().to_path_buf();
+    // Every protected resource (project settings, extensions, MCP servers, skills, prompts,
+    // SYSTEM.md) is loaded from the session's cwd, so its trust is decided for that directory
+    // (upstream 1.6 main.ts decides it per runtime cwd, after the session is chosen).
+    let (trust_decision, settings) = if same_dir(&cwd, &launch_cwd) {
+        (launch_decision, launch_settings)
+    } else {
+        let decision = trust_policy.decide(&cwd);
+        let settings = Settings::load_with_trust(&agent_dir, &cwd, decision.trusted);
+        (decision, settings)
+    };
+    if let Some(notice) = trust_policy.notice(&cwd, &trust_decision) {
+        config::warn(&notice);
+    }
     // What the file says about model and thinking level (spec sessions.md §7, §9.2).
     let (resumed_model, resumed_level, has_messages) = session.resume_settings();
     let has_level_entry = session.has_thinking_level_change();
@@ -309,7 +322,7 @@ async fn run(cli: Cli) -> i32 {
         _ => out.sink(),
     };
     let (ext_sources, missing) = extensions::discover(&extensions::DiscoverOptions {
-        cli: cli.extension.clone(),
+        cli: cli_paths(&launch_cwd, &cli.extension),
         no_extensions: cli.no_extensions,
         settings: settings.resource_paths("extensions"),
         agent_dir: agent_dir.clone(),
@@ -449,9 +462,9 @@ async fn run(cli: Cli) -> i32 {
             system_prompt: cli.system_prompt.clone(),
             append_system_prompt: cli.append_system_prompt.clone(),
             no_skills: cli.no_skills,
-            skill_paths: cli.skill.clone(),
+            skill_paths: cli_paths(&launch_cwd, &cli.skill),
             no_prompt_templates: cli.no_prompt_templates,
-            prompt_template_paths: cli.prompt_template.clone(),
+            prompt_template_paths: cli_paths(&launch_cwd, &cli.prompt_template),
             trust: Some(trust_policy),
         },
         bash_options: tools::shell::UserBashOptions {
@@ -477,6 +490,34 @@ async fn run(cli: Cli) -> i32 {
         m.shutdown().await;
     }
     code
+}
+
+/// Whether `a` and `b` name the same directory (canonical paths when they exist).
+fn same_dir(a: &std::path::Path, b: &std::path::Path) -> bool {
+    let canon = |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    a == b || canon(a) == canon(b)
+}
+
+/// `-e`, `--skill` and `--prompt-template` values as paths of the directory pi was started in
+/// (upstream 1.6 main.ts `resolveCliPaths`): a relative value must not resolve inside a resumed
+/// session's cwd, whose project may be untrusted. `~` paths and package sources stay as given.
+fn cli_paths(launch_cwd: &std::path::Path, values: &[String]) -> Vec<String> {
+    const SOURCES: [&str; 7] = [
+        "npm:", "git:", "github:", "http:", "https:", "ssh:", "builtin:",
+    ];
+    values
+        .iter()
+        .map(|v| {
+            let relative = std::path::Path::new(v).is_relative()
+                && !v.starts_with('~')
+                && !SOURCES.iter().any(|s| v.starts_with(s));
+            if relative {
+                launch_cwd.join(v).to_string_lossy().into_owned()
+            } else {
+                v.clone()
+            }
+        })
+        .collect()
 }
 
 /// Where a mode writes: stdout, the event sink (tapped by extensions when loaded), and the slot

@@ -8,12 +8,15 @@
 //! project is trusted by, in order:
 //! 1. `--approve`/`-a` (trusted) or `--no-approve`/`-na` (not trusted) for this run;
 //! 2. the nearest saved decision for the directory or an ancestor in `<agent>/trust.json`
-//!    (`{"/canonical/dir": true|false|null}`; `null` = no decision);
+//!    (`{"/canonical/dir": true|false|null}`; `null` = no decision; keys are compared after
+//!    lexical normalisation, [`resolve_key`]);
 //! 3. `defaultProjectTrust` in the agent-dir `settings.json`: `"always"` trusts, `"ask"`
 //!    (default) and `"never"` do not.
 //!
 //! A directory without any protected file is trusted unless a saved decision says otherwise (then
-//! there is nothing to skip anyway). Context files (`AGENTS.md`, …) never need trust.
+//! there is nothing to skip anyway). Context files (`AGENTS.md`, …) never need trust. Trust is
+//! decided for the directory the resources are loaded from: a resumed session's cwd, not the
+//! directory pi was started in (issue 28).
 
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
@@ -69,6 +72,24 @@ fn canonical(dir: &Path) -> PathBuf {
     std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf())
 }
 
+/// A `trust.json` key as Node's `path.resolve(key)` gives it on POSIX, without touching the
+/// file system: relative keys are joined to `base`; `//` and trailing `/` collapse, `.` is
+/// dropped and `..` removes the previous segment (never above the root).
+pub fn resolve_key(key: &str, base: &Path) -> PathBuf {
+    let joined = base.join(key);
+    let mut out = PathBuf::from("/");
+    for c in joined.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::Normal(n) => out.push(n),
+            _ => {}
+        }
+    }
+    out
+}
+
 impl TrustStore {
     /// The store of an agent directory (`<agent_dir>/trust.json`).
     pub fn new(agent_dir: &Path) -> Self {
@@ -116,13 +137,24 @@ impl TrustStore {
         Ok(map)
     }
 
-    /// The nearest saved decision for `cwd` or one of its ancestors (canonical paths).
+    /// The nearest saved decision for `cwd` (canonical path) or one of its ancestors. Keys are
+    /// compared as Node's `path.resolve` spells them (upstream 1.6 `pathsEqual`): lexically,
+    /// without trailing or doubled `/`, `.` and `..` resolved, relative keys taken from the
+    /// process's working directory; a key is not canonicalised on disk (nor is it upstream).
+    /// Where several keys name the same directory with different decisions, `false` wins
+    /// (upstream takes the first in file order).
     pub fn get(&self, cwd: &Path) -> Result<Option<bool>, TrustError> {
         let data = self.read()?;
+        let base = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+        let keyed: Vec<(PathBuf, bool)> = data
+            .iter()
+            .filter_map(|(k, v)| v.as_bool().map(|b| (resolve_key(k, &base), b)))
+            .collect();
         let dir = canonical(cwd);
         Ok(dir.ancestors().find_map(|d| {
-            data.get(d.to_string_lossy().as_ref())
-                .and_then(Value::as_bool)
+            let mut found = keyed.iter().filter(|(k, _)| k == d).map(|(_, b)| *b);
+            let first = found.next()?;
+            Some(first && found.all(|b| b))
         }))
     }
 
@@ -132,6 +164,10 @@ impl TrustStore {
     pub fn set(&self, cwd: &Path, decision: Option<bool>) -> Result<(), TrustError> {
         let mut data = self.read()?;
         let key = canonical(cwd).to_string_lossy().into_owned();
+        // Every spelling of the same directory gives way to the one canonical key.
+        let base = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+        let dir = resolve_key(&key, &base);
+        data.retain(|k, _| resolve_key(k, &base) != dir);
         match decision {
             Some(d) => data.insert(key, Value::Bool(d)),
             None => data.remove(&key),

@@ -153,3 +153,6 @@ mod tools_search;
 
 #[path = "all/tools_validate.rs"]
 mod tools_validate;
+
+#[path = "all/trust_cwd.rs"]
+mod trust_cwd;
