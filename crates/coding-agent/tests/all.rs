@@ -42,6 +42,9 @@ mod extensions_api;
 #[path = "all/extension_events.rs"]
 mod extension_events;
 
+#[path = "all/hostile_input.rs"]
+mod hostile_input;
+
 #[path = "all/local_model.rs"]
 mod local_model;
 

@@ -23,6 +23,9 @@
 //!   the redirect URI with a code: no login page), `/token` (PKCE S256 checked; grants
 //!   `authorization_code` and `refresh_token`); access tokens live `--token-ttl` seconds
 //!   (default 3600); `GET /stats` answers `{"tokenRequests": {...}, "mcpRequests": n}`).
+//! * `--malformed`: a hand-written stdio server (no rmcp) whose `tools/call` answers break the
+//!   result shape: tool `scalar` → `result: 42`, `text_content` → `{"content": "not a list"}`,
+//!   `null_content` → `{"content": null}`, `array` → `[1, 2]`, `ok` → one text block `fine`.
 //! * `--hang`: never answers (reads stdin forever); `--garbage`: writes non-JSON lines and
 //!   exits; `--exit`: writes to stderr and exits 3 at once; `--pidfile`: writes its pid first.
 
@@ -297,6 +300,10 @@ async fn main() {
         let _ = writeln!(out, "{{\"jsonrpc\": \"1.0\", \"nonsense\": true}}");
         let _ = out.flush();
         std::process::exit(0);
+    }
+    if flag("--malformed") {
+        malformed_server();
+        return;
     }
     if flag("--hang") {
         let mut sink = Vec::new();
@@ -656,5 +663,56 @@ mod oauth {
         router
             .merge(as_routes)
             .layer(axum::middleware::from_fn_with_state(auth, gate))
+    }
+}
+
+/// The `--malformed` server: JSON-RPC lines on stdin/stdout, answering `initialize`,
+/// `tools/list`, `ping` and `tools/call` (with the malformed results the usage lists).
+fn malformed_server() {
+    use std::io::BufRead;
+    let tools = ["scalar", "text_content", "null_content", "array", "ok"];
+    let stdin = std::io::stdin();
+    let mut out = std::io::stdout();
+    for line in stdin.lock().lines() {
+        let Ok(line) = line else { break };
+        let Ok(msg) = serde_json::from_str::<serde_json::Value>(&line) else {
+            continue;
+        };
+        let Some(id) = msg.get("id").cloned() else {
+            continue; // a notification
+        };
+        let method = msg["method"].as_str().unwrap_or("");
+        let result = match method {
+            "initialize" => serde_json::json!({
+                "protocolVersion": msg["params"]["protocolVersion"].as_str().unwrap_or("2025-06-18"),
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "fake-malformed", "version": "1.0.0"},
+            }),
+            "tools/list" => serde_json::json!({
+                "tools": tools.iter().map(|t| serde_json::json!({
+                    "name": t,
+                    "description": format!("answers a {t} result"),
+                    "inputSchema": {"type": "object", "properties": {}},
+                })).collect::<Vec<_>>()
+            }),
+            "ping" => serde_json::json!({}),
+            "tools/call" => match msg["params"]["name"].as_str().unwrap_or("") {
+                "scalar" => serde_json::json!(42),
+                "text_content" => serde_json::json!({"content": "not a list"}),
+                "null_content" => serde_json::json!({"content": null}),
+                "array" => serde_json::json!([1, 2]),
+                _ => serde_json::json!({"content": [{"type": "text", "text": "fine"}]}),
+            },
+            _ => {
+                let reply = serde_json::json!({"jsonrpc": "2.0", "id": id,
+                    "error": {"code": -32601, "message": format!("no method {method}")}});
+                let _ = writeln!(out, "{reply}");
+                let _ = out.flush();
+                continue;
+            }
+        };
+        let reply = serde_json::json!({"jsonrpc": "2.0", "id": id, "result": result});
+        let _ = writeln!(out, "{reply}");
+        let _ = out.flush();
     }
 }

@@ -487,7 +487,11 @@ impl Peer {
             rmcp::model::ServerResult::CallToolResult(r) => {
                 serde_json::to_value(&r).map_err(|e| McpError::Request(e.to_string()))
             }
-            other => serde_json::to_value(&other).map_err(|e| McpError::Request(e.to_string())),
+            // Not a typed tool result (rmcp's untyped catch-all keeps the value as sent): held
+            // to the shape upstream checks.
+            other => serde_json::to_value(&other)
+                .map_err(|e| McpError::Request(e.to_string()))
+                .and_then(validate_call_result),
         }
     }
 
@@ -514,6 +518,21 @@ impl Peer {
                 .map_err(|e| McpError::Request(e.to_string()))?;
         let r = self.timed(self.peer.read_resource(params)).await?;
         serde_json::to_value(&r).map_err(|e| McpError::Request(e.to_string()))
+    }
+}
+
+/// Text of the error for a `tools/call` result of the wrong shape (upstream pi-mcp
+/// `validateCallToolResult`).
+pub const INVALID_CALL_RESULT: &str = "Invalid MCP tools/call result";
+
+/// A `tools/call` result as upstream pi-mcp accepts it: an object whose `content`, when
+/// present, is an array (`structuredContent` may be anything). Anything else, a scalar, an
+/// array, `null`, or `content` that is not a list, is [`McpError::Request`] with
+/// [`INVALID_CALL_RESULT`], an error result for the model instead of an empty success.
+pub fn validate_call_result(value: Value) -> Result<Value, McpError> {
+    match &value {
+        Value::Object(m) if m.get("content").is_none_or(Value::is_array) => Ok(value),
+        _ => Err(McpError::Request(INVALID_CALL_RESULT.into())),
     }
 }
 

@@ -118,8 +118,15 @@ async fn handle_line(runtime: &AgentSessionRuntime, out: &Output, line: &[u8], t
         Err(e) => {
             // Clients see the same text Node's JSON.parse gives (golden malformed_json); input
             // V8 would accept but serde rejects (nesting > 128, ...) keeps serde's message.
-            let msg = crate::json_error::v8_json_error(&text).unwrap_or_else(|| e.to_string());
-            out.response(RpcResponse::parse_error(&msg));
+            // A line V8 parses (so upstream would answer it by its id) keeps its top-level id.
+            let response = match crate::json_error::v8_json_error(&text) {
+                Some(msg) => RpcResponse::parse_error(&msg),
+                None => RpcResponse::parse_error_with_id(
+                    protocol::recover_top_level_id(&text),
+                    &e.to_string(),
+                ),
+            };
+            out.response(response);
             return;
         }
     };

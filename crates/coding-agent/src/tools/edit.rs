@@ -3,18 +3,20 @@
 //! `details: {diff, firstChangedLine, patch}`).
 
 use super::edit_diff::{
-    apply_edits_with_replacements, generate_diff_string, generate_unified_patch, normalize_to_lf,
-    splice_into_original, strip_bom, Edit,
+    apply_edits_with_replacements, generate_diff_string, generate_unified_patch, lossy_offsets,
+    lossy_to_byte_offset, normalize_to_lf, splice_into_original, splice_parts, strip_bom, Edit,
+    SplicePart,
 };
 use super::schema;
 use super::util::{
     access, check_aborted, error_code, file_lock, node_error, require_str, resolve_to_cwd,
-    tool_definition,
+    special_file_kind, tool_definition,
 };
 use async_trait::async_trait;
 use pi_agent::{AgentTool, ToolContext, ToolError, ToolOutput};
 use pi_ai::{Content, ToolDefinition};
 use serde_json::{json, Map, Value};
+use std::borrow::Cow;
 use std::path::PathBuf;
 
 /// Context lines in the display diff and the patch.
@@ -154,6 +156,12 @@ impl AgentTool for EditTool {
             )
             .into());
         }
+        if let Some(kind) = special_file_kind(&abs) {
+            return Err(format!(
+                "Could not edit file: {path_arg}. It is {kind}, not a regular file."
+            )
+            .into());
+        }
         let bytes = tokio::fs::read(&abs).await.map_err(|e| {
             format!(
                 "Could not edit file: {path_arg}. Error code: {}.",
@@ -168,12 +176,26 @@ impl AgentTool for EditTool {
         check_aborted(&ctx.cancel)?;
         // Spliced into the original text: untouched bytes, line endings included, stay as they
         // were. Without any CR the original is the normalised text and the result is final.
-        let final_content = if content.contains('\r') {
-            format!("{bom}{}", splice_into_original(content, &replacements))
+        // A file that is not valid UTF-8 was matched in its lossy decoding (the text `read`
+        // showed); the kept ranges are copied from its bytes, so only the edited spans change
+        // (issue 28).
+        let final_bytes: Vec<u8> = if matches!(raw, Cow::Owned(_)) {
+            let offsets = lossy_offsets(&bytes);
+            let at = |o: usize| lossy_to_byte_offset(&offsets, bom.len() + o).min(bytes.len());
+            let mut out = bytes[..at(0)].to_vec();
+            for part in splice_parts(content, &replacements) {
+                match part {
+                    SplicePart::Keep(r) => out.extend_from_slice(&bytes[at(r.start)..at(r.end)]),
+                    SplicePart::Insert(text) => out.extend_from_slice(text.as_bytes()),
+                }
+            }
+            out
+        } else if content.contains('\r') {
+            format!("{bom}{}", splice_into_original(content, &replacements)).into_bytes()
         } else {
-            format!("{bom}{new_content}")
+            format!("{bom}{new_content}").into_bytes()
         };
-        tokio::fs::write(&abs, final_content.as_bytes())
+        tokio::fs::write(&abs, &final_bytes)
             .await
             .map_err(|e| node_error(&e, "open", Some(&abs)))?;
         check_aborted(&ctx.cancel)?;

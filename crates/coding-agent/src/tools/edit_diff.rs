@@ -219,6 +219,29 @@ fn line_ending_at(original: &str, offset: usize) -> &'static str {
 /// each new text take the ending of the line where its range starts ([`line_ending_at`]).
 /// The result, normalised to LF, equals the replacements applied to the normalised content.
 pub fn splice_into_original(original: &str, replacements: &[Replacement]) -> String {
+    let mut out = String::with_capacity(original.len());
+    for part in splice_parts(original, replacements) {
+        match part {
+            SplicePart::Keep(range) => out.push_str(&original[range]),
+            SplicePart::Insert(text) => out.push_str(&text),
+        }
+    }
+    out
+}
+
+/// One part of a spliced file ([`splice_parts`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SplicePart {
+    /// These bytes of the original, unchanged.
+    Keep(std::ops::Range<usize>),
+    /// New text.
+    Insert(String),
+}
+
+/// [`splice_into_original`] as the kept ranges of `original` and the inserted texts, in order;
+/// joined they are its result. Lets a caller keep the original *bytes* of the kept ranges
+/// (a file that is not valid UTF-8, read lossily: [`lossy_to_byte_offset`]).
+pub fn splice_parts(original: &str, replacements: &[Replacement]) -> Vec<SplicePart> {
     // Normalising shortens only CRLFs: a normalised offset maps back by adding the CRLFs whose
     // LF lies before it (an offset at such an LF maps to its CR, so a range covering the LF
     // covers the whole CRLF).
@@ -231,14 +254,19 @@ pub fn splice_into_original(original: &str, replacements: &[Replacement]) -> Str
             .count();
         offset + before
     };
-    let mut out = String::with_capacity(original.len());
-    let push = |out: &mut String, part: &str| {
+    let mut parts = Vec::new();
+    let mut ends_with_cr = false;
+    let mut push = |parts: &mut Vec<SplicePart>, text: &str, part: SplicePart| {
+        if text.is_empty() {
+            return;
+        }
         // A kept CR followed by an inserted LF (or the two sides of a deletion) would read as
         // one CRLF: an extra LF keeps them the two line breaks the diff shows.
-        if out.ends_with('\r') && part.starts_with('\n') {
-            out.push('\n');
+        if ends_with_cr && text.starts_with('\n') {
+            parts.push(SplicePart::Insert("\n".into()));
         }
-        out.push_str(part);
+        ends_with_cr = text.ends_with('\r');
+        parts.push(part);
     };
     let mut sorted: Vec<&Replacement> = replacements.iter().collect();
     sorted.sort_by_key(|r| r.index);
@@ -246,16 +274,47 @@ pub fn splice_into_original(original: &str, replacements: &[Replacement]) -> Str
     for r in sorted {
         let start = to_original(r.index).min(original.len());
         let end = to_original(r.index + r.len).clamp(start, original.len());
-        push(&mut out, &original[pos.min(start)..start]);
+        let kept = pos.min(start)..start;
+        push(&mut parts, &original[kept.clone()], SplicePart::Keep(kept));
         let ending = line_ending_at(original, start);
-        if ending == "\n" {
-            push(&mut out, &r.new_text);
+        let text = if ending == "\n" {
+            r.new_text.clone()
         } else {
-            push(&mut out, &r.new_text.replace('\n', ending));
-        }
+            r.new_text.replace('\n', ending)
+        };
+        push(&mut parts, &text, SplicePart::Insert(text.clone()));
         pos = end;
     }
-    push(&mut out, &original[pos.min(original.len())..]);
+    let rest = pos.min(original.len())..original.len();
+    push(&mut parts, &original[rest.clone()], SplicePart::Keep(rest));
+    parts
+}
+
+/// Maps a character-boundary offset of `String::from_utf8_lossy(bytes)` to the offset in
+/// `bytes` of the same position: each U+FFFD that stands for an invalid sequence (3 bytes in
+/// the text) maps to that sequence's bytes. `offsets` comes from [`lossy_offsets`].
+pub fn lossy_to_byte_offset(offsets: &[(usize, usize)], lossy: usize) -> usize {
+    let i = offsets.partition_point(|&(l, _)| l <= lossy);
+    match i.checked_sub(1).and_then(|i| offsets.get(i)) {
+        Some(&(l, b)) => b + (lossy - l),
+        None => lossy,
+    }
+}
+
+/// Where each valid run of `bytes` starts, as `(offset in the lossy text, offset in bytes)`,
+/// in order (for [`lossy_to_byte_offset`]).
+pub fn lossy_offsets(bytes: &[u8]) -> Vec<(usize, usize)> {
+    let mut out = vec![(0, 0)];
+    let (mut lossy, mut byte) = (0usize, 0usize);
+    for chunk in bytes.utf8_chunks() {
+        lossy += chunk.valid().len();
+        byte += chunk.valid().len();
+        if !chunk.invalid().is_empty() {
+            lossy += '\u{FFFD}'.len_utf8();
+            byte += chunk.invalid().len();
+            out.push((lossy, byte));
+        }
+    }
     out
 }
 

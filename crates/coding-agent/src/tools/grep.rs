@@ -7,7 +7,7 @@ use super::schema;
 use super::truncate::{truncate_line, DEFAULT_MAX_BYTES, GREP_MAX_LINE_LENGTH};
 use super::util::{
     arg_bool, arg_f64, arg_str, check_aborted, listing_output, require_str, resolve_to_cwd,
-    run_blocking_cancellable, tool_definition, ListingNotice,
+    run_blocking_cancellable, special_file_kind, tool_definition, ListingNotice,
 };
 use super::walk::{first_in_walk_order, Found, Search};
 use async_trait::async_trait;
@@ -176,6 +176,13 @@ fn run_grep(p: &GrepParams, cancel: &CancellationToken) -> Result<ToolOutput, St
     let meta = std::fs::metadata(&p.search_path)
         .map_err(|_| format!("Path not found: {}", p.search_path.display()))?;
     let is_dir = meta.is_dir();
+    // A FIFO would block the search and a device never end (issue 28).
+    if let Some(kind) = special_file_kind(&p.search_path) {
+        return Err(format!(
+            "Cannot search {}: it is {kind}, not a regular file",
+            p.search_path.display()
+        ));
+    }
     let matcher = RegexMatcherBuilder::new()
         .case_insensitive(p.ignore_case)
         .fixed_strings(p.literal)

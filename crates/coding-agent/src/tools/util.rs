@@ -171,6 +171,52 @@ pub fn node_error(err: &io::Error, syscall: &str, path: Option<&Path>) -> String
     }
 }
 
+/// A kind of file the file tools refuse to open ([`special_file_kind`]); displays as
+/// `a FIFO (named pipe)`, `a character device`, `a block device`, `a socket`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpecialFile {
+    /// A named pipe: opening it blocks until the other side opens it.
+    Fifo,
+    /// A character device such as `/dev/zero` (may never end).
+    CharDevice,
+    /// A block device.
+    BlockDevice,
+    /// A Unix socket.
+    Socket,
+}
+
+impl std::fmt::Display for SpecialFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SpecialFile::Fifo => "a FIFO (named pipe)",
+            SpecialFile::CharDevice => "a character device",
+            SpecialFile::BlockDevice => "a block device",
+            SpecialFile::Socket => "a socket",
+        })
+    }
+}
+
+/// What `path` is when it is a FIFO, a device or a socket (symlinks followed, as `stat(2)`);
+/// `None` for regular files, directories, and paths that cannot be stat-ed (the caller's own
+/// open then reports the error). Checked before opening: opening a FIFO blocks until a writer
+/// appears, and a device such as `/dev/zero` never ends (issue 28; beyond upstream 1.6, which
+/// hangs or grows without bound on them).
+pub fn special_file_kind(path: &Path) -> Option<SpecialFile> {
+    use std::os::unix::fs::FileTypeExt;
+    let ft = std::fs::metadata(path).ok()?.file_type();
+    if ft.is_fifo() {
+        Some(SpecialFile::Fifo)
+    } else if ft.is_char_device() {
+        Some(SpecialFile::CharDevice)
+    } else if ft.is_block_device() {
+        Some(SpecialFile::BlockDevice)
+    } else if ft.is_socket() {
+        Some(SpecialFile::Socket)
+    } else {
+        None
+    }
+}
+
 /// `access(2)` with the given mode (`libc::R_OK`, …), as an `io::Result`.
 pub fn access(path: &Path, mode: libc::c_int) -> io::Result<()> {
     use std::os::unix::ffi::OsStrExt;

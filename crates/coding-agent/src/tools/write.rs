@@ -3,7 +3,8 @@
 
 use super::schema;
 use super::util::{
-    check_aborted, file_lock, node_error, require_str, resolve_to_cwd, tool_definition,
+    check_aborted, file_lock, node_error, require_str, resolve_to_cwd, special_file_kind,
+    tool_definition, SpecialFile,
 };
 use async_trait::async_trait;
 use pi_agent::{AgentTool, ToolContext, ToolError, ToolOutput};
@@ -64,6 +65,12 @@ impl AgentTool for WriteTool {
                 .map_err(|e| node_error(&e, "mkdir", Some(dir)))?;
         }
         check_aborted(&ctx.cancel)?;
+        // Opening a FIFO for writing blocks until a reader appears (issue 28).
+        if let Some(kind @ SpecialFile::Fifo) = special_file_kind(&abs) {
+            return Err(
+                format!("Cannot write {path_arg}: it is {kind}, not a regular file").into(),
+            );
+        }
         tokio::fs::write(&abs, content.as_bytes())
             .await
             .map_err(|e| node_error(&e, "open", Some(&abs)))?;

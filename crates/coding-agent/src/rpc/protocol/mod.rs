@@ -316,6 +316,106 @@ impl Incoming {
     }
 }
 
+/// The top-level `id` of a JSON object text, when `text` is an object with one (the last, as
+/// `JSON.parse` keeps), without parsing the other values: they are only skipped (strings,
+/// balanced brackets, scalars), so a value serde would refuse (`1e400`, nesting beyond
+/// [`pi_ai::json::MAX_DEPTH`]) does not hide the id. Meant for text V8 would accept (syntax is
+/// not checked past what the scan needs); `None` when the text is not an object, has no `id`,
+/// or the id's own value does not parse.
+pub fn recover_top_level_id(text: &str) -> Option<Value> {
+    let b = text.as_bytes();
+    let mut i = skip_ws(b, 0);
+    if b.get(i) != Some(&b'{') {
+        return None;
+    }
+    i += 1;
+    let mut id = None;
+    loop {
+        i = skip_ws(b, i);
+        match b.get(i)? {
+            b'}' => return id,
+            b',' => {
+                i += 1;
+                continue;
+            }
+            b'"' => {}
+            _ => return None,
+        }
+        let key_end = skip_string(b, i)?;
+        let key = pi_ai::json::parse_str(text.get(i..key_end)?).ok()?;
+        i = skip_ws(b, key_end);
+        if b.get(i) != Some(&b':') {
+            return None;
+        }
+        i = skip_ws(b, i + 1);
+        let value_end = skip_value(b, i)?;
+        if key.as_str() == Some("id") {
+            id = pi_ai::json::parse_str(text.get(i..value_end)?).ok();
+        }
+        i = value_end;
+    }
+}
+
+fn skip_ws(b: &[u8], mut i: usize) -> usize {
+    while b
+        .get(i)
+        .is_some_and(|c| matches!(c, b' ' | b'\t' | b'\n' | b'\r'))
+    {
+        i += 1;
+    }
+    i
+}
+
+/// The end (exclusive) of the string starting at `b[i] == '"'`.
+fn skip_string(b: &[u8], i: usize) -> Option<usize> {
+    let mut j = i + 1;
+    loop {
+        match b.get(j)? {
+            b'\\' => j += 2,
+            b'"' => return Some(j + 1),
+            _ => j += 1,
+        }
+    }
+}
+
+/// The end (exclusive) of the value starting at `b[i]`; nesting is counted, not recursed into.
+fn skip_value(b: &[u8], i: usize) -> Option<usize> {
+    match b.get(i)? {
+        b'"' => skip_string(b, i),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut j = i;
+            loop {
+                match b.get(j)? {
+                    b'"' => j = skip_string(b, j)?,
+                    b'{' | b'[' => {
+                        depth += 1;
+                        j += 1;
+                    }
+                    b'}' | b']' => {
+                        depth = depth.checked_sub(1)?;
+                        j += 1;
+                        if depth == 0 {
+                            return Some(j);
+                        }
+                    }
+                    _ => j += 1,
+                }
+            }
+        }
+        _ => {
+            let mut j = i;
+            while b
+                .get(j)
+                .is_some_and(|c| !matches!(c, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r'))
+            {
+                j += 1;
+            }
+            (j > i).then_some(j)
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // One stdout record
 // ---------------------------------------------------------------------------------------------

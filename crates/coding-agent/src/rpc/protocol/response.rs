@@ -71,8 +71,16 @@ impl RpcResponse {
 
     /// The response to a line that is not JSON (§2.3): no id, `command: "parse"`.
     pub fn parse_error(message: &str) -> Self {
+        Self::parse_error_with_id(None, message)
+    }
+
+    /// [`RpcResponse::parse_error`] carrying `id`: for a line V8 would parse but serde cannot
+    /// (a number out of range such as `1e400`, nesting deeper than the limit), whose top-level
+    /// `id` was recovered ([`super::recover_top_level_id`]) so the client waiting on it gets
+    /// its answer (issue 28).
+    pub fn parse_error_with_id(id: Option<Value>, message: &str) -> Self {
         Self::error(
-            None,
+            id,
             Some("parse"),
             format!("Failed to parse command: {message}"),
         )
