@@ -171,8 +171,19 @@ pub trait ToolCallHooks: Send + Sync {
 pub const HOOK_ABORTED_BEFORE: &str =
     "Tool call blocked: the run was aborted before the tool_call hook answered";
 
-/// The error result of a call whose [`ToolCallHooks::after_tool_call`] had not answered when
-/// the run was aborted (the tool's own result is withheld).
+/// How long a [`ToolCallHooks::after_tool_call`] round may still take once the run is aborted
+/// (it may still redact the aborted tool's result; one that never settles cannot hold the
+/// abort).
+pub const HOOK_ABORT_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Resolves [`HOOK_ABORT_GRACE`] after `cancel` fires.
+pub async fn abort_grace(cancel: &CancellationToken) {
+    cancel.cancelled().await;
+    tokio::time::sleep(HOOK_ABORT_GRACE).await;
+}
+
+/// The error result of a call whose [`ToolCallHooks::after_tool_call`] had not answered
+/// [`HOOK_ABORT_GRACE`] after the run was aborted (the tool's own result is withheld).
 pub const HOOK_ABORTED_AFTER: &str =
     "Tool result withheld: the run was aborted before the tool_result hook answered";
 
@@ -599,14 +610,15 @@ async fn execute_tool_calls(
                         None => output_of(execute_guarded(tool, ctx, args).await),
                         Some(h) => {
                             let res = output_of(execute_guarded(tool, ctx, args.clone()).await);
-                            // As above: an abort ends a pending result hook; the result it
-                            // would have vetted is withheld (a redaction cannot be skipped).
+                            // A result hook still pending HOOK_ABORT_GRACE after an abort
+                            // is given up; the result it would have vetted is withheld (a
+                            // redaction cannot be skipped).
                             tokio::select! {
                                 biased;
-                                () = cancel_h.cancelled() => {
+                                r = h.after_tool_call(&calls[idx], &args, res.0, res.1, None) => r,
+                                () = abort_grace(&cancel_h) => {
                                     (ToolOutput::error(HOOK_ABORTED_AFTER.to_string()), true)
                                 }
-                                r = h.after_tool_call(&calls[idx], &args, res.0, res.1, None) => r,
                             }
                         }
                     };

@@ -651,14 +651,14 @@ impl ScriptHost {
                 output.is_error = is_error.then_some(true);
                 return CallOutcome::Ran(output);
             };
-            // `tool_result` handlers see (and may change) the result; an abort ends a round
-            // that has not answered, withholding the result (as the agent loop does).
+            // `tool_result` handlers see (and may change) the result; a round still pending
+            // a grace after an abort is given up, withholding the result (as the agent loop).
             let (mut o, is_error) = tokio::select! {
                 biased;
-                _ = cancel.cancelled() => {
-                    (ToolOutput::error(pi_agent::agent_loop::HOOK_ABORTED_AFTER.to_string()), true)
-                }
                 r = hooks.after_tool_call(&call, &args, output, is_error, Some(&parent)) => r,
+                () = pi_agent::abort_grace(&cancel) => {
+                    (ToolOutput::error(pi_agent::HOOK_ABORTED_AFTER.to_string()), true)
+                }
             };
             o.is_error = is_error.then_some(true);
             CallOutcome::Ran(o)
@@ -691,7 +691,7 @@ impl ScriptHost {
             tokio::select! {
                 biased;
                 _ = cancel.cancelled() => pi_agent::BeforeToolCall::Block(
-                    pi_agent::agent_loop::HOOK_ABORTED_BEFORE.into(),
+                    pi_agent::HOOK_ABORTED_BEFORE.into(),
                 ),
                 d = hooks.before_tool_call(&call, args, parent) => d,
             }

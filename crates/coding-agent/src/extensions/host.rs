@@ -55,7 +55,7 @@ pub const EOF_GRACE: Duration = Duration::from_secs(3);
 /// may still take once that run is aborted ([`ExtensionHost::request_until`]): a handler
 /// that answers at once still takes part (e.g. in the aborted message's `message_end`), one
 /// that never settles cannot hold the abort.
-pub const ABORT_GRACE: Duration = Duration::from_secs(1);
+pub const ABORT_GRACE: Duration = pi_agent::HOOK_ABORT_GRACE;
 
 /// Removes a request's reply slot when its waiter goes away (answered, timed out, or dropped
 /// because an abort ended the round), so no slot outlives its request.
