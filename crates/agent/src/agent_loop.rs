@@ -166,6 +166,27 @@ pub trait ToolCallHooks: Send + Sync {
     }
 }
 
+/// The error result of a call whose [`ToolCallHooks::before_tool_call`] had not answered when
+/// the run was aborted (the call is blocked; the run then ends as aborted).
+pub const HOOK_ABORTED_BEFORE: &str =
+    "Tool call blocked: the run was aborted before the tool_call hook answered";
+
+/// How long a [`ToolCallHooks::after_tool_call`] round may still take once the run is aborted
+/// (it may still redact the aborted tool's result; one that never settles cannot hold the
+/// abort).
+pub const HOOK_ABORT_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Resolves [`HOOK_ABORT_GRACE`] after `cancel` fires.
+pub async fn abort_grace(cancel: &CancellationToken) {
+    cancel.cancelled().await;
+    tokio::time::sleep(HOOK_ABORT_GRACE).await;
+}
+
+/// The error result of a call whose [`ToolCallHooks::after_tool_call`] had not answered
+/// [`HOOK_ABORT_GRACE`] after the run was aborted (the tool's own result is withheld).
+pub const HOOK_ABORTED_AFTER: &str =
+    "Tool result withheld: the run was aborted before the tool_result hook answered";
+
 /// Error text for tool calls of a reply cut at the output limit (agent-loop.md §2.2, newer).
 pub fn length_tool_error(name: &str) -> String {
     format!(
@@ -532,7 +553,14 @@ async fn execute_tool_calls(
         };
         let prepared = match (prepared, &call_hooks) {
             (Prepared::Ready(tool, args), Some(h)) => {
-                match h.before_tool_call(call, args, None).await {
+                // An abort ends a hook round that has not answered (one that never settles
+                // must not hold the run): the call is blocked, as by a failed gate.
+                let decision = tokio::select! {
+                    biased;
+                    () = cancel.cancelled() => BeforeToolCall::Block(HOOK_ABORTED_BEFORE.into()),
+                    d = h.before_tool_call(call, args, None) => d,
+                };
+                match decision {
                     BeforeToolCall::Proceed(args) => Prepared::Ready(tool, args),
                     BeforeToolCall::Block(reason) if reason.is_empty() => {
                         Prepared::Failed(ToolError::Failed("Tool execution was blocked".into()))
@@ -575,14 +603,23 @@ async fn execute_tool_calls(
                     nested: nested.clone(),
                 };
                 let call_hooks = call_hooks.clone();
+                let cancel_h = cancel.clone();
                 running.push(async move {
                     let start = Instant::now();
                     let (out, is_error) = match call_hooks {
                         None => output_of(execute_guarded(tool, ctx, args).await),
                         Some(h) => {
                             let res = output_of(execute_guarded(tool, ctx, args.clone()).await);
-                            h.after_tool_call(&calls[idx], &args, res.0, res.1, None)
-                                .await
+                            // A result hook still pending HOOK_ABORT_GRACE after an abort
+                            // is given up; the result it would have vetted is withheld (a
+                            // redaction cannot be skipped).
+                            tokio::select! {
+                                biased;
+                                r = h.after_tool_call(&calls[idx], &args, res.0, res.1, None) => r,
+                                () = abort_grace(&cancel_h) => {
+                                    (ToolOutput::error(HOOK_ABORTED_AFTER.to_string()), true)
+                                }
+                            }
                         }
                     };
                     let duration = start.elapsed().as_millis() as u64;

@@ -38,6 +38,8 @@ mod export_html;
 mod extensions;
 #[path = "all/extensions_api.rs"]
 mod extensions_api;
+#[path = "all/extensions_fail_closed.rs"]
+mod extensions_fail_closed;
 
 #[path = "all/extension_events.rs"]
 mod extension_events;

@@ -113,7 +113,7 @@ impl AgentSession {
         m.insert("entries".into(), json!([]));
         m.insert("continue".into(), false.into());
         m.insert("context".into(), self.boundary_context());
-        let proposal = ext.boundary(Value::Object(m)).await;
+        let proposal = ext.boundary(Value::Object(m), cancel).await;
         self.commit_drafts("turn_end", proposal.entries);
         if !proposal.continue_run {
             return false;
@@ -147,7 +147,7 @@ impl AgentSession {
         m.insert("entries".into(), json!([]));
         m.insert("continue".into(), false.into());
         m.insert("context".into(), self.boundary_context());
-        let proposal = ext.boundary(Value::Object(m)).await;
+        let proposal = ext.boundary(Value::Object(m), cancel).await;
         self.commit_drafts("agent_before_settle", proposal.entries);
         proposal.continue_run
             && !cancel.is_cancelled()

@@ -152,7 +152,13 @@ impl AgentSession {
                 session: Some(this.clone()),
             };
             if let Some((text, images)) = before_start {
-                this.before_agent_start(&text, &images, &mut prompts).await;
+                // An abort ends a round that has not answered; the run then ends aborted (a
+                // provider asked with a fired token sends nothing).
+                tokio::select! {
+                    biased;
+                    () = cancel.cancelled() => {}
+                    () = this.before_agent_start(&text, &images, &mut prompts) => {}
+                }
             }
             drop(started);
             // Servers that may declare direct tools get up to 10 s to connect (docs/mcp.md).
@@ -785,7 +791,14 @@ impl RunHooks for Hooks {
     ) -> futures::future::BoxFuture<'_, Vec<Message>> {
         Box::pin(async move {
             match self.session.inner.services.extensions.clone() {
-                Some(ext) => ext.context(messages).await,
+                // An abort ends a round that has not answered; the request it was for is not
+                // sent (providers check the fired token before sending), so the empty list
+                // in its place goes nowhere.
+                Some(ext) => tokio::select! {
+                    biased;
+                    () = self.cancel.cancelled() => Vec::new(),
+                    m = ext.context(messages) => m,
+                },
                 None => messages,
             }
         })
@@ -809,7 +822,7 @@ impl RunHooks for Hooks {
     fn message_end(&self, message: Message) -> futures::future::BoxFuture<'_, Message> {
         Box::pin(async move {
             match self.session.extensions().cloned() {
-                Some(ext) => ext.message_end(message).await,
+                Some(ext) => ext.message_end(message, &self.cancel).await,
                 None => message,
             }
         })

@@ -651,10 +651,15 @@ impl ScriptHost {
                 output.is_error = is_error.then_some(true);
                 return CallOutcome::Ran(output);
             };
-            // `tool_result` handlers see (and may change) the result.
-            let (mut o, is_error) = hooks
-                .after_tool_call(&call, &args, output, is_error, Some(&parent))
-                .await;
+            // `tool_result` handlers see (and may change) the result; a round still pending
+            // a grace after an abort is given up, withholding the result (as the agent loop).
+            let (mut o, is_error) = tokio::select! {
+                biased;
+                r = hooks.after_tool_call(&call, &args, output, is_error, Some(&parent)) => r,
+                () = pi_agent::abort_grace(&cancel) => {
+                    (ToolOutput::error(pi_agent::HOOK_ABORTED_AFTER.to_string()), true)
+                }
+            };
             o.is_error = is_error.then_some(true);
             CallOutcome::Ran(o)
         })
@@ -680,10 +685,18 @@ impl ScriptHost {
             extra: Default::default(),
         };
         let parent = Some(self.nested.parent());
-        match self
-            .handle
-            .block_on(hooks.before_tool_call(&call, args, parent))
-        {
+        let cancel = self.cancel.clone();
+        // An abort ends a round that has not answered: the call is blocked.
+        let decision = self.handle.block_on(async {
+            tokio::select! {
+                biased;
+                _ = cancel.cancelled() => pi_agent::BeforeToolCall::Block(
+                    pi_agent::HOOK_ABORTED_BEFORE.into(),
+                ),
+                d = hooks.before_tool_call(&call, args, parent) => d,
+            }
+        });
+        match decision {
             pi_agent::BeforeToolCall::Proceed(args) => Ok((Some(call), args)),
             pi_agent::BeforeToolCall::Block(reason) if reason.is_empty() => {
                 Err("Tool execution was blocked".into())

@@ -163,7 +163,13 @@ impl Extensions {
     /// each handler sees the proposal so far; a handler that throws is reported by the host
     /// and the others still run. A host that cannot answer is reported (`extension_error`)
     /// and proposes nothing.
-    pub async fn boundary(&self, event: Value) -> BoundaryProposal {
+    ///
+    /// `cancel` is the run's token: after an abort the round gets [`super::host::ABORT_GRACE`].
+    pub async fn boundary(
+        &self,
+        event: Value,
+        cancel: &tokio_util::sync::CancellationToken,
+    ) -> BoundaryProposal {
         let kind = event
             .get("type")
             .and_then(Value::as_str)
@@ -185,10 +191,17 @@ impl Extensions {
         let reply = match tokio::runtime::Handle::try_current() {
             Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
                 crate::output::block_in_place(|| {
-                    h.block_on(self.host.request(id, &msg, Some(self.hook_timeout)))
+                    h.block_on(
+                        self.host
+                            .request_until(id, &msg, Some(self.hook_timeout), cancel),
+                    )
                 })
             }
-            _ => self.host.request(id, &msg, Some(self.hook_timeout)).await,
+            _ => {
+                self.host
+                    .request_until(id, &msg, Some(self.hook_timeout), cancel)
+                    .await
+            }
         };
         match reply {
             Ok(v) => BoundaryProposal {
@@ -214,7 +227,13 @@ impl Extensions {
     /// the host rejects a replacement whose `role` differs (reported as `extension_error`, the
     /// message so far kept). Returns the message to use; a host that cannot answer, or a reply
     /// that does not decode as a message, keeps `message` (reported).
-    pub async fn message_end(&self, message: Message) -> Message {
+    ///
+    /// `cancel` is the run's token: after an abort the round gets [`super::host::ABORT_GRACE`].
+    pub async fn message_end(
+        &self,
+        message: Message,
+        cancel: &tokio_util::sync::CancellationToken,
+    ) -> Message {
         if !self.handles("message_end") || self.host.is_dead() {
             return message;
         }
@@ -228,10 +247,17 @@ impl Extensions {
         let reply = match tokio::runtime::Handle::try_current() {
             Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
                 crate::output::block_in_place(|| {
-                    h.block_on(self.host.request(id, &msg, Some(self.hook_timeout)))
+                    h.block_on(
+                        self.host
+                            .request_until(id, &msg, Some(self.hook_timeout), cancel),
+                    )
                 })
             }
-            _ => self.host.request(id, &msg, Some(self.hook_timeout)).await,
+            _ => {
+                self.host
+                    .request_until(id, &msg, Some(self.hook_timeout), cancel)
+                    .await
+            }
         };
         match reply {
             Ok(v) => match v.get("message") {
@@ -382,14 +408,23 @@ impl Extensions {
             }
         });
         let host = self.host.clone();
+        let aborted = cancel.clone();
         let watcher = tokio::spawn(async move {
             cancel.cancelled().await;
             host.abort(id);
         });
-        let reply = self
-            .host
-            .request_with_updates(id, &msg, None, updates)
-            .await;
+        // After `abort_bash` the handler gets [`super::host::EOF_GRACE`] to answer (a run
+        // through `operations` answers `cancelled`); one that never settles is given up then,
+        // so the `bash` command (and EOF) are not held.
+        let reply = tokio::select! {
+            r = self.host.request_with_updates(id, &msg, None, updates, true) => r,
+            () = async {
+                aborted.cancelled().await;
+                tokio::time::sleep(super::host::EOF_GRACE).await;
+            } => Err(super::host::HostError::Handler(
+                "the user_bash handler did not answer after the command was aborted".into(),
+            )),
+        };
         watcher.abort();
         let v = match reply {
             Ok(v) => v,

@@ -48,6 +48,7 @@ const INERT = ["getSettingsListTheme", "getMarkdownTheme", "getSelectListTheme",
 // resolution does. Everything else resolves as Node does (the extension's own node_modules).
 const hooks = `
 import { fileURLToPath } from "node:url";
+import { readFileSync } from "node:fs";
 const V = ${JSON.stringify(VIRTUAL)};
 let port; let n = 0; const waiting = new Map();
 export function initialize(data) {
@@ -55,8 +56,32 @@ export function initialize(data) {
 	port.on("message", (m) => { const w = waiting.get(m.id); waiting.delete(m.id); if (w) w(m); });
 }
 const isTs = (u) => /\\.(ts|mts|cts)$/.test(u.split("?")[0]);
+// A virtual module is made per importer, exporting every name the importer asks of it: a name
+// the host does not provide is undefined, not a link error (upstream's loader, jiti, is as
+// forgiving). The names come from the importer's import/export-from clauses for the module.
+const KNOWN = new Set(${JSON.stringify([...REAL, ...INERT])});
+const IDENT = /^[A-Za-z_$][\\w$]*$/;
+function askedNames(parentURL, spec) {
+	let src;
+	try { src = readFileSync(fileURLToPath(parentURL.split("?")[0]), "utf8"); } catch { return []; }
+	const q = spec.replace(/[.*+?^$()|[\\]\\\\\\/{}]/g, "\\\\$&");
+	const re = new RegExp("(?:import|export)\\\\s+(?:type\\\\s+)?([^;\\"']*?)\\\\s*from\\\\s*[\\"']" + q + "[\\"']", "g");
+	const out = new Set();
+	for (const m of src.matchAll(re)) {
+		const braces = /\\{([^}]*)\\}/.exec(m[1]);
+		if (!braces) continue;
+		for (const part of braces[1].split(",")) {
+			const name = part.trim().replace(/^type\\s+/, "").split(/\\s+as\\s+/)[0].trim();
+			if (IDENT.test(name) && name !== "default" && !KNOWN.has(name)) out.add(name);
+		}
+	}
+	return [...out];
+}
 export async function resolve(spec, ctx, next) {
-	if (V.includes(spec)) return { url: "pi-virtual:" + spec, shortCircuit: true };
+	if (V.includes(spec)) {
+		const from = ctx.parentURL && ctx.parentURL.startsWith("file:") ? "?from=" + encodeURIComponent(ctx.parentURL) : "";
+		return { url: "pi-virtual:" + spec + from, shortCircuit: true };
+	}
 	try {
 		return await next(spec, ctx);
 	} catch (e) {
@@ -70,8 +95,11 @@ export async function resolve(spec, ctx, next) {
 }
 export async function load(url, ctx, next) {
 	if (url.startsWith("pi-virtual:")) {
+		const [spec, query] = url.slice("pi-virtual:".length).split("?from=");
+		const extra = query ? askedNames(decodeURIComponent(query), spec) : [];
+		const names = [...KNOWN, ...extra].join(", ");
 		return { format: "module", shortCircuit: true,
-			source: "const m = globalThis.__piVirtual; export default m; export const { ${[...REAL, ...INERT].join(", ")} } = m;" };
+			source: "const m = globalThis.__piVirtual; export default m; export const { " + names + " } = m;" };
 	}
 	if (url.startsWith("file:") && isTs(url)) {
 		const r = await new Promise((res) => { const id = ++n; waiting.set(id, res); port.postMessage({ id, path: fileURLToPath(url) }); });

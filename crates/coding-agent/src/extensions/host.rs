@@ -34,6 +34,40 @@ pub enum HostError {
     /// A handler threw; the text is its message.
     #[error("{0}")]
     Handler(String),
+    /// The run the round belongs to was aborted and it had not answered [`ABORT_GRACE`]
+    /// later (ms).
+    #[error("the run was aborted and the extension did not answer within {0} ms")]
+    Aborted(u64),
+    /// The RPC client closed stdin and the round had not answered [`EOF_GRACE`] later (ms).
+    #[error("the extension did not answer within {0} ms after stdin closed")]
+    InputClosed(u64),
+}
+
+/// How long a request to the host may still take once the RPC client has closed stdin
+/// ([`ExtensionHost::input_closed`]): a hook round, event handler or command still pending
+/// then (or started after) fails after this long, so one that never settles (or waits on a
+/// dialog nobody can answer now) cannot hold the exit. The run in flight at EOF is still let
+/// finish (rpc/mod.rs); only the extension rounds are bounded. Extension tool executions are
+/// not bounded by it (they are tools, like a long `bash`).
+pub const EOF_GRACE: Duration = Duration::from_secs(3);
+
+/// How long a round of a run's handlers (`message_end`, `turn_end`, `agent_before_settle`)
+/// may still take once that run is aborted ([`ExtensionHost::request_until`]): a handler
+/// that answers at once still takes part (e.g. in the aborted message's `message_end`), one
+/// that never settles cannot hold the abort.
+pub const ABORT_GRACE: Duration = pi_agent::HOOK_ABORT_GRACE;
+
+/// Removes a request's reply slot when its waiter goes away (answered, timed out, or dropped
+/// because an abort ended the round), so no slot outlives its request.
+struct SlotGuard<'a> {
+    pending: &'a Pending,
+    id: u64,
+}
+
+impl Drop for SlotGuard<'_> {
+    fn drop(&mut self) {
+        self.pending.lock().remove(&self.id);
+    }
 }
 
 type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Value, HostError>>>>>;
@@ -66,6 +100,8 @@ pub struct ExtensionHost {
     dead: Arc<AtomicBool>,
     exit_note: Arc<Mutex<String>>,
     pid: Option<u32>,
+    /// Fired once stdin of the RPC client has closed ([`EOF_GRACE`]).
+    closing: tokio_util::sync::CancellationToken,
 }
 
 /// Checks `node --version` (≥ [`MIN_NODE_MAJOR`]).
@@ -245,6 +281,7 @@ impl ExtensionHost {
             dead,
             exit_note,
             pid,
+            closing: tokio_util::sync::CancellationToken::new(),
         }))
     }
 
@@ -268,45 +305,96 @@ impl ExtensionHost {
         send_line(&self.tx, msg)
     }
 
+    /// The RPC client closed stdin: from now on every request (pending or new) fails with
+    /// [`HostError::InputClosed`] if it has not answered within [`EOF_GRACE`].
+    pub fn input_closed(&self) {
+        self.closing.cancel();
+    }
+
     /// Sends request `msg` (whose id is `id`) and waits for its reply, at most `timeout`
-    /// (`None` = as long as it takes, e.g. a command waiting on a dialog).
+    /// (`None` = as long as it takes, e.g. a command waiting on a dialog), and at most
+    /// [`EOF_GRACE`] once stdin has closed. Dropping the future abandons the request (its
+    /// late reply is discarded).
     pub async fn request(
         &self,
         id: u64,
         msg: &ToHost,
         timeout: Option<Duration>,
     ) -> Result<Value, HostError> {
+        self.request_bounded(id, msg, timeout, true).await
+    }
+
+    /// [`ExtensionHost::request`] for a round of the run whose token is `cancel`: given up
+    /// with [`HostError::Aborted`] if it has not answered [`ABORT_GRACE`] after the token
+    /// fired (before or while it waits).
+    pub async fn request_until(
+        &self,
+        id: u64,
+        msg: &ToHost,
+        timeout: Option<Duration>,
+        cancel: &tokio_util::sync::CancellationToken,
+    ) -> Result<Value, HostError> {
+        let aborted = async {
+            cancel.cancelled().await;
+            tokio::time::sleep(ABORT_GRACE).await;
+        };
+        tokio::select! {
+            r = self.request(id, msg, timeout) => r,
+            () = aborted => Err(HostError::Aborted(ABORT_GRACE.as_millis() as u64)),
+        }
+    }
+
+    /// [`ExtensionHost::request`]; `eof_bounded: false` keeps waiting after stdin closed.
+    async fn request_bounded(
+        &self,
+        id: u64,
+        msg: &ToHost,
+        timeout: Option<Duration>,
+        eof_bounded: bool,
+    ) -> Result<Value, HostError> {
         let (tx, rx) = oneshot::channel();
         self.pending.lock().insert(id, tx);
+        let _slot = SlotGuard {
+            pending: &self.pending,
+            id,
+        };
         if self.is_dead() {
-            self.pending.lock().remove(&id);
             return Err(HostError::Died(self.exit_note.lock().clone()));
         }
         self.send(msg);
         let died = || HostError::Died(self.exit_note.lock().clone());
-        match timeout {
-            None => rx.await.unwrap_or_else(|_| Err(died())),
-            Some(t) => match tokio::time::timeout(t, rx).await {
-                Ok(r) => r.unwrap_or_else(|_| Err(died())),
-                Err(_) => {
-                    self.pending.lock().remove(&id);
-                    Err(HostError::Timeout(t.as_millis() as u64))
-                }
-            },
+        let reply = async {
+            match timeout {
+                None => rx.await.unwrap_or_else(|_| Err(died())),
+                Some(t) => match tokio::time::timeout(t, rx).await {
+                    Ok(r) => r.unwrap_or_else(|_| Err(died())),
+                    Err(_) => Err(HostError::Timeout(t.as_millis() as u64)),
+                },
+            }
+        };
+        let closed = async {
+            self.closing.cancelled().await;
+            tokio::time::sleep(EOF_GRACE).await;
+        };
+        tokio::select! {
+            r = reply => r,
+            () = closed, if eof_bounded => Err(HostError::InputClosed(EOF_GRACE.as_millis() as u64)),
         }
     }
 
     /// [`ExtensionHost::request`], handing every partial result of the request to `on_update`
-    /// (in order, before the reply is returned).
+    /// (in order, before the reply is returned). `eof_bounded`: whether [`EOF_GRACE`] applies
+    /// (not for an extension tool's execution).
     pub async fn request_with_updates(
         &self,
         id: u64,
         msg: &ToHost,
         timeout: Option<Duration>,
         on_update: UpdateSink,
+        eof_bounded: bool,
     ) -> Result<Value, HostError> {
         self.updates.lock().insert(id, on_update);
-        let r = self.request(id, msg, timeout).await;
+        let r = self.request_bounded(id, msg, timeout, eof_bounded).await;
         self.updates.lock().remove(&id);
         r
     }

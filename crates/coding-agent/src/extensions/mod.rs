@@ -6,12 +6,15 @@
 //! * [`discover`] finds the entry files: `-e <file|dir>` (repeatable), then — unless
 //!   `--no-extensions` — `<agent>/extensions/`, settings `extensions` and, for a trusted
 //!   project only, `.pi/extensions/`.
-//! * [`Extensions::start`] starts the host and loads them; Node missing or too old is an error
-//!   naming the extensions (the run must not start ungated).
+//! * [`Extensions::start`] starts the host and loads them; Node missing or too old, or any
+//!   extension that fails to load (throws or rejects, does not parse, an import fails, a tool
+//!   name conflicts), is an error: `pi` exits 1 before serving anything, as upstream (the run
+//!   must not start ungated).
 //! * [`Extensions`] implements [`pi_agent::ToolCallHooks`]: `tool_call` handlers may block or
 //!   change arguments, `tool_result` handlers may change the result. It never fails open: a
 //!   handler that throws, times out or whose host died blocks the call and `extension_error`
-//!   is emitted.
+//!   is emitted; an abort ends a pending round (the call is blocked), and once stdin has
+//!   closed no round waits longer than [`host::EOF_GRACE`].
 
 pub mod api;
 pub mod events;
@@ -193,12 +196,55 @@ pub enum StartError {
     /// The host failed while loading.
     #[error("cannot load extensions: {0}")]
     Host(HostError),
+    /// One or more extensions failed to load (their factory threw or rejected, the module did
+    /// not parse or an import failed, or a tool name conflicts). Upstream 1.6 main.ts writes
+    /// one `Error: Failed to load extension "<path>": <error>` line per failure, then the
+    /// `-ne` hint, and exits 1 before serving anything; the text here is those lines without
+    /// the first `Error: ` (the caller prints it after `Error: `).
+    #[error("{}", load_failure_text(.0))]
+    LoadFailed(Vec<wire::LoadError>),
+}
+
+/// The hint upstream prints after extension load failures (main.ts
+/// `EXTENSION_LOAD_FAILURE_HINT`).
+pub const LOAD_FAILURE_HINT: &str = "Hint: Start without extensions using \"pi -ne\".";
+
+/// [`StartError::LoadFailed`]'s text: `Failed to load extension "<path>": <error>` per failure,
+/// joined by `\nError: `, then [`LOAD_FAILURE_HINT`] on its own line.
+fn load_failure_text(errors: &[wire::LoadError]) -> String {
+    let lines: Vec<String> = errors
+        .iter()
+        .map(|e| format!("Failed to load extension \"{}\": {}", e.path, e.error))
+        .collect();
+    format!("{}\n{LOAD_FAILURE_HINT}", lines.join("\nError: "))
+}
+
+/// Upstream's conflict rule for tools (docs/extensions.md; loader `Tool "<name>" conflicts
+/// with <path>`): a tool name already registered by an earlier extension is an error of the
+/// later one. Returns one error per conflicting registration, in load order.
+fn tool_conflicts(loaded: &LoadResult) -> Vec<wire::LoadError> {
+    let mut owners: Vec<(&str, &str)> = vec![];
+    let mut out = vec![];
+    for ext in &loaded.extensions {
+        for tool in &ext.tools {
+            match owners.iter().find(|(n, _)| *n == tool.name) {
+                Some((_, first)) if *first != ext.path => out.push(wire::LoadError {
+                    path: ext.path.clone(),
+                    error: format!("Tool \"{}\" conflicts with {first}", tool.name),
+                }),
+                Some(_) => {}
+                None => owners.push((&tool.name, &ext.path)),
+            }
+        }
+    }
+    out
 }
 
 impl Extensions {
-    /// Starts the host in `cwd` and loads `sources` for `mode` (`rpc`/`json`/`print`). Load
-    /// errors of single extensions are reported on stderr and as `extension_error` (event
-    /// `load`); the others stay loaded.
+    /// Starts the host in `cwd` and loads `sources` for `mode` (`rpc`/`json`/`print`). Fails
+    /// closed, as upstream: any extension that fails to load (or a tool name registered by
+    /// two of them) is [`StartError::LoadFailed`], and the caller exits 1 before serving
+    /// anything, so a gate that breaks at load never lets tool calls through.
     pub async fn start(
         sources: Vec<ExtensionSource>,
         mode: &str,
@@ -222,13 +268,19 @@ impl Extensions {
             .load(&paths, mode, cwd)
             .await
             .map_err(StartError::Host)?;
-        for e in &loaded.errors {
-            eprintln!("Error: failed to load extension {}: {}", e.path, e.error);
-            sink(RpcEvent::ExtensionError {
-                extension_path: e.path.clone(),
-                event: "load".into(),
-                error: e.error.clone(),
-            });
+        // Upstream's loader wraps what a module threw in `Failed to load extension: `; its
+        // conflict errors are bare.
+        let mut failures: Vec<wire::LoadError> = loaded
+            .errors
+            .iter()
+            .map(|e| wire::LoadError {
+                path: e.path.clone(),
+                error: format!("Failed to load extension: {}", e.error),
+            })
+            .collect();
+        failures.extend(tool_conflicts(&loaded));
+        if !failures.is_empty() {
+            return Err(StartError::LoadFailed(failures));
         }
         Ok(Arc::new(Extensions {
             host,
@@ -414,6 +466,13 @@ impl Extensions {
                 guidelines: t.prompt_guidelines.clone().unwrap_or_default(),
             })
             .collect()
+    }
+
+    /// The RPC client closed stdin (or the loop ends on `ctx.shutdown()`): every extension
+    /// round still pending, or started from now on, fails after [`host::EOF_GRACE`] if it
+    /// has not answered, so a hook that never settles cannot hold the exit.
+    pub fn input_closed(&self) {
+        self.host.input_closed();
     }
 
     /// The host process (tests and benches).

@@ -50,7 +50,7 @@ impl AgentTool for ExtensionTool {
             on_update(partial_output(partial));
         });
         let reply = tokio::select! {
-            r = host.request_with_updates(id, &msg, None, updates) => r,
+            r = host.request_with_updates(id, &msg, None, updates, false) => r,
             _ = ctx.cancel.cancelled() => {
                 host.abort(id);
                 return Err(ToolError::Aborted);

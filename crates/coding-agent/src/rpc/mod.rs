@@ -81,6 +81,11 @@ pub async fn run(runtime: AgentSessionRuntime, out: Output) -> std::io::Result<(
             break;
         }
     }
+    // The run in flight is let finish, but no extension round may hold the exit: one still
+    // pending after a grace fails (fail closed, extensions::host::EOF_GRACE).
+    if let Some(ext) = runtime.session().extensions() {
+        ext.input_closed();
+    }
     // A task that panicked has already settled its run (the session's settle guard).
     while tasks.set.join_next().await.is_some() {}
     runtime.wait_settled().await;

@@ -412,7 +412,14 @@ export default function (pi: ExtensionAPI) {
         "bad.ts",
         "export default function (pi) {\n  const x: = 1;\n}\n",
     );
-    let mut agent = root.spawn_with(false, &["-e", "ts", "-e", "bad.ts"]);
+    // A TypeScript file that does not transpile stops pi (fail closed), naming the position.
+    let mut bad = root.spawn_with(false, &["-e", "ts", "-e", "bad.ts"]);
+    let status = bad.wait_exit(LIVENESS).expect("pi exits");
+    assert_eq!(status.code(), Some(1), "{}", bad.dump());
+    let err = bad.stderr();
+    assert!(err.contains("bad.ts:2:"), "source position in {err}");
+    assert!(bad.records().is_empty(), "{}", bad.dump());
+    let mut agent = root.spawn_with(false, &["-e", "ts"]);
     let cmds = agent.request(json!({"id": "c", "type": "get_commands"}));
     assert_eq!(
         cmds["data"]["commands"][0]["name"],
@@ -421,11 +428,6 @@ export default function (pi: ExtensionAPI) {
         agent.dump()
     );
     assert_eq!(cmds["data"]["commands"][0]["description"], "HI TS name");
-    let err = agent.wait_event("extension_error");
-    assert_eq!(err["event"], "load");
-    let text = err["error"].as_str().unwrap();
-    assert!(text.contains("bad.ts:2:"), "source position in {text}");
-    assert!(agent.stderr().contains("bad.ts"));
     agent.send(json!({"id": "p", "type": "prompt", "message": "/greet you"}));
     let resp = agent.wait_response("p");
     assert_eq!(resp["data"]["disposition"], "handled");

@@ -1,0 +1,258 @@
+//! Extensions fail closed (issue 22, issue 28 item 4): an extension that fails to load stops
+//! `pi` with exit 1 and upstream 1.6's message before anything is served or any provider is
+//! asked, in every mode; a hook round that never settles neither blocks `abort` nor holds the
+//! exit at stdin EOF. The extensions here are our own, written for these tests.
+
+use crate::common::*;
+use pi_fakellm::{Script, Turn};
+use serde_json::{json, Value};
+
+/// A `tool_call` hook that never settles.
+const HANG_EXT: &str = r#"export default function (pi) {
+  pi.on("tool_call", () => new Promise(() => {}));
+}"#;
+
+/// A turn calling `bash` (the call a gate would vet), then a plain answer.
+fn touch_script() -> Script {
+    Script::new([
+        Turn::tool_call("bash", json!({"command": "touch ran.txt"})),
+        Turn::text("done"),
+    ])
+}
+
+fn tool_end(agent: &RpcAgent) -> Value {
+    agent
+        .events()
+        .into_iter()
+        .find(|v| kind(v) == "tool_execution_end")
+        .unwrap_or_else(|| panic!("no tool_execution_end: {}", agent.dump()))
+}
+
+#[test]
+fn abort_ends_a_tool_call_hook_that_never_settles() {
+    let (_fake, root) = setup(touch_script(), DEFAULT_MODEL);
+    root.write_cwd_file("hang.js", HANG_EXT);
+    let mut agent = root.spawn_with(false, &["-e", "hang.js"]);
+    agent.send(json!({"id": "p", "type": "prompt", "message": "go"}));
+    agent.wait_event("tool_execution_start");
+    agent.send(json!({"id": "a", "type": "abort"}));
+    // Before the fix the abort went unanswered until the hook's 300 s limit.
+    let resp = agent.wait_response("a");
+    assert_eq!(resp["success"], true, "{}", agent.dump());
+    let settled = agent.wait_event("agent_settled");
+    assert_eq!(settled["aborted"], true, "{}", agent.dump());
+    let end = tool_end(&agent);
+    assert_eq!(end["isError"], true);
+    let text = end["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("blocked"), "{text}");
+    assert!(!root.cwd.join("ran.txt").exists(), "the call never ran");
+    // The session keeps serving.
+    let state = agent.request(json!({"id": "s", "type": "get_state"}));
+    assert_eq!(state["data"]["isStreaming"], false);
+}
+
+#[test]
+fn eof_with_a_tool_call_hook_that_never_settles_exits() {
+    let (_fake, root) = setup(touch_script(), DEFAULT_MODEL);
+    root.write_cwd_file("hang.js", HANG_EXT);
+    let mut agent = root.spawn_with(false, &["-e", "hang.js"]);
+    agent.send(json!({"id": "p", "type": "prompt", "message": "go"}));
+    agent.wait_event("tool_execution_start");
+    agent.close_stdin();
+    // Before the fix pi waited out the hook's 300 s limit.
+    let status = agent
+        .wait_exit(LIVENESS)
+        .unwrap_or_else(|| panic!("pi did not exit after EOF\n{}", agent.dump()));
+    assert_eq!(status.code(), Some(0), "{}", agent.dump());
+    let end = tool_end(&agent);
+    assert_eq!(end["isError"], true, "the call is blocked (fail closed)");
+    assert!(!root.cwd.join("ran.txt").exists(), "the call never ran");
+}
+
+#[test]
+fn eof_with_a_command_waiting_on_a_dialog_exits() {
+    // Nobody can answer the dialog once stdin has closed.
+    let ext = r#"export default function (pi) {
+      pi.registerCommand("ask", { handler: async (_a, ctx) => { await ctx.ui.confirm("Sure?", "x"); } });
+      pi.on("session_shutdown", () => new Promise(() => {}));
+    }"#;
+    let (_fake, root) = setup(Script::new([]), DEFAULT_MODEL);
+    root.write_cwd_file("ask.js", ext);
+    let mut agent = root.spawn_with(false, &["-e", "ask.js"]);
+    agent.send(json!({"id": "p", "type": "prompt", "message": "/ask"}));
+    agent.wait_for(|v| v["method"] == "confirm", LIVENESS);
+    agent.close_stdin();
+    let status = agent
+        .wait_exit(LIVENESS)
+        .unwrap_or_else(|| panic!("pi did not exit after EOF\n{}", agent.dump()));
+    assert_eq!(status.code(), Some(0), "{}", agent.dump());
+}
+
+/// One way extensions can fail to load: the files (name, source) loaded in order with `-e`,
+/// the file the failure is reported for, and what stderr says of it (after the path).
+struct Broken {
+    files: &'static [(&'static str, &'static str)],
+    failing: &'static str,
+    says: &'static str,
+}
+
+/// A tool `dup`, registered by two extensions in [`BROKEN`]'s conflict case.
+const DUP_TOOL: &str = r#"export default function (pi) {
+  pi.registerTool({ name: "dup", description: "d", parameters: { type: "object", properties: {} },
+    execute: async () => ({ content: [{ type: "text", text: "x" }] }) });
+}"#;
+
+const BROKEN: [Broken; 5] = [
+    Broken {
+        files: &[(
+            "throws.js",
+            r#"export default function (pi) { pi.on("tool_call", () => ({ block: true })); throw new Error("gate broke at load"); }"#,
+        )],
+        failing: "throws.js",
+        says: "Failed to load extension: gate broke at load",
+    },
+    Broken {
+        files: &[(
+            "syntax.js",
+            "export default function (pi) { const x = ; }\n",
+        )],
+        failing: "syntax.js",
+        says: "Failed to load extension: ",
+    },
+    Broken {
+        files: &[(
+            "rejects.js",
+            r#"export default async function (pi) { await null; throw new Error("async nope"); }"#,
+        )],
+        failing: "rejects.js",
+        says: "Failed to load extension: async nope",
+    },
+    Broken {
+        files: &[(
+            "missing_import.js",
+            "import { x } from \"./nonexistent.js\";\nexport default function (pi) {}\n",
+        )],
+        failing: "missing_import.js",
+        says: "Failed to load extension: ",
+    },
+    Broken {
+        files: &[("first.js", DUP_TOOL), ("second.js", DUP_TOOL)],
+        failing: "second.js",
+        says: "Tool \"dup\" conflicts with {cwd}/first.js",
+    },
+];
+
+impl Broken {
+    /// Writes the files into `root`'s cwd; returns the `-e` arguments.
+    fn install(&self, root: &RunRoot) -> Vec<&'static str> {
+        let mut args = vec![];
+        for (name, source) in self.files {
+            root.write_cwd_file(name, source);
+            args.extend(["-e", *name]);
+        }
+        args
+    }
+
+    /// Asserts upstream 1.6's failure: exit 1, `Error: Failed to load extension "<path>":
+    /// <says>` and the `-ne` hint on stderr.
+    fn check(&self, root: &RunRoot, code: Option<i32>, stderr: &str) {
+        let cwd = root.cwd.to_str().unwrap();
+        assert_eq!(code, Some(1), "{}: {stderr}", self.failing);
+        let line = format!(
+            "Error: Failed to load extension \"{cwd}/{}\": {}",
+            self.failing,
+            self.says.replace("{cwd}", cwd)
+        );
+        assert!(stderr.contains(&line), "{line} in {stderr}");
+        assert!(
+            stderr.contains("Hint: Start without extensions using \"pi -ne\"."),
+            "{stderr}"
+        );
+    }
+}
+
+#[test]
+fn an_extension_that_fails_to_load_stops_rpc_mode_before_serving() {
+    for b in &BROKEN {
+        let (fake, root) = setup(touch_script(), DEFAULT_MODEL);
+        let args = b.install(&root);
+        let mut agent = root.spawn_with(false, &args);
+        // Had it served, these would be answered and the prompt would reach the model.
+        let _ = agent.try_send_raw(b"{\"id\":\"s\",\"type\":\"get_state\"}\n");
+        let _ = agent.try_send_raw(b"{\"id\":\"p\",\"type\":\"prompt\",\"message\":\"hi\"}\n");
+        let status = agent
+            .wait_exit(LIVENESS)
+            .unwrap_or_else(|| panic!("{} did not stop pi\n{}", b.failing, agent.dump()));
+        b.check(&root, status.code(), &agent.stderr());
+        assert!(agent.records().is_empty(), "{}", agent.dump());
+        assert!(
+            fake.requests().is_empty(),
+            "{}: no provider was asked",
+            b.failing
+        );
+        assert!(!root.cwd.join("ran.txt").exists());
+    }
+}
+
+#[test]
+fn an_extension_that_fails_to_load_stops_print_and_json_mode_before_asking_the_model() {
+    for mode in [&["-p"][..], &["--mode", "json"][..]] {
+        for b in &BROKEN {
+            let (fake, root) = setup(touch_script(), DEFAULT_MODEL);
+            let mut args = mode.to_vec();
+            args.extend(["--no-session"]);
+            args.extend(b.install(&root));
+            args.push("hi");
+            let out = print_run(&root, &args);
+            b.check(
+                &root,
+                out.status.code(),
+                &String::from_utf8_lossy(&out.stderr),
+            );
+            assert!(
+                out.stdout.is_empty(),
+                "{mode:?}: {}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+            assert!(
+                fake.requests().is_empty(),
+                "{mode:?} {}: no provider was asked",
+                b.failing
+            );
+            assert!(!root.cwd.join("ran.txt").exists());
+        }
+    }
+}
+
+fn print_run(root: &RunRoot, args: &[&str]) -> std::process::Output {
+    let bin = std::env::var_os("PI_TEST_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_pi").into());
+    std::process::Command::new(bin)
+        .args(args)
+        .current_dir(&root.cwd)
+        .env_clear()
+        .envs(root.env())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_missing_named_import_of_the_sdk_is_undefined_not_a_load_error() {
+    let ext = r#"import { notExported, Type } from "@earendil-works/pi-coding-agent";
+import { alsoMissing as m } from "@earendil-works/pi-ai";
+export default function (pi) {
+  pi.registerCommand("x", { description: `${typeof notExported} ${typeof m} ${typeof Type}`, handler: async () => {} });
+}"#;
+    let (_fake, root) = setup(Script::new([]), DEFAULT_MODEL);
+    root.write_cwd_file("imp.js", ext);
+    let mut agent = root.spawn_with(false, &["-e", "imp.js"]);
+    let cmds = agent.request(json!({"id": "c", "type": "get_commands"}));
+    let x = cmds["data"]["commands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "x")
+        .cloned()
+        .unwrap_or_else(|| panic!("no command x: {}", agent.dump()));
+    assert_eq!(x["description"], "undefined undefined object");
+}
