@@ -17,6 +17,7 @@ pub mod mcp;
 pub mod mem;
 pub mod models_cmd;
 pub mod output;
+pub mod packages;
 pub mod package_cmd;
 pub mod print_mode;
 pub mod procs;

@@ -56,6 +56,9 @@ pub struct GatherInput<'a> {
     pub no_defaults: bool,
     /// `--skill` / `--prompt-template` values, in order.
     pub cli_paths: &'a [String],
+    /// Files of this kind the packages provide ([`crate::packages`]), each with its
+    /// `sourceInfo`; ranked after the auto-discovered folders, before the CLI paths.
+    pub packages: &'a [Candidate],
 }
 
 /// The scope-independent part of source infos.
@@ -215,6 +218,9 @@ pub fn gather(kind: Kind, input: &GatherInput<'_>) -> Vec<Candidate> {
                     &global_base,
                 );
             }
+        }
+        for c in input.packages {
+            acc.add(c.path.clone(), &c.info, true);
         }
     }
     let mut out: Vec<Candidate> = acc
