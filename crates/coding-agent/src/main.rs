@@ -310,11 +310,27 @@ async fn run(cli: Cli) -> i32 {
         Mode::Print => Arc::new(|_| {}),
         _ => out.sink(),
     };
-    let packages = resolve_packages(&cli.extension, &cwd, &agent_dir, &settings, trust_decision.trusted);
+    let packages = resolve_packages(
+        &cli.extension,
+        &cwd,
+        &agent_dir,
+        &settings,
+        trust_decision.trusted,
+    );
     let (ext_sources, missing) = extensions::discover(&extensions::DiscoverOptions {
         cli: packages.cli_paths.clone(),
-        cli_packages: packages.temporary.extensions.iter().map(extensions::ExtensionSource::from_package).collect(),
-        packages: packages.configured.extensions.iter().map(extensions::ExtensionSource::from_package).collect(),
+        cli_packages: packages
+            .temporary
+            .extensions
+            .iter()
+            .map(extensions::ExtensionSource::from_package)
+            .collect(),
+        packages: packages
+            .configured
+            .extensions
+            .iter()
+            .map(extensions::ExtensionSource::from_package)
+            .collect(),
         no_extensions: cli.no_extensions,
         settings: settings.resource_paths("extensions"),
         agent_dir: agent_dir.clone(),
@@ -680,7 +696,11 @@ fn resolve_packages(
     let npm_command: Vec<String> = settings
         .get("npmCommand")
         .and_then(|v| v.as_array())
-        .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(str::to_string))
+                .collect()
+        })
         .unwrap_or_default();
     let pm = packages::PackageManager::new(
         cwd,

@@ -69,10 +69,19 @@ pub fn run(sub: Subcommand, args: &[String], cwd: &Path, agent_dir: &Path) -> i3
     let npm_command: Vec<String> = global
         .get("npmCommand")
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
         .unwrap_or_default();
     let pm = PackageManager::new(cwd, agent_dir, trusted, npm_command, ChildOutput::Inherit);
-    let scope = if opts.local { Scope::Project } else { Scope::User };
+    let scope = if opts.local {
+        Scope::Project
+    } else {
+        Scope::User
+    };
     let file = settings_file(cwd, agent_dir, opts.local);
     match sub {
         Subcommand::Install => {
@@ -117,8 +126,12 @@ fn usage_line(name: &str) -> &'static str {
 fn parse_options(sub: Subcommand, name: &str, rest: &[String]) -> Result<Options, i32> {
     let is_update = sub == Subcommand::Update;
     let mut o = Options::default();
-    let (mut invalid_opt, mut invalid_arg, mut missing_val, mut conflict) =
-        (None::<String>, None::<String>, None::<String>, None::<String>);
+    let (mut invalid_opt, mut invalid_arg, mut missing_val, mut conflict) = (
+        None::<String>,
+        None::<String>,
+        None::<String>,
+        None::<String>,
+    );
     let (mut self_f, mut ext_f, mut models_f, mut all_f) = (false, false, false, false);
     let mut ext_source: Option<String> = None;
     let mut i = 0;
@@ -187,11 +200,13 @@ fn parse_options(sub: Subcommand, name: &str, rest: &[String]) -> Result<Options
         let positional = o.source.clone();
         if all_f && (self_f || ext_f || models_f || ext_source.is_some()) {
             conflict.get_or_insert_with(|| {
-                "--all cannot be combined with --self, --extensions, --models, or --extension".into()
+                "--all cannot be combined with --self, --extensions, --models, or --extension"
+                    .into()
             });
         }
         if all_f && positional.is_some() {
-            conflict.get_or_insert_with(|| "--all cannot be combined with a positional source".into());
+            conflict
+                .get_or_insert_with(|| "--all cannot be combined with a positional source".into());
         }
         if models_f {
             if self_f || ext_f || all_f || ext_source.is_some() {
@@ -308,7 +323,6 @@ fn settings_file(cwd: &Path, agent_dir: &Path, local: bool) -> PathBuf {
     }
 }
 
-
 fn read_object(file: &Path) -> Result<Map<String, Value>, String> {
     match read_json_file(file) {
         JsonFile::Missing => Ok(Map::new()),
@@ -341,7 +355,12 @@ fn package_source(v: &Value) -> Option<&str> {
 
 /// Adds `source` to `packages` of `file` (upstream `addSourceToSettings`): an entry of the
 /// same identity is rewritten to the new source string (an object keeps its filters).
-fn add_to_settings(pm: &PackageManager, source: &str, scope: Scope, file: &Path) -> Result<(), String> {
+fn add_to_settings(
+    pm: &PackageManager,
+    source: &str,
+    scope: Scope,
+    file: &Path,
+) -> Result<(), String> {
     let mut map = read_object(file)?;
     let stored = pm.settings_form(source, scope);
     let id = pm.identity(source, None);
@@ -349,11 +368,14 @@ fn add_to_settings(pm: &PackageManager, source: &str, scope: Scope, file: &Path)
         .entry("packages")
         .or_insert_with(|| Value::Array(Vec::new()));
     let Value::Array(list) = list else {
-        return Err(format!("\"packages\" in {} is not an array", file.display()));
+        return Err(format!(
+            "\"packages\" in {} is not an array",
+            file.display()
+        ));
     };
-    let found = list.iter().position(|p| {
-        package_source(p).is_some_and(|s| pm.identity(s, Some(scope)) == id)
-    });
+    let found = list
+        .iter()
+        .position(|p| package_source(p).is_some_and(|s| pm.identity(s, Some(scope)) == id));
     match found {
         Some(i) => {
             if package_source(&list[i]) == Some(stored.as_str()) {

@@ -329,3 +329,27 @@ pub fn package_resources(root: &Path, filter: Option<&Filter>) -> ([Vec<PathBuf>
     }
     (out, any)
 }
+
+/// The package's changelog: `pi.changelogPath` (`""` = none), else `CHANGELOG.md`, when it is
+/// a file whose real path lies inside the package's real root (upstream
+/// `resolvePackageChangelogPath`).
+pub fn changelog_path(root: &Path) -> Option<PathBuf> {
+    let configured = std::fs::read_to_string(root.join("package.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<Value>(t.trim_start_matches('\u{feff}')).ok())
+        .and_then(|v| {
+            v.get("pi")?
+                .as_object()?
+                .get("changelogPath")?
+                .as_str()
+                .map(str::to_string)
+        });
+    let rel = configured.unwrap_or_else(|| "CHANGELOG.md".to_string());
+    if rel.is_empty() {
+        return None;
+    }
+    let path = join_clean(root, &rel);
+    let real_root = std::fs::canonicalize(root).ok()?;
+    let real = std::fs::canonicalize(&path).ok()?;
+    (real != real_root && real.starts_with(&real_root) && real.is_file()).then_some(path)
+}

@@ -259,7 +259,10 @@ impl PackageManager {
             suffix.unwrap_or(""),
             git_ref.map(|r| format!("@{r}")).unwrap_or_default()
         ));
-        let hash: String = h.finalize()[..4].iter().map(|b| format!("{b:02x}")).collect();
+        let hash: String = h.finalize()[..4]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
         let dir = root.join(hash);
         match suffix {
             Some(s) if !s.is_empty() => dir.join(s),
@@ -387,9 +390,10 @@ impl PackageManager {
     }
 
     fn run_npm(&self, args: &[String], cwd: Option<&Path>) -> Result<(), PackageError> {
-        let (program, pre) = self.npm.split_first().map_or(("npm", &[][..]), |(p, r)| {
-            (p.as_str(), r)
-        });
+        let (program, pre) = self
+            .npm
+            .split_first()
+            .map_or(("npm", &[][..]), |(p, r)| (p.as_str(), r));
         let all: Vec<String> = pre.iter().cloned().chain(args.iter().cloned()).collect();
         self.run(program, &all, cwd)
     }
@@ -402,7 +406,8 @@ impl PackageManager {
         cwd: &Path,
         timeout: Duration,
     ) -> Result<String, PackageError> {
-        let fail = |what: String| PackageError::Command(format!("{program} {} {what}", args.join(" ")));
+        let fail =
+            |what: String| PackageError::Command(format!("{program} {} {what}", args.join(" ")));
         let mut child = Command::new(program)
             .args(args)
             .current_dir(cwd)
@@ -442,9 +447,10 @@ impl PackageManager {
     }
 
     fn npm_capture(&self, args: &[String]) -> Result<String, PackageError> {
-        let (program, pre) = self.npm.split_first().map_or(("npm", &[][..]), |(p, r)| {
-            (p.as_str(), r)
-        });
+        let (program, pre) = self
+            .npm
+            .split_first()
+            .map_or(("npm", &[][..]), |(p, r)| (p.as_str(), r));
         let all: Vec<String> = pre.iter().cloned().chain(args.iter().cloned()).collect();
         self.capture(program, &all, &self.cwd, NETWORK_TIMEOUT)
     }
@@ -467,7 +473,9 @@ impl PackageManager {
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            b.trim_end_matches(".cmd").trim_end_matches(".exe").to_string()
+            b.trim_end_matches(".cmd")
+                .trim_end_matches(".exe")
+                .to_string()
         };
         let Some((cmd, args)) = self.npm.split_first() else {
             return "npm".into();
@@ -799,12 +807,7 @@ impl PackageManager {
         } else {
             n.name.clone()
         };
-        let raw = self.npm_capture(&[
-            "view".into(),
-            spec,
-            "version".into(),
-            "--json".into(),
-        ])?;
+        let raw = self.npm_capture(&["view".into(), spec, "version".into(), "--json".into()])?;
         let bad = || PackageError::Command("Unexpected response from npm view".into());
         match serde_json::from_str::<Value>(&raw).map_err(|_| bad())? {
             Value::String(s) => Ok(s),
@@ -1027,6 +1030,7 @@ impl PackageManager {
                 scope: e.scope.as_str().into(),
                 origin: "package".into(),
                 base_dir: None,
+                changelog_path: None,
             };
             let root = match source::parse(&e.source) {
                 Source::Local(l) => {
@@ -1043,10 +1047,9 @@ impl PackageManager {
                 }
                 Source::Npm(n) => {
                     let path = self.npm_path(&n, e.scope);
-                    if !path.exists() || !Self::npm_matches(&n, &path) {
-                        if !self.install_missing(e, &mut out) {
-                            continue;
-                        }
+                    let needs_install = !path.exists() || !Self::npm_matches(&n, &path);
+                    if needs_install && !self.install_missing(e, &mut out) {
+                        continue;
                     }
                     path
                 }
@@ -1059,6 +1062,7 @@ impl PackageManager {
                 }
             };
             info.base_dir = Some(root.display().to_string());
+            info.changelog_path = collect::changelog_path(&root).map(|p| p.display().to_string());
             let (files, any) = collect::package_resources(&root, e.filter.as_ref());
             for (i, kind) in Kind::ALL.iter().enumerate() {
                 for f in &files[i] {
@@ -1133,7 +1137,10 @@ pub fn no_match_message(src: &str, configured: &[PackageEntry]) -> String {
         Source::Npm(n) => t == n.name || t == n.spec,
         Source::Git(g) => {
             let short = format!("{}/{}", g.host, g.path);
-            t == short || g.git_ref.as_ref().is_some_and(|r| t == format!("{short}@{r}"))
+            t == short
+                || g.git_ref
+                    .as_ref()
+                    .is_some_and(|r| t == format!("{short}@{r}"))
         }
         Source::Local(_) => false,
     });

@@ -237,8 +237,13 @@ mod tests {
         let g = parse_git("git:git@github.com:u/r@main").unwrap();
         assert_eq!(g.repo, "git@github.com:u/r");
         assert_eq!(g.git_ref.as_deref(), Some("main"));
-        let g = parse_git("git://127.0.0.1:9418/u/r").unwrap();
-        assert_eq!(g.host, "127.0.0.1");
+        let g = parse_git("git:git://127.0.0.1:9418/u/r").unwrap();
+        assert_eq!(
+            (g.host.as_str(), g.repo.as_str()),
+            ("127.0.0.1", "git://127.0.0.1:9418/u/r")
+        );
+        // As upstream: a bare `git://` URL loses its scheme to the `git:` prefix.
+        assert!(parse_git("git://127.0.0.1:9418/u/r").is_none());
         assert!(parse_git("github.com/u/r").is_none());
         assert!(parse_git("git:nodot/u/r").is_none());
         assert!(parse_git("git:github.com/u/../r").is_none());

@@ -69,6 +69,7 @@ fn meta(source: &str, scope: &str, base_dir: Option<&Path>) -> SourceInfo {
         scope: scope.into(),
         origin: "top-level".into(),
         base_dir: base_dir.map(|b| b.display().to_string()),
+        changelog_path: None,
     }
 }
 

@@ -38,6 +38,10 @@ pub struct SourceInfo {
     /// Discovery root, when there is one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub base_dir: Option<String>,
+    /// For a package resource: the package's changelog file (`pi.changelogPath`, default
+    /// `CHANGELOG.md`, when it is a file inside the package), as upstream reports it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub changelog_path: Option<String>,
 }
 
 /// File names tried in each directory, first existing regular file wins
@@ -353,6 +357,7 @@ fn cli_info(
         scope: scope.into(),
         origin: "top-level".into(),
         base_dir: Some(base.display().to_string()),
+        changelog_path: None,
     }
 }
 

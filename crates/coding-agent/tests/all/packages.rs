@@ -29,11 +29,14 @@ const DEMO_EXT: &str = r#"export default function (pi) {
 }
 "#;
 
+/// Published packages: name → `(version, tarball)` in publishing order.
+type Published = Mutex<BTreeMap<String, Vec<(String, Vec<u8>)>>>;
+
 /// A fake npm registry: `GET /<name>` gives the packument, `GET /<name>/-/<name>-<v>.tgz` the
 /// tarball. Versions can be added while it runs. Counts the requests it served.
 struct Registry {
     port: u16,
-    packages: Arc<Mutex<BTreeMap<String, Vec<(String, Vec<u8>)>>>>,
+    packages: Arc<Published>,
     hits: Arc<Mutex<Vec<String>>>,
 }
 
@@ -41,7 +44,7 @@ impl Registry {
     fn start() -> Registry {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
-        let packages: Arc<Mutex<BTreeMap<String, Vec<(String, Vec<u8>)>>>> = Arc::default();
+        let packages: Arc<Published> = Arc::default();
         let hits: Arc<Mutex<Vec<String>>> = Arc::default();
         let (p, h) = (packages.clone(), hits.clone());
         std::thread::spawn(move || {
@@ -78,7 +81,7 @@ impl Registry {
 fn serve(
     mut stream: std::net::TcpStream,
     port: u16,
-    packages: &Mutex<BTreeMap<String, Vec<(String, Vec<u8>)>>>,
+    packages: &Published,
     hits: &Mutex<Vec<String>>,
 ) {
     let mut reader = BufReader::new(stream.try_clone().unwrap());
@@ -115,11 +118,7 @@ fn serve(
     }
 }
 
-fn respond(
-    path: &str,
-    port: u16,
-    packages: &Mutex<BTreeMap<String, Vec<(String, Vec<u8>)>>>,
-) -> (&'static str, &'static str, Vec<u8>) {
+fn respond(path: &str, port: u16, packages: &Published) -> (&'static str, &'static str, Vec<u8>) {
     use base64::Engine;
     use sha2::Digest;
     let path = path.split('?').next().unwrap_or(path);
@@ -267,7 +266,10 @@ fn spawn(root: &RunRoot, env: &[(String, String)], args: &[&str]) -> RpcAgent {
 
 fn commands(agent: &mut RpcAgent) -> Vec<Value> {
     let r = agent.request(json!({"id": "c", "type": "get_commands"}));
-    r["data"]["commands"].as_array().cloned().unwrap_or_default()
+    r["data"]["commands"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
 }
 
 fn command<'a>(cmds: &'a [Value], name: &str) -> Option<&'a Value> {
@@ -309,7 +311,10 @@ fn npm_install_writes_upstreams_files_and_the_run_loads_the_package() {
         serde_json::from_str(&std::fs::read_to_string(npm.join("package.json")).unwrap()).unwrap();
     assert_eq!(pj["name"], "pi-extensions");
     assert_eq!(pj["private"], true);
-    assert_eq!(pj["dependencies"]["pi-demo"], "^1.0.0", "npm saved it: {pj}");
+    assert_eq!(
+        pj["dependencies"]["pi-demo"], "^1.0.0",
+        "npm saved it: {pj}"
+    );
     let pkg = npm.join("node_modules").join("pi-demo");
     assert!(pkg.join("extensions/demo.js").is_file());
 
@@ -337,7 +342,10 @@ fn npm_install_writes_upstreams_files_and_the_run_loads_the_package() {
     agent.wait_event("agent_end");
     let body = fake.llm_requests()[0].body_text();
     assert!(body.contains("\"demo_tool\""), "tool offered: {body}");
-    assert!(body.contains("Say hello"), "skill in the system prompt: {body}");
+    assert!(
+        body.contains("Say hello"),
+        "skill in the system prompt: {body}"
+    );
     assert!(body.contains("skills/hello/SKILL.md"), "{body}");
 }
 
@@ -347,7 +355,10 @@ fn list_update_and_remove_by_package_name_as_upstream() {
     let reg = Registry::start();
     reg.publish("pi-demo", "1.0.0", demo_tgz(&root, "pi-demo", "1.0.0"));
     let env = net_env(&root, &reg);
-    assert_eq!(pi(&root, &env, &["install", "npm:pi-demo"]).status.code(), Some(0));
+    assert_eq!(
+        pi(&root, &env, &["install", "npm:pi-demo"]).status.code(),
+        Some(0)
+    );
     let pkg = root.agent_dir.join("npm/node_modules/pi-demo");
 
     let out = pi(&root, &env, &["list"]);
@@ -444,15 +455,51 @@ fn git_install_checks_out_under_the_agent_git_folder_and_remove_deletes_it() {
     let cmds = commands(&mut agent);
     let demo = command(&cmds, "demo-cmd").unwrap_or_else(|| panic!("{cmds:?}"));
     assert_eq!(demo["sourceInfo"]["source"], src);
-    assert_eq!(demo["sourceInfo"]["baseDir"], checkout.display().to_string());
+    assert_eq!(
+        demo["sourceInfo"]["baseDir"],
+        checkout.display().to_string()
+    );
     drop(agent);
 
     // Remove by repository (the ref is not part of the identity).
     let out = pi(&root, &env, &["remove", "git:example.test/owner/gitdemo"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(!checkout.exists());
-    assert!(!root.agent_dir.join("git/example.test").exists(), "empty parents pruned");
+    assert!(
+        !root.agent_dir.join("git/example.test").exists(),
+        "empty parents pruned"
+    );
     assert_eq!(settings(&root)["packages"], json!([]));
+
+    // Unpinned, `pi update` resets the checkout to the remote branch's new commit.
+    let src = "git:example.test/owner/gitdemo";
+    assert_eq!(pi(&root, &env, &["install", src]).status.code(), Some(0));
+    let head = || {
+        let o = Command::new("git")
+            .args(["rev-parse", "HEAD"])
+            .current_dir(&repo)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).trim()[..7].to_string()
+    };
+    let before = head();
+    write_tree(&repo, &[("NEW.md", "new\n")]);
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "two"]);
+    let out = pi(&root, &env, &["update", "--extensions"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out)
+            .lines()
+            .filter(|l| l.starts_with("Updat") || l.starts_with("  git:"))
+            .collect::<Vec<_>>(),
+        vec![
+            format!("Updating {src}..."),
+            "Updated 1 package:".to_string(),
+            format!("  {src} {before} -> {}", head()),
+        ]
+    );
+    assert!(checkout.join("NEW.md").is_file());
 }
 
 #[test]
@@ -480,7 +527,10 @@ fn manifest_globs_and_settings_filters_narrow_a_local_package() {
             ("src/extra.js", &extra_ext),
             // Not declared by the manifest: never loaded.
             ("prompts/hidden.md", "hidden\n"),
-            ("res/skills/s1/SKILL.md", "---\nname: s1\ndescription: one\n---\nx\n"),
+            (
+                "res/skills/s1/SKILL.md",
+                "---\nname: s1\ndescription: one\n---\nx\n",
+            ),
             ("res/prompts/review.md", "review\n"),
             ("res/prompts/other.md", "other\n"),
         ],
@@ -495,9 +545,18 @@ fn manifest_globs_and_settings_filters_narrow_a_local_package() {
     let cmds = commands(&mut agent);
     let names: Vec<&str> = cmds.iter().filter_map(|c| c["name"].as_str()).collect();
     assert!(names.contains(&"main-cmd"), "{names:?}");
-    assert!(!names.contains(&"legacy-cmd"), "manifest exclusion: {names:?}");
-    assert!(!names.contains(&"extra-cmd"), "settings exclusion: {names:?}");
-    assert!(!names.contains(&"skill:s1"), "skills: [] loads none: {names:?}");
+    assert!(
+        !names.contains(&"legacy-cmd"),
+        "manifest exclusion: {names:?}"
+    );
+    assert!(
+        !names.contains(&"extra-cmd"),
+        "settings exclusion: {names:?}"
+    );
+    assert!(
+        !names.contains(&"skill:s1"),
+        "skills: [] loads none: {names:?}"
+    );
     assert!(names.contains(&"review"), "{names:?}");
     assert!(!names.contains(&"other"), "{names:?}");
     assert!(!names.contains(&"hidden"), "{names:?}");
@@ -574,5 +633,8 @@ fn extension_flag_with_an_npm_source_caches_it_for_the_run() {
                "source": "npm:pi-demo", "scope": "temporary", "origin": "package",
                "baseDir": pkg.display().to_string()})
     );
-    assert!(settings(&root).get("packages").is_none(), "not written to settings");
+    assert!(
+        settings(&root).get("packages").is_none(),
+        "not written to settings"
+    );
 }
