@@ -18,6 +18,7 @@ pub mod mem;
 pub mod models_cmd;
 pub mod output;
 pub mod package_cmd;
+pub mod packages;
 pub mod print_mode;
 pub mod procs;
 pub mod resources;

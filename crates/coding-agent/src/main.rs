@@ -9,7 +9,9 @@ use pi_coding_agent::config::{self, InitialModelOptions, ModelRegistry, Settings
 use pi_coding_agent::output::Output;
 use pi_coding_agent::resources::ResourceOptions;
 use pi_coding_agent::session::resolve;
-use pi_coding_agent::{extensions, file_args, package_cmd, print_mode, procs, rpc, tools, trust};
+use pi_coding_agent::{
+    extensions, file_args, package_cmd, packages, print_mode, procs, rpc, tools, trust,
+};
 use std::sync::{Arc, RwLock};
 
 fn main() {
@@ -321,8 +323,27 @@ async fn run(cli: Cli) -> i32 {
         Mode::Print => Arc::new(|_| {}),
         _ => out.sink(),
     };
+    let packages = resolve_packages(
+        &cli.extension,
+        &cwd,
+        &agent_dir,
+        &settings,
+        trust_decision.trusted,
+    );
     let (ext_sources, missing) = extensions::discover(&extensions::DiscoverOptions {
-        cli: cli_paths(&launch_cwd, &cli.extension),
+        cli: cli_paths(&launch_cwd, &packages.cli_paths),
+        cli_packages: packages
+            .temporary
+            .extensions
+            .iter()
+            .map(extensions::ExtensionSource::from_package)
+            .collect(),
+        packages: packages
+            .configured
+            .extensions
+            .iter()
+            .map(extensions::ExtensionSource::from_package)
+            .collect(),
         no_extensions: cli.no_extensions,
         settings: settings.resource_paths("extensions"),
         agent_dir: agent_dir.clone(),
@@ -466,6 +487,8 @@ async fn run(cli: Cli) -> i32 {
             no_prompt_templates: cli.no_prompt_templates,
             prompt_template_paths: cli_paths(&launch_cwd, &cli.prompt_template),
             trust: Some(trust_policy),
+            package_skills: packages.skills(),
+            package_prompts: packages.prompts(),
         },
         bash_options: tools::shell::UserBashOptions {
             command_prefix: settings.shell_command_prefix().map(str::to_string),
@@ -671,4 +694,70 @@ enum Mode {
     Rpc,
     Json,
     Print,
+}
+
+/// The packages of this run (packages/): the configured ones (agent dir; the project's only
+/// when trusted) and the `-e` values that are package sources (npm, git) rather than paths.
+struct RunPackages {
+    /// `-e` values that are local paths.
+    cli_paths: Vec<String>,
+    /// What the `-e` package sources provide (scope `temporary`).
+    temporary: packages::ResolvedPackages,
+    /// What the configured `packages` provide.
+    configured: packages::ResolvedPackages,
+}
+
+impl RunPackages {
+    fn skills(&self) -> Vec<packages::PackageResource> {
+        let mut v = self.configured.skills.clone();
+        v.extend(self.temporary.skills.iter().cloned());
+        v
+    }
+
+    fn prompts(&self) -> Vec<packages::PackageResource> {
+        let mut v = self.configured.prompts.clone();
+        v.extend(self.temporary.prompts.iter().cloned());
+        v
+    }
+}
+
+/// Resolves (installing what is missing, unless offline) the run's packages; a package that
+/// cannot be installed is warned about on stderr and skipped, as upstream.
+fn resolve_packages(
+    extension_args: &[String],
+    cwd: &std::path::Path,
+    agent_dir: &std::path::Path,
+    settings: &Settings,
+    trusted: bool,
+) -> RunPackages {
+    let (cli_paths, sources): (Vec<String>, Vec<String>) = extension_args
+        .iter()
+        .cloned()
+        .partition(|e| packages::source::is_local_path(e));
+    let npm_command: Vec<String> = settings
+        .get("npmCommand")
+        .and_then(|v| v.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    let pm = packages::PackageManager::new(
+        cwd,
+        agent_dir,
+        trusted,
+        npm_command,
+        packages::ChildOutput::Stderr,
+    );
+    let configured = pm.resolve_configured(settings.global(), trusted.then(|| settings.project()));
+    let temporary = pm.resolve_temporary(&sources);
+    for f in configured.failures.iter().chain(&temporary.failures) {
+        config::warn(&f.warning());
+    }
+    RunPackages {
+        cli_paths,
+        temporary,
+        configured,
+    }
 }

@@ -66,6 +66,9 @@ mod mcp_reference;
 #[path = "all/models_pull.rs"]
 mod models_pull;
 
+#[path = "all/packages.rs"]
+mod packages;
+
 #[path = "all/proc_hygiene.rs"]
 mod proc_hygiene;
 

@@ -47,6 +47,27 @@ pub struct ExtensionSource {
     pub source: &'static str,
     /// `temporary` (cli), `user` (agent dir, settings) or `project` (`.pi/extensions`).
     pub scope: &'static str,
+    /// For an extension a package provides ([`crate::packages`]): the `sourceInfo` upstream
+    /// reports (`source` = the package source, `origin: "package"`, `baseDir`), which
+    /// replaces `source`/`scope` above in `get_commands`.
+    pub package: Option<crate::resources::SourceInfo>,
+}
+
+impl ExtensionSource {
+    /// The entry of a package resource ([`crate::packages::PackageResource`]).
+    pub fn from_package(r: &crate::packages::PackageResource) -> Self {
+        let scope = match r.info.scope.as_str() {
+            "project" => "project",
+            "temporary" => "temporary",
+            _ => "user",
+        };
+        ExtensionSource {
+            path: r.path.clone(),
+            source: "package",
+            scope,
+            package: Some(r.info.clone()),
+        }
+    }
 }
 
 /// Inputs of [`discover`].
@@ -64,6 +85,12 @@ pub struct DiscoverOptions {
     pub cwd: PathBuf,
     /// Whether the project is trusted (`.pi/extensions` is read only then).
     pub project_trusted: bool,
+    /// Extensions of `-e` package sources (npm, git; [`crate::packages`]), loaded right
+    /// after the `-e` paths.
+    pub cli_packages: Vec<ExtensionSource>,
+    /// Extensions of the configured `packages` (loaded last, as upstream ranks package
+    /// resources below the user's and project's own); skipped with `--no-extensions`.
+    pub packages: Vec<ExtensionSource>,
 }
 
 /// The entry files of a path: a file is itself; a folder gives its `package.json`
@@ -132,16 +159,18 @@ fn absolute(base: &Path, p: &str) -> PathBuf {
 /// Finds the configured extension entry files, each once, in load order: `-e`, agent dir,
 /// settings, trusted project. A `-e` path that does not exist is reported in `missing`.
 pub fn discover(o: &DiscoverOptions) -> (Vec<ExtensionSource>, Vec<String>) {
+    fn add(out: &mut Vec<ExtensionSource>, src: ExtensionSource) {
+        if !out.iter().any(|s| s.path == src.path) {
+            out.push(src);
+        }
+    }
     let mut out: Vec<ExtensionSource> = vec![];
     let mut missing = vec![];
-    let mut push = |path: PathBuf, source, scope| {
-        if !out.iter().any(|s| s.path == path) {
-            out.push(ExtensionSource {
-                path,
-                source,
-                scope,
-            });
-        }
+    let local = |path: PathBuf, source, scope| ExtensionSource {
+        path,
+        source,
+        scope,
+        package: None,
     };
     for e in &o.cli {
         let p = absolute(&o.cwd, e);
@@ -150,22 +179,28 @@ pub fn discover(o: &DiscoverOptions) -> (Vec<ExtensionSource>, Vec<String>) {
             missing.push(e.clone());
         }
         for f in found {
-            push(f, "cli", "temporary");
+            add(&mut out, local(f, "cli", "temporary"));
         }
+    }
+    for p in &o.cli_packages {
+        add(&mut out, p.clone());
     }
     if !o.no_extensions {
         for f in scan_dir(&o.agent_dir.join("extensions")) {
-            push(f, "local", "user");
+            add(&mut out, local(f, "local", "user"));
         }
         for s in &o.settings {
             for f in entries_of(&absolute(&o.agent_dir, s)) {
-                push(f, "local", "user");
+                add(&mut out, local(f, "local", "user"));
             }
         }
         if o.project_trusted {
             for f in scan_dir(&o.cwd.join(".pi").join("extensions")) {
-                push(f, "local", "project");
+                add(&mut out, local(f, "local", "project"));
             }
+        }
+        for p in &o.packages {
+            add(&mut out, p.clone());
         }
     }
     (out, missing)
@@ -514,12 +549,15 @@ impl Extensions {
                     name: c.name.clone(),
                     description: c.description.clone(),
                     source: "extension".into(),
-                    source_info: json!({
-                        "path": ext.path,
-                        "source": src.map_or("local", |s| s.source),
-                        "scope": src.map_or("user", |s| s.scope),
-                        "origin": "top-level",
-                    }),
+                    source_info: match src.and_then(|s| s.package.as_ref()) {
+                        Some(info) => json!(info),
+                        None => json!({
+                            "path": ext.path,
+                            "source": src.map_or("local", |s| s.source),
+                            "scope": src.map_or("user", |s| s.scope),
+                            "origin": "top-level",
+                        }),
+                    },
                 });
             }
         }

@@ -33,6 +33,7 @@ fn builtin_info(path: &str) -> SourceInfo {
         scope: "temporary".into(),
         origin: "top-level".into(),
         base_dir: None,
+        changelog_path: None,
     }
 }
 

@@ -56,6 +56,9 @@ pub struct GatherInput<'a> {
     pub no_defaults: bool,
     /// `--skill` / `--prompt-template` values, in order.
     pub cli_paths: &'a [String],
+    /// Files of this kind the packages provide ([`crate::packages`]), each with its
+    /// `sourceInfo`; ranked after the auto-discovered folders, before the CLI paths.
+    pub packages: &'a [Candidate],
 }
 
 /// The scope-independent part of source infos.
@@ -66,6 +69,7 @@ fn meta(source: &str, scope: &str, base_dir: Option<&Path>) -> SourceInfo {
         scope: scope.into(),
         origin: "top-level".into(),
         base_dir: base_dir.map(|b| b.display().to_string()),
+        changelog_path: None,
     }
 }
 
@@ -215,6 +219,9 @@ pub fn gather(kind: Kind, input: &GatherInput<'_>) -> Vec<Candidate> {
                     &global_base,
                 );
             }
+        }
+        for c in input.packages {
+            acc.add(c.path.clone(), &c.info, true);
         }
     }
     let mut out: Vec<Candidate> = acc

@@ -38,6 +38,10 @@ pub struct SourceInfo {
     /// Discovery root, when there is one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub base_dir: Option<String>,
+    /// For a package resource: the package's changelog file (`pi.changelogPath`, default
+    /// `CHANGELOG.md`, when it is a file inside the package), as upstream reports it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub changelog_path: Option<String>,
 }
 
 /// File names tried in each directory, first existing regular file wins
@@ -135,6 +139,10 @@ pub struct ResourceOptions {
     /// `.pi/SYSTEM.md`, `.pi/APPEND_SYSTEM.md`, project settings entries, skills (`.pi/skills`,
     /// `.agents/skills` up to the git root) and prompt templates (`.pi/prompts`) are skipped.
     pub trust: Option<crate::trust::TrustPolicy>,
+    /// Skills the configured and `-e` packages provide ([`crate::packages`]).
+    pub package_skills: Vec<crate::packages::PackageResource>,
+    /// Prompt templates the configured and `-e` packages provide.
+    pub package_prompts: Vec<crate::packages::PackageResource>,
 }
 
 impl ResourceOptions {
@@ -153,7 +161,18 @@ impl Resources {
         let trusted = opts.project_trusted(cwd);
         // An untrusted project contributes no `.pi/` prompt files: look in the agent dir only.
         let prompt_cwd = if trusted { Some(cwd) } else { None };
-        let input = |no_defaults, cli_paths| discover::GatherInput {
+        let candidates = |list: &[crate::packages::PackageResource]| -> Vec<discover::Candidate> {
+            list.iter()
+                .map(|r| discover::Candidate {
+                    path: r.path.clone(),
+                    info: r.info.clone(),
+                    cli: false,
+                })
+                .collect()
+        };
+        let package_skills = candidates(&opts.package_skills);
+        let package_prompts = candidates(&opts.package_prompts);
+        let input = |no_defaults, cli_paths, packages| discover::GatherInput {
             cwd,
             agent_dir,
             home: home.as_deref(),
@@ -161,14 +180,19 @@ impl Resources {
             trusted,
             no_defaults,
             cli_paths,
+            packages,
         };
         let skill_cands = discover::gather(
             discover::Kind::Skills,
-            &input(opts.no_skills, &opts.skill_paths),
+            &input(opts.no_skills, &opts.skill_paths, &package_skills),
         );
         let prompt_cands = discover::gather(
             discover::Kind::Prompts,
-            &input(opts.no_prompt_templates, &opts.prompt_template_paths),
+            &input(
+                opts.no_prompt_templates,
+                &opts.prompt_template_paths,
+                &package_prompts,
+            ),
         );
         Resources {
             skills: load_skills(&skill_cands, cwd, agent_dir),
@@ -333,6 +357,7 @@ fn cli_info(
         scope: scope.into(),
         origin: "top-level".into(),
         base_dir: Some(base.display().to_string()),
+        changelog_path: None,
     }
 }
 
