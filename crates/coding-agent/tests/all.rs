@@ -42,6 +42,9 @@ mod extensions_api;
 #[path = "all/extension_events.rs"]
 mod extension_events;
 
+#[path = "all/extension_providers.rs"]
+mod extension_providers;
+
 #[path = "all/local_model.rs"]
 mod local_model;
 
