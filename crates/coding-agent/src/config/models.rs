@@ -814,6 +814,24 @@ impl ModelRegistry {
         )
     }
 
+    /// Whether a configured `apiKey` gives `provider` credentials: an extension's counts when
+    /// it is a `!command` or every variable it names is set (upstream `composeApiKeyAuth`
+    /// `check`); a `models.json` one counts as soon as it is there (as before).
+    fn configured_key_counts(&self, provider: &str) -> bool {
+        let extension_key = self
+            .extension
+            .iter()
+            .filter(|(n, _)| n == provider)
+            .find_map(|(_, c)| c.api_key.as_deref());
+        match extension_key {
+            Some(raw) => raw.starts_with('!') || super::value::expand_template(raw, None).is_some(),
+            None => self
+                .config
+                .provider(provider)
+                .is_some_and(|p| p.api_key.is_some()),
+        }
+    }
+
     /// The configured `apiKey` of `provider` (the extension's over `models.json`'s).
     fn configured_api_key<'a>(&'a self, provider: &'a str) -> Option<&'a str> {
         self.provider_layers(provider)
@@ -1038,7 +1056,7 @@ impl ModelRegistry {
             || self.local.iter().any(|m| m.provider == provider);
         self.auth.has_entry(provider)
             || pi_ai::env_has_credentials(provider)
-            || self.configured_api_key(provider).is_some()
+            || self.configured_key_counts(provider)
             || (customised && all_local())
     }
 

@@ -136,24 +136,32 @@ fn registered_providers_are_listed_and_selectable_and_register_and_unregister_at
 #[test]
 fn list_models_shows_extension_providers() {
     let (_fake, root) = endpoint_root(Script::new([]));
-    let bin = std::env::var_os("PI_TEST_BIN")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_BIN_EXE_pi")));
-    let out = Command::new(bin)
-        .args(["-e", "ext/endpoint.js", "--list-models"])
-        .current_dir(&root.cwd)
-        .env_clear()
-        .envs(root.env())
-        .env("X_KEY", "secret-x")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let list = |key: Option<&str>| {
+        let bin = std::env::var_os("PI_TEST_BIN")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_BIN_EXE_pi")));
+        let mut cmd = Command::new(bin);
+        cmd.args(["-e", "ext/endpoint.js", "--list-models"])
+            .current_dir(&root.cwd)
+            .env_clear()
+            .envs(root.env())
+            .stdin(Stdio::null());
+        if let Some(k) = key {
+            cmd.env("X_KEY", k);
+        }
+        let out = cmd.output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+    };
+    // `apiKey: "$X_KEY"` with the variable unset: no credentials, not listed (as upstream).
+    let without = list(None);
+    assert!(!without.lines().any(|l| l.starts_with("x ")), "{without}");
+    let stdout = list(Some("secret-x"));
     let row = stdout
         .lines()
         .find(|l| l.split_whitespace().take(2).collect::<Vec<_>>() == ["x", "y"])
@@ -475,4 +483,27 @@ fn abort_reaches_a_stream_simple_provider_and_a_throw_is_an_error_message() {
     });
     assert_eq!(end["message"]["stopReason"], "error", "{}", agent.dump());
     assert_eq!(end["message"]["errorMessage"], "boom: the service said no");
+}
+
+#[test]
+fn a_registration_pi_cannot_compose_is_an_extension_error_and_pi_keeps_serving() {
+    let (_fake, root) = setup(Script::new([]), DEFAULT_MODEL);
+    root.write_cwd_file(
+        "ext/bad.js",
+        r#"export default function (pi) { pi.registerProvider("bad", { models: [{ id: "q" }] }); }"#,
+    );
+    let mut agent = root.spawn_with(false, &["-e", "ext/bad.js"]);
+    let (_, err) = agent.wait_from(0, LIVENESS, |v| kind(v) == "extension_error");
+    assert_eq!(err["event"], "register_provider", "{err}");
+    assert_eq!(
+        err["error"],
+        "Provider bad, model q: no \"api\" specified. Set it at model level or provider level."
+    );
+    assert!(err["extensionPath"]
+        .as_str()
+        .unwrap()
+        .ends_with("ext/bad.js"));
+    let ids = model_ids(&mut agent, "m");
+    assert!(!ids.iter().any(|i| i.starts_with("bad/")), "{ids:?}");
+    assert!(ids.contains(&DEFAULT_MODEL.to_string()));
 }
