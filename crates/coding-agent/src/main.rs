@@ -184,11 +184,6 @@ async fn run(cli: Cli) -> i32 {
     // A models.json problem is reported on stderr by the loader itself. Shared from here on:
     // extension providers (`pi.registerProvider`) are merged into it as they register.
     let registry = Arc::new(RwLock::new(ModelRegistry::load(&agent_dir)));
-    let out = Output::stdout();
-    let base_sink: pi_coding_agent::agent_session::EventSink = match mode {
-        Mode::Print => Arc::new(|_| {}),
-        _ => out.sink(),
-    };
     let api_slot: extensions::api::RuntimeSlot = Arc::default();
     let ext_start = ExtensionStart {
         cli: &cli,
@@ -261,6 +256,11 @@ async fn run(cli: Cli) -> i32 {
     // Extensions: a Node host only when at least one is configured (extensions/mod.rs). A
     // configured extension that cannot load stops the run (fail closed). They start before the
     // initial model is chosen, so providers they register take part in the choice.
+    let out = Output::stdout();
+    let base_sink: pi_coding_agent::agent_session::EventSink = match mode {
+        Mode::Print => Arc::new(|_| {}),
+        _ => out.sink(),
+    };
     let extensions = match ext_start.start(&cwd, base_sink.clone()).await {
         Ok(e) => e,
         Err(code) => return code,
