@@ -183,11 +183,39 @@ async fn run(cli: Cli) -> i32 {
     } else {
         global_settings
     };
-    // A models.json problem is reported on stderr by the loader itself.
-    let mut registry = ModelRegistry::load(&agent_dir);
+    // A models.json problem is reported on stderr by the loader itself. Shared from here on:
+    // extension providers (`pi.registerProvider`) are merged into it as they register.
+    let registry = Arc::new(RwLock::new(ModelRegistry::load(&agent_dir)));
+    let api_slot: extensions::api::RuntimeSlot = Arc::default();
+    let launch_dir = cwd.clone();
+    let ext_start = ExtensionStart {
+        cli: &cli,
+        agent_dir: &agent_dir,
+        launch_cwd: &launch_dir,
+        mode,
+        registry: &registry,
+        api_slot: &api_slot,
+    };
 
     if let Some(search) = &cli.list_models {
-        return list_models(&registry, search);
+        // Extension providers are listed too (upstream loads extensions for --list-models).
+        let _extensions = match ext_start
+            .start(
+                &cwd,
+                &launch_settings,
+                launch_decision.trusted,
+                Arc::new(|_| {}),
+            )
+            .await
+        {
+            Ok(e) => e,
+            Err(code) => return code,
+        };
+        let reg = match registry.read() {
+            Ok(r) => r,
+            Err(_) => return fail("the model registry is unavailable"),
+        };
+        return list_models(&reg, search);
     }
     let cli_thinking = cli.thinking;
 
@@ -248,41 +276,66 @@ async fn run(cli: Cli) -> i32 {
         None
     };
 
-    // `--models` (else settings `enabledModels`) scopes startup selection and cycle_model.
-    let scope_patterns: Vec<String> = match &cli.models {
-        Some(list) => list.clone(),
-        None => settings.enabled_models().unwrap_or_default(),
+    // Extensions: a Node host only when at least one is configured (extensions/mod.rs). A
+    // configured extension that cannot load stops the run (fail closed). They start before the
+    // initial model is chosen, so providers they register take part in the choice.
+    let out = Output::stdout();
+    let base_sink: pi_coding_agent::agent_session::EventSink = match mode {
+        Mode::Print => Arc::new(|_| {}),
+        _ => out.sink(),
     };
-    let (scoped_models, scope_warnings) =
-        config::resolve_model_scope(&scope_patterns, &registry.available());
-    for w in &scope_warnings {
-        config::warn(w);
-    }
-    let initial = match config::find_initial_model(
-        &InitialModelOptions {
-            scoped_models: scoped_models.clone(),
-            cli_provider: cli.provider.clone(),
-            cli_model: cli.model.clone(),
-            cli_thinking,
-            is_continuing: has_messages,
-            session_model,
-            session_thinking_level,
-            default_provider: settings.default_provider().map(str::to_string),
-            default_model: settings.default_model().map(str::to_string),
-            default_thinking_level: settings.default_thinking_level(),
-            model_thinking_levels: settings.model_thinking_levels().cloned(),
-        },
-        &registry,
-    ) {
-        Ok(i) => i,
-        Err(e) => return fail(&e),
+    let (extensions, packages) = match ext_start
+        .start(&cwd, &settings, trust_decision.trusted, base_sink.clone())
+        .await
+    {
+        Ok(e) => e,
+        Err(code) => return code,
     };
-    if let Some(w) = &initial.warning {
-        config::warn(w);
-    }
-    if let (Some(key), Some(model)) = (&cli.api_key, &initial.model) {
-        registry.set_runtime_api_key(&model.provider, key.clone());
-    }
+    // The registry is locked for the startup choice only (no await inside).
+    let (scoped_models, initial) = {
+        let mut registry_guard = match registry.write() {
+            Ok(r) => r,
+            Err(_) => return fail("the model registry is unavailable"),
+        };
+        let registry_ref = &mut *registry_guard;
+
+        // `--models` (else settings `enabledModels`) scopes startup selection and cycle_model.
+        let scope_patterns: Vec<String> = match &cli.models {
+            Some(list) => list.clone(),
+            None => settings.enabled_models().unwrap_or_default(),
+        };
+        let (scoped_models, scope_warnings) =
+            config::resolve_model_scope(&scope_patterns, &registry_ref.available());
+        for w in &scope_warnings {
+            config::warn(w);
+        }
+        let initial = match config::find_initial_model(
+            &InitialModelOptions {
+                scoped_models: scoped_models.clone(),
+                cli_provider: cli.provider.clone(),
+                cli_model: cli.model.clone(),
+                cli_thinking,
+                is_continuing: has_messages,
+                session_model,
+                session_thinking_level,
+                default_provider: settings.default_provider().map(str::to_string),
+                default_model: settings.default_model().map(str::to_string),
+                default_thinking_level: settings.default_thinking_level(),
+                model_thinking_levels: settings.model_thinking_levels().cloned(),
+            },
+            registry_ref,
+        ) {
+            Ok(i) => i,
+            Err(e) => return fail(&e),
+        };
+        if let Some(w) = &initial.warning {
+            config::warn(w);
+        }
+        if let (Some(key), Some(model)) = (&cli.api_key, &initial.model) {
+            registry_ref.set_runtime_api_key(&model.provider, key.clone());
+        }
+        (scoped_models, initial)
+    };
     if initial.model.is_none() {
         config::warn(&config::no_models_available_message());
         if mode != Mode::Rpc {
@@ -316,70 +369,6 @@ async fn run(cli: Cli) -> i32 {
         }
     }
 
-    // Extensions: a Node host only when at least one is configured (extensions/mod.rs). A
-    // configured extension that cannot load stops the run (fail closed).
-    let out = Output::stdout();
-    let base_sink: pi_coding_agent::agent_session::EventSink = match mode {
-        Mode::Print => Arc::new(|_| {}),
-        _ => out.sink(),
-    };
-    let packages = resolve_packages(
-        &cli.extension,
-        &cwd,
-        &agent_dir,
-        &settings,
-        trust_decision.trusted,
-    );
-    let (ext_sources, missing) = extensions::discover(&extensions::DiscoverOptions {
-        cli: cli_paths(&launch_cwd, &packages.cli_paths),
-        cli_packages: packages
-            .temporary
-            .extensions
-            .iter()
-            .map(extensions::ExtensionSource::from_package)
-            .collect(),
-        packages: packages
-            .configured
-            .extensions
-            .iter()
-            .map(extensions::ExtensionSource::from_package)
-            .collect(),
-        no_extensions: cli.no_extensions,
-        settings: settings.resource_paths("extensions"),
-        agent_dir: agent_dir.clone(),
-        cwd: cwd.clone(),
-        project_trusted: trust_decision.trusted,
-    });
-    if !missing.is_empty() {
-        return fail(&format!("extension not found: {}", missing.join(", ")));
-    }
-    let api_slot: extensions::api::RuntimeSlot = Arc::default();
-    let extensions = if ext_sources.is_empty() {
-        None
-    } else {
-        let mode_name = match mode {
-            Mode::Rpc => "rpc",
-            Mode::Json => "json",
-            Mode::Print => "print",
-        };
-        let slot = api_slot.clone();
-        let on_call: extensions::host::CallHandler = Arc::new(move |method: String, params| {
-            extensions::api::handle(&slot, &method, &params)
-        });
-        match extensions::Extensions::start(
-            ext_sources,
-            mode_name,
-            &cwd,
-            base_sink.clone(),
-            api_slot.clone(),
-            on_call,
-        )
-        .await
-        {
-            Ok(e) => Some(e),
-            Err(e) => return fail(&e.to_string()),
-        }
-    };
     let ext_tool_names: Vec<String> = extensions
         .as_ref()
         .map(|e| e.tools().iter().map(|t| t.definition().name).collect())
@@ -419,7 +408,6 @@ async fn run(cli: Cli) -> i32 {
         None => base_sink,
     };
 
-    let registry = Arc::new(RwLock::new(registry));
     let reg_models = registry.clone();
     let reg_keys = registry.clone();
     // Settings `httpProxy` (agent-dir settings only) for every provider request.
@@ -444,7 +432,15 @@ async fn run(cli: Cli) -> i32 {
                 keyless: auth.keyless,
             })
         }),
-        provider: provider_resolver(&agent_dir, &http_options(&settings)),
+        provider: match &extensions {
+            // Models of providers an extension streams (`streamSimple`) go to its host.
+            Some(e) => extensions::provider::resolver(
+                provider_resolver(&agent_dir, &http_options(&settings)),
+                registry.clone(),
+                e.host().clone(),
+            ),
+            None => provider_resolver(&agent_dir, &http_options(&settings)),
+        },
         settings: Arc::new(parking_lot::Mutex::new(settings.clone())),
         // MCP servers connect in the background from here on (crate::mcp).
         mcp: if cli.no_mcp {
@@ -541,6 +537,82 @@ fn cli_paths(launch_cwd: &std::path::Path, values: &[String]) -> Vec<String> {
             }
         })
         .collect()
+}
+
+/// What starting the extensions needs (extensions/mod.rs).
+struct ExtensionStart<'a> {
+    cli: &'a Cli,
+    agent_dir: &'a std::path::Path,
+    /// The directory pi was started in: relative `-e` paths name files there.
+    launch_cwd: &'a std::path::Path,
+    mode: Mode,
+    registry: &'a Arc<RwLock<ModelRegistry>>,
+    api_slot: &'a extensions::api::RuntimeSlot,
+}
+
+impl ExtensionStart<'_> {
+    /// Discovers the configured extensions for `cwd` (with its `settings` and trust decision
+    /// `trusted`: project extensions and packages only when trusted; packages that are
+    /// configured but missing are installed first, [`resolve_packages`]) and starts the host
+    /// when there is one (`Ok(None)` otherwise: no Node, no cost). Their API calls go to the session runtime
+    /// (`api_slot`) and, for `pi.registerProvider`, to the registry. `Err`: the exit code after
+    /// the error was written (an extension not found, Node missing, the host failing).
+    async fn start(
+        &self,
+        cwd: &std::path::Path,
+        settings: &Settings,
+        trusted: bool,
+        sink: pi_coding_agent::agent_session::EventSink,
+    ) -> Result<(Option<Arc<extensions::Extensions>>, RunPackages), i32> {
+        let packages =
+            resolve_packages(&self.cli.extension, cwd, self.agent_dir, settings, trusted);
+        let from_packages = |list: &[packages::PackageResource]| {
+            list.iter()
+                .map(extensions::ExtensionSource::from_package)
+                .collect()
+        };
+        let (ext_sources, missing) = extensions::discover(&extensions::DiscoverOptions {
+            cli: cli_paths(self.launch_cwd, &packages.cli_paths),
+            cli_packages: from_packages(&packages.temporary.extensions),
+            packages: from_packages(&packages.configured.extensions),
+            no_extensions: self.cli.no_extensions,
+            settings: settings.resource_paths("extensions"),
+            agent_dir: self.agent_dir.to_path_buf(),
+            cwd: cwd.to_path_buf(),
+            project_trusted: trusted,
+        });
+        if !missing.is_empty() {
+            return Err(fail(&format!(
+                "extension not found: {}",
+                missing.join(", ")
+            )));
+        }
+        if ext_sources.is_empty() {
+            return Ok((None, packages));
+        }
+        let mode_name = match self.mode {
+            Mode::Rpc => "rpc",
+            Mode::Json => "json",
+            Mode::Print => "print",
+        };
+        let slot = self.api_slot.clone();
+        let registry = self.registry.clone();
+        let on_call: extensions::host::CallHandler = Arc::new(move |method: String, params| {
+            extensions::provider::handle_call(&registry, &slot, &method, &params)
+                .unwrap_or_else(|| extensions::api::handle(&slot, &method, &params))
+        });
+        extensions::Extensions::start(
+            ext_sources,
+            mode_name,
+            cwd,
+            sink,
+            self.api_slot.clone(),
+            on_call,
+        )
+        .await
+        .map(|e| (Some(e), packages))
+        .map_err(|e| fail(&e.to_string()))
+    }
 }
 
 /// Where a mode writes: stdout, the event sink (tapped by extensions when loaded), and the slot

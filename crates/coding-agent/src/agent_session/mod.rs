@@ -334,6 +334,19 @@ impl AgentSession {
         self.inner.model.lock().model.clone()
     }
 
+    /// Takes the registry's current definition of the session's model, `fresh` (same provider
+    /// and id), after an extension provider registered or unregistered (upstream 1.6
+    /// `_refreshCurrentModelFromRegistry`): nothing is recorded in the session. A `fresh` of
+    /// another provider/id is ignored.
+    pub fn refresh_model(&self, fresh: Model) {
+        let mut state = self.inner.model.lock();
+        if let Some(m) = state.model.as_mut() {
+            if m.provider == fresh.provider && m.id == fresh.id {
+                *m = fresh;
+            }
+        }
+    }
+
     /// Models with credentials.
     pub fn available_models(&self) -> Vec<Model> {
         (self.inner.services.available_models)()

@@ -573,7 +573,13 @@ pub struct ModelRegistry {
     local: Vec<Model>,
     agent_dir: Option<PathBuf>,
     config: ModelsConfig,
-    /// `models.json` header configs of individual models, by (provider, id).
+    /// Providers registered by extensions (`pi.registerProvider`, upstream
+    /// docs/custom-provider.md), in registration order; a layer above `models.json`.
+    extension: Vec<(String, ProviderConfig)>,
+    /// The extension providers registered with `streamSimple` (their models of the
+    /// provider's `api` stream from the extension).
+    extension_streams: Vec<String>,
+    /// `models.json` and extension header configs of individual models, by (provider, id).
     model_headers: HashMap<(String, String), Map<String, Value>>,
     auth: AuthStorage,
     error: Option<String>,
@@ -620,8 +626,30 @@ impl ModelRegistry {
         auth: AuthStorage,
         agent_dir: Option<&Path>,
     ) -> Self {
+        let mut reg = ModelRegistry {
+            explicit_builtin,
+            slots: Vec::new(),
+            all: std::sync::OnceLock::new(),
+            local: Vec::new(),
+            agent_dir: agent_dir.map(Path::to_path_buf),
+            config,
+            extension: Vec::new(),
+            extension_streams: Vec::new(),
+            model_headers: HashMap::new(),
+            auth,
+            error: None,
+            models_json: None,
+        };
+        reg.collect_model_headers();
+        reg.rebuild_slots();
+        reg
+    }
+
+    /// The model-level header configs of `models.json` then of the extension providers (a
+    /// later layer's entry for the same model replaces an earlier one).
+    fn collect_model_headers(&mut self) {
         let mut model_headers = HashMap::new();
-        for (provider, p) in &config.providers {
+        for (provider, p) in self.config.providers.iter().chain(&self.extension) {
             for (id, raw) in p.model_overrides.iter().flatten() {
                 if let Ok(ModelConfig {
                     headers: Some(h), ..
@@ -641,20 +669,174 @@ impl ModelRegistry {
                 }
             }
         }
-        let mut reg = ModelRegistry {
-            explicit_builtin,
-            slots: Vec::new(),
-            all: std::sync::OnceLock::new(),
-            local: Vec::new(),
-            agent_dir: agent_dir.map(Path::to_path_buf),
-            config,
-            model_headers,
-            auth,
-            error: None,
-            models_json: None,
-        };
-        reg.rebuild_slots();
-        reg
+        self.model_headers = model_headers;
+    }
+
+    /// Registers (or replaces) the extension provider `name` (`pi.registerProvider(name,
+    /// config)`, upstream docs/custom-provider.md, legacy `ProviderConfig` form): without
+    /// `models` it redirects an existing provider (`baseUrl`, `headers`, `apiKey`, … apply to
+    /// its models, which stay); with `models` those replace every model of the provider.
+    /// Extension values win over `models.json` ones. `Err`: upstream's message for a config
+    /// that cannot be composed (nothing configured, a model without `baseUrl`/`api`, a new
+    /// provider without any authentication); the registry is then unchanged.
+    pub fn register_extension_provider(
+        &mut self,
+        name: &str,
+        config: ProviderConfig,
+        streams: bool,
+    ) -> Result<(), String> {
+        self.check_extension_provider(name, &config, streams)?;
+        match self.extension.iter_mut().find(|(n, _)| n == name) {
+            Some((_, c)) => *c = config,
+            None => self.extension.push((name.to_string(), config)),
+        }
+        self.extension_streams.retain(|n| n != name);
+        if streams {
+            self.extension_streams.push(name.to_string());
+        }
+        self.collect_model_headers();
+        self.rebuild_slots();
+        Ok(())
+    }
+
+    /// Removes the extension provider `name` (`pi.unregisterProvider`): what it replaced
+    /// (built-in models, `models.json` values) is back. `false` when none was registered.
+    pub fn unregister_extension_provider(&mut self, name: &str) -> bool {
+        let before = self.extension.len();
+        self.extension.retain(|(n, _)| n != name);
+        self.extension_streams.retain(|n| n != name);
+        let removed = self.extension.len() != before;
+        if removed {
+            self.collect_model_headers();
+            self.rebuild_slots();
+        }
+        removed
+    }
+
+    /// Removes every extension provider (before the extensions are loaded again).
+    pub fn clear_extension_providers(&mut self) {
+        if !self.extension.is_empty() {
+            self.extension.clear();
+            self.extension_streams.clear();
+            self.collect_model_headers();
+            self.rebuild_slots();
+        }
+    }
+
+    /// Whether `model` streams from its extension provider's `streamSimple` (upstream
+    /// `composeModelProvider`: the provider registered one and the model's `api` is the
+    /// provider's `api`).
+    pub fn extension_streams(&self, model: &Model) -> bool {
+        self.extension_streams.contains(&model.provider)
+            && self
+                .extension
+                .iter()
+                .any(|(n, c)| *n == model.provider && c.api.as_deref() == Some(model.api.as_str()))
+    }
+
+    /// The names of the registered extension providers, in registration order.
+    pub fn extension_providers(&self) -> Vec<String> {
+        self.extension.iter().map(|(n, _)| n.clone()).collect()
+    }
+
+    /// Upstream `validateExtensionProvider` / `composeModelProvider` checks, phrased as
+    /// upstream 1.6 `core/provider-composer.js` phrases them.
+    fn check_extension_provider(
+        &self,
+        name: &str,
+        p: &ProviderConfig,
+        streams: bool,
+    ) -> Result<(), String> {
+        if streams && p.api.is_none() {
+            return Err(format!(
+                "Provider {name}: \"api\" is required when registering streamSimple."
+            ));
+        }
+        let configures_something = p.models.as_ref().is_some_and(|m| !m.is_empty())
+            || p.base_url.is_some()
+            || p.headers.is_some()
+            || p.compat.is_some()
+            || p.model_overrides.as_ref().is_some_and(|m| !m.is_empty())
+            || p.api_key.is_some()
+            || p.auth_header;
+        if !configures_something {
+            return Err(format!(
+                "Provider {name}: must specify \"baseUrl\", \"headers\", \"compat\", \"modelOverrides\", or \"models\"."
+            ));
+        }
+        let builtin = !pi_ai::models::provider_models(name).is_empty();
+        for m in p.models.iter().flatten() {
+            let api = m.api.as_deref().or(p.api.as_deref());
+            let defaults = builtin_defaults(name, &m.id, api);
+            if api.is_none() && defaults.is_none() {
+                return Err(format!(
+                    "Provider {name}, model {}: no \"api\" specified. Set it at model level or provider level.",
+                    m.id
+                ));
+            }
+            if m.base_url.is_none() && p.base_url.is_none() && defaults.is_none() {
+                return Err(format!(
+                    "Provider {name}: \"baseUrl\" is required when defining custom models."
+                ));
+            }
+            for (field, v) in [
+                ("contextWindow", m.context_window),
+                ("maxTokens", m.max_tokens),
+            ] {
+                if v.is_some_and(|n| n.is_nan() || n <= 0.0) {
+                    return Err(format!("Provider {name}, model {}: invalid {field}", m.id));
+                }
+            }
+        }
+        let keyed = p.api_key.is_some()
+            || self
+                .config
+                .provider(name)
+                .is_some_and(|c| c.api_key.is_some());
+        if !builtin && !keyed && !self.auth.has_entry(name) && !pi_ai::env_has_credentials(name) {
+            return Err(format!(
+                "Provider {name}: no authentication method configured."
+            ));
+        }
+        Ok(())
+    }
+
+    /// The `models.json` entry of `provider`, then its extension entry (the later wins).
+    fn provider_layers<'a>(
+        &'a self,
+        provider: &'a str,
+    ) -> impl Iterator<Item = &'a ProviderConfig> {
+        self.config.provider(provider).into_iter().chain(
+            self.extension
+                .iter()
+                .filter(move |(n, _)| n == provider)
+                .map(|(_, c)| c),
+        )
+    }
+
+    /// Whether a configured `apiKey` gives `provider` credentials: an extension's counts when
+    /// it is a `!command` or every variable it names is set (upstream `composeApiKeyAuth`
+    /// `check`); a `models.json` one counts as soon as it is there (as before).
+    fn configured_key_counts(&self, provider: &str) -> bool {
+        let extension_key = self
+            .extension
+            .iter()
+            .filter(|(n, _)| n == provider)
+            .find_map(|(_, c)| c.api_key.as_deref());
+        match extension_key {
+            Some(raw) => raw.starts_with('!') || super::value::expand_template(raw, None).is_some(),
+            None => self
+                .config
+                .provider(provider)
+                .is_some_and(|p| p.api_key.is_some()),
+        }
+    }
+
+    /// The configured `apiKey` of `provider` (the extension's over `models.json`'s).
+    fn configured_api_key<'a>(&'a self, provider: &'a str) -> Option<&'a str> {
+        self.provider_layers(provider)
+            .filter_map(|p| p.api_key.as_deref())
+            .last()
     }
 
     /// One slot per provider: built-in providers in catalogue order, then the other providers
@@ -681,7 +863,7 @@ impl ModelRegistry {
                 .filter(|p| p.models > 0)
                 .for_each(|p| add(&p.id, true, &mut slots)),
         }
-        for (provider, _) in &self.config.providers {
+        for (provider, _) in self.config.providers.iter().chain(&self.extension) {
             add(provider, false, &mut slots);
         }
         for m in &self.local {
@@ -719,10 +901,21 @@ impl ModelRegistry {
                 .collect(),
         };
         let mut custom_pos = 0usize;
-        for (name, p) in &self.config.providers {
+        let layers = self
+            .config
+            .providers
+            .iter()
+            .map(|e| (e, false))
+            .chain(self.extension.iter().map(|e| (e, true)));
+        for ((name, p), from_extension) in layers {
             if name != provider {
                 custom_pos += p.models.as_ref().map_or(0, Vec::len);
                 continue;
+            }
+            // An extension's `models` replace the provider's models (upstream
+            // `applyExtension`); model-level values still win over the provider's.
+            if from_extension && p.models.is_some() {
+                models.clear();
             }
             // Provider-level settings apply to the built-in models of that provider.
             for (_, m) in models.iter_mut() {
@@ -772,7 +965,13 @@ impl ModelRegistry {
 
     /// Re-reads `models.json` and `auth.json` (keeping runtime keys is the caller's job).
     pub fn reload(&mut self, agent_dir: &Path) {
+        let extension = std::mem::take(&mut self.extension);
+        let streams = std::mem::take(&mut self.extension_streams);
         *self = Self::load(agent_dir);
+        self.extension = extension;
+        self.extension_streams = streams;
+        self.collect_model_headers();
+        self.rebuild_slots();
     }
 
     /// The `models.json` error of the last load, if any.
@@ -852,16 +1051,12 @@ impl ModelRegistry {
             !own.is_empty() && own.into_iter().all(is_keyless)
         };
         let customised = self
-            .config
-            .provider(provider)
-            .is_some_and(|p| p.models.as_ref().is_some_and(|m| !m.is_empty()))
+            .provider_layers(provider)
+            .any(|p| p.models.as_ref().is_some_and(|m| !m.is_empty()))
             || self.local.iter().any(|m| m.provider == provider);
         self.auth.has_entry(provider)
             || pi_ai::env_has_credentials(provider)
-            || self
-                .config
-                .provider(provider)
-                .is_some_and(|p| p.api_key.is_some())
+            || self.configured_key_counts(provider)
             || (customised && all_local())
     }
 
@@ -873,10 +1068,7 @@ impl ModelRegistry {
         self.auth
             .stored_api_key(provider)
             .or_else(|| {
-                self.config
-                    .provider(provider)?
-                    .api_key
-                    .as_deref()
+                self.configured_api_key(provider)
                     .and_then(resolve_config_value_uncached)
                     .filter(|k| !k.is_empty())
             })
@@ -919,10 +1111,7 @@ impl ModelRegistry {
         // environment, not a stored or models.json key, and goes out as a bearer token.
         let configured = self.auth.stored_api_key(&model.provider).is_some()
             || self.auth.is_oauth(&model.provider)
-            || self
-                .config
-                .provider(&model.provider)
-                .is_some_and(|p| p.api_key.is_some());
+            || self.configured_api_key(&model.provider).is_some();
         if let (false, Some(token)) = (
             configured,
             pi_ai::env_keys::env_bearer_token(&model.provider),
@@ -933,17 +1122,20 @@ impl ModelRegistry {
             );
             api_key = None;
         }
-        let provider = self.config.provider(&model.provider);
-        if let Some(h) = provider.and_then(|p| p.headers.as_ref()) {
+        for h in self
+            .provider_layers(&model.provider)
+            .filter_map(|p| p.headers.as_ref())
+        {
             headers.extend(resolve_headers(h));
         }
+        let auth_header = self.provider_layers(&model.provider).any(|p| p.auth_header);
         if let Some(h) = self
             .model_headers
             .get(&(model.provider.clone(), model.id.clone()))
         {
             headers.extend(resolve_headers(h));
         }
-        if provider.is_some_and(|p| p.auth_header) {
+        if auth_header {
             let Some(key) = &api_key else {
                 if keyless {
                     return Ok(RequestAuth {

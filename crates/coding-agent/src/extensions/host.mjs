@@ -402,7 +402,8 @@ function makeApi(ext) {
 		getFlag: (name) => (ext.flags.has(name) ? (flagValues.has(name) ? flagValues.get(name) : ext.flags.get(name).default) : undefined),
 		registerMessageRenderer: noop,
 		registerEntryRenderer: noop,
-		registerProvider: noop,
+		registerProvider: (name, config) => registerProvider(ext, name, config),
+		unregisterProvider: (name) => unregisterProvider(name),
 		sendMessage: (message, o) => firePi("sendMessage", { message, options: o }),
 		sendUserMessage: (content, o) => firePi("sendUserMessage", { content, options: o }),
 		appendEntry: (customType, data) => firePi("appendEntry", { customType, data }),
@@ -476,6 +477,113 @@ function execCmd(command, args, o) {
 	});
 }
 
+// ---- providers (pi.registerProvider; upstream docs/custom-provider.md) ----
+// The legacy `ProviderConfig` form: pi applies the data part to its model registry (provider.rs);
+// `streamSimple`/`stream` stay here and serve `stream` requests. Calls made in the factory reach
+// pi before the load reply, so startup model selection sees them; later calls apply at once.
+const providers = new Map(); // name -> {ext, config}
+function registerProvider(ext, name, config) {
+	if (typeof name !== "string") {
+		reportError(ext.path, "register_provider", new Error("registering a complete Provider object is not supported by this pi build; use pi.registerProvider(name, config)"));
+		return;
+	}
+	if (!config || typeof config !== "object") throw new Error("Provider config is required when registering by name");
+	const streams = typeof config.streamSimple === "function" || typeof config.stream === "function";
+	providers.set(name, { ext, config });
+	callPi("registerProvider", { name, config, streams }).then((r) => {
+		if (r && r.error !== undefined) {
+			if (providers.get(name) && providers.get(name).config === config) providers.delete(name);
+			reportError(ext.path, "register_provider", new Error(r.error));
+		}
+	});
+}
+function unregisterProvider(name) {
+	providers.delete(name);
+	firePi("unregisterProvider", { name });
+}
+
+// Upstream AssistantMessageEvent -> the normalised event pi reads (wire.rs ProviderStreamEvent).
+const num = (v) => (typeof v === "number" && Number.isFinite(v) ? v : 0);
+function normUsage(u) {
+	const x = u && typeof u === "object" ? u : {};
+	const c = x.cost && typeof x.cost === "object" ? x.cost : {};
+	return { ...x, input: num(x.input), output: num(x.output), cacheRead: num(x.cacheRead), cacheWrite: num(x.cacheWrite), totalTokens: num(x.totalTokens),
+		cost: { ...c, input: num(c.input), output: num(c.output), cacheRead: num(c.cacheRead), cacheWrite: num(c.cacheWrite), total: num(c.total) } };
+}
+function normMessage(m, model, reason) {
+	const x = m && typeof m === "object" ? m : {};
+	const { role: _role, ...rest } = x;
+	return { ...rest, content: Array.isArray(x.content) ? x.content : [], api: x.api ?? model.api, provider: x.provider ?? model.provider, model: x.model ?? model.id,
+		usage: normUsage(x.usage), stopReason: x.stopReason ?? reason ?? "stop", timestamp: typeof x.timestamp === "number" ? x.timestamp : Date.now() };
+}
+function streamEvent(ev, model) {
+	const i = ev.contentIndex;
+	switch (ev.type) {
+		case "start":
+			return { type: "start", partial: normMessage({ ...ev.partial, content: [] }, model, "pending") };
+		case "text_start":
+		case "thinking_start":
+			return { type: ev.type, contentIndex: i };
+		case "text_delta":
+		case "thinking_delta":
+		case "toolcall_delta":
+			return { type: ev.type, contentIndex: i, delta: String(ev.delta ?? "") };
+		case "text_end":
+		case "thinking_end":
+			return { type: ev.type, contentIndex: i, content: String(ev.content ?? "") };
+		case "toolcall_start": {
+			const b = (ev.partial && Array.isArray(ev.partial.content) && ev.partial.content[i]) || {};
+			return { type: ev.type, contentIndex: i, id: String(b.id ?? ""), toolName: String(b.name ?? "") };
+		}
+		case "toolcall_end": {
+			const tc = ev.toolCall || {};
+			return { type: ev.type, contentIndex: i, toolCall: { ...tc, type: "toolCall", arguments: tc.arguments && typeof tc.arguments === "object" ? tc.arguments : {} } };
+		}
+		case "done":
+			return { type: "done", reason: ev.reason ?? "stop", message: normMessage(ev.message, model, ev.reason) };
+		case "error": {
+			const reason = ev.reason === "aborted" ? "aborted" : "error";
+			const error = normMessage(ev.error, model, reason);
+			error.stopReason = reason;
+			if (typeof error.errorMessage !== "string") error.errorMessage = reason === "aborted" ? "Request was aborted" : "Unknown error";
+			return { type: "error", reason, error };
+		}
+		default:
+			return undefined;
+	}
+}
+// A `stream` request: the provider's streamSimple (else stream) with an AbortSignal that pi's
+// `abort` (same id) fires; each event goes back as `stream_event`, a changed partial usage
+// first as a `usage` event.
+async function runStream(msg) {
+	const p = providers.get(msg.provider);
+	const fn = p && (p.config.streamSimple || p.config.stream);
+	if (typeof fn !== "function") throw new Error(`No stream function registered for provider ${msg.provider}`);
+	const ac = new AbortController();
+	aborters.set(msg.id, ac);
+	try {
+		const stream = await fn.call(p.config, msg.model, msg.context, { ...msg.options, signal: ac.signal });
+		let usage;
+		for await (const ev of stream) {
+			if (!ev || typeof ev !== "object") continue;
+			const out = streamEvent(ev, msg.model);
+			if (!out) continue;
+			if (ev.partial && ev.partial.usage && out.type !== "start") {
+				const u = JSON.stringify(ev.partial.usage);
+				if (u !== usage) {
+					usage = u;
+					send({ t: "stream_event", id: msg.id, event: { type: "usage", usage: normUsage(ev.partial.usage) } });
+				}
+			}
+			send({ t: "stream_event", id: msg.id, event: out });
+			if (out.type === "done" || out.type === "error") break;
+		}
+	} finally {
+		aborters.delete(msg.id);
+	}
+	return null;
+}
+
 // ---- loading ----
 async function load(list) {
 	paths = list;
@@ -511,6 +619,8 @@ async function load(list) {
 // instances subscribe again).
 async function reloadAll() {
 	generation++;
+	for (const name of providers.keys()) firePi("unregisterProvider", { name });
+	providers.clear();
 	extensions.length = 0;
 	commands.clear();
 	tools.clear();
@@ -853,6 +963,8 @@ async function handle(msg) {
 			return runCommand(msg.name, msg.args);
 		case "tool":
 			return runTool(msg);
+		case "stream":
+			return runStream(msg);
 		case "ping":
 			return null;
 		case "reload":

@@ -1,6 +1,6 @@
 //! The Node child process that runs extensions, and the request/reply plumbing to it.
 
-use super::wire::{FromHost, LoadResult, ToHost};
+use super::wire::{FromHost, LoadResult, ProviderStreamEvent, ToHost};
 use crate::agent_session::EventSink;
 use crate::rpc::protocol::RpcEvent;
 use parking_lot::Mutex;
@@ -77,6 +77,9 @@ pub type UpdateSink = Arc<dyn Fn(Value) + Send + Sync>;
 
 type Updates = Arc<Mutex<HashMap<u64, UpdateSink>>>;
 
+/// Where the events of each running extension-provider stream go ([`FromHost::StreamEvent`]).
+type Streams = Arc<Mutex<HashMap<u64, mpsc::UnboundedSender<ProviderStreamEvent>>>>;
+
 /// What `pi` does with one API call from an extension ([`FromHost::Call`]): the synchronous
 /// part has run when this is returned (so calls take effect in the order they were made); a
 /// call that carried an id is answered with the value, at once or once the future is done.
@@ -96,6 +99,7 @@ pub struct ExtensionHost {
     tx: mpsc::UnboundedSender<String>,
     pending: Pending,
     updates: Updates,
+    streams: Streams,
     next_id: AtomicU64,
     dead: Arc<AtomicBool>,
     exit_note: Arc<Mutex<String>>,
@@ -173,6 +177,8 @@ impl ExtensionHost {
         let pending: Pending = Arc::default();
         let updates: Updates = Arc::default();
         let ups = updates.clone();
+        let streams: Streams = Arc::default();
+        let stream_routes = streams.clone();
         let dead = Arc::new(AtomicBool::new(false));
         let exit_note = Arc::new(Mutex::new(String::new()));
         let (p, d, note) = (pending.clone(), dead.clone(), exit_note.clone());
@@ -240,6 +246,11 @@ impl ExtensionHost {
                             });
                         }
                     },
+                    FromHost::StreamEvent { id, event } => {
+                        if let Some(tx) = stream_routes.lock().get(&id) {
+                            let _ = tx.send(*event);
+                        }
+                    }
                     FromHost::ToolUpdate { id, partial } => {
                         let sink = ups.lock().get(&id).cloned();
                         if let Some(sink) = sink {
@@ -272,11 +283,13 @@ impl ExtensionHost {
             for (_, tx) in p.lock().drain() {
                 let _ = tx.send(Err(HostError::Died(text.clone())));
             }
+            stream_routes.lock().clear();
         });
         Ok(Arc::new(ExtensionHost {
             tx,
             pending,
             updates,
+            streams,
             next_id: AtomicU64::new(1),
             dead,
             exit_note,
@@ -397,6 +410,19 @@ impl ExtensionHost {
         let r = self.request_bounded(id, msg, timeout, eof_bounded).await;
         self.updates.lock().remove(&id);
         r
+    }
+
+    /// Routes the [`FromHost::StreamEvent`]s of request `id` to the returned receiver until
+    /// [`ExtensionHost::close_stream`] (or the host's exit).
+    pub fn open_stream(&self, id: u64) -> mpsc::UnboundedReceiver<ProviderStreamEvent> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.streams.lock().insert(id, tx);
+        rx
+    }
+
+    /// Stops routing the stream events of request `id`.
+    pub fn close_stream(&self, id: u64) {
+        self.streams.lock().remove(&id);
     }
 
     /// Fires the `AbortSignal` of request `id` in the host (its reply still comes).

@@ -19,6 +19,7 @@
 pub mod api;
 pub mod events;
 pub mod host;
+pub mod provider;
 pub mod tool;
 pub mod typescript;
 pub mod wire;

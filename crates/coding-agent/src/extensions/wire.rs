@@ -121,6 +121,24 @@ pub enum ToHost {
         /// The request to abort.
         id: u64,
     },
+    /// Stream one response from an extension provider's `streamSimple` (upstream
+    /// docs/custom-provider.md "Implement custom streaming"). The host calls
+    /// `streamSimple(model, context, options)` of the provider registered as `provider`, with
+    /// an `AbortSignal` that [`ToHost::Abort`] of this id fires, and sends each event it yields
+    /// as [`FromHost::StreamEvent`]. Reply: `null` once the stream has ended; an error when
+    /// `streamSimple` threw or the provider is gone.
+    Stream {
+        /// Request id.
+        id: u64,
+        /// The registered provider's name.
+        provider: String,
+        /// The model object (upstream `Model`, as `get_state` shows it).
+        model: Box<pi_ai::Model>,
+        /// The request context in upstream 1.6's `TranscriptContext` shape.
+        context: TranscriptContext,
+        /// Upstream `SimpleStreamOptions` (the `signal` is added by the host).
+        options: StreamRequestOptions,
+    },
     /// A client's `extension_ui_response` (rpc-protocol.md §6.2), forwarded as is.
     UiResponse {
         /// The dialog's request id.
@@ -179,6 +197,13 @@ pub enum FromHost {
         /// Its arguments.
         #[serde(default)]
         params: Value,
+    },
+    /// One event of the stream of [`ToHost::Stream`] request `id`, normalised by the host.
+    StreamEvent {
+        /// The request id.
+        id: u64,
+        /// The event.
+        event: Box<ProviderStreamEvent>,
     },
     /// A partial result of request `id`: an extension tool's `onUpdate` value (forwarded as
     /// `tool_execution_update`), or a text delta of a `user_bash` `operations.exec` run.
@@ -285,4 +310,250 @@ pub struct ToolCallResult {
     /// The arguments after the handlers (they may edit `event.input`).
     #[serde(default)]
     pub input: Option<Value>,
+}
+
+/// Upstream 1.6 `TranscriptContext` (pi-ai `utils/transcript`): the system prompt and the tools
+/// travel in a leading system message (`getCurrentSystemPrompt(context.messages)`,
+/// `getCurrentTools(context.messages)` read them), then the conversation.
+#[derive(Debug, Clone, Serialize)]
+pub struct TranscriptContext {
+    /// `[system?, ...messages]`.
+    pub messages: Vec<TranscriptMessage>,
+}
+
+/// One message of a [`TranscriptContext`].
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum TranscriptMessage {
+    /// The leading system message.
+    System(SystemMessage),
+    /// A `user`, `assistant` or `toolResult` message as the session stores it.
+    Message(Box<pi_ai::Message>),
+}
+
+/// Upstream `SystemMessage`: `{role: "system", content, toolsAdded?, timestamp}`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SystemMessage {
+    /// Always `"system"`.
+    pub role: &'static str,
+    /// The system prompt text.
+    pub content: String,
+    /// The tools offered (`{name, description, parameters}`); absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tools_added: Vec<pi_ai::ToolDefinition>,
+    /// Upstream's `createInitialSystemMessage` writes 0.
+    pub timestamp: i64,
+}
+
+impl TranscriptContext {
+    /// Upstream `normalizeContext`: a leading system message when there is a system prompt
+    /// or a tool, then the messages.
+    pub fn from_context(context: &pi_ai::Context) -> Self {
+        let mut messages = Vec::with_capacity(context.messages.len() + 1);
+        if !context.system_prompt.is_empty() || !context.tools.is_empty() {
+            messages.push(TranscriptMessage::System(SystemMessage {
+                role: "system",
+                content: context.system_prompt.clone(),
+                tools_added: context.tools.clone(),
+                timestamp: 0,
+            }));
+        }
+        messages.extend(
+            context
+                .messages
+                .iter()
+                .map(|m| TranscriptMessage::Message(Box::new(m.clone()))),
+        );
+        TranscriptContext { messages }
+    }
+}
+
+/// The upstream `SimpleStreamOptions` fields a request carries to the host.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StreamRequestOptions {
+    /// The resolved API key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_key: Option<String>,
+    /// The thinking level (`minimal` … `xhigh`); absent = off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<String>,
+    /// Output token cap.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+    /// The session id (prompt caching).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// Extra request headers (resolved).
+    #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
+    pub headers: serde_json::Map<String, Value>,
+}
+
+/// An event of an extension provider's stream (upstream `AssistantMessageEvent`), as host.mjs
+/// forwards it: without `partial`, except on `start`; `toolcall_start` carries the block's
+/// `id` and `toolName` from the partial message; `usage` is sent whenever the partial
+/// message's usage changed.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ProviderStreamEvent {
+    /// The response started.
+    Start {
+        /// The partial message so far (normalised by the host).
+        #[serde(default)]
+        partial: Option<Box<pi_ai::AssistantMessage>>,
+    },
+    /// A text block opens.
+    #[serde(rename_all = "camelCase")]
+    TextStart {
+        /// Index of the block in the message content.
+        content_index: usize,
+    },
+    /// More text.
+    #[serde(rename_all = "camelCase")]
+    TextDelta {
+        /// Index of the block.
+        content_index: usize,
+        /// The appended text.
+        delta: String,
+    },
+    /// A text block is complete.
+    #[serde(rename_all = "camelCase")]
+    TextEnd {
+        /// Index of the block.
+        content_index: usize,
+        /// The block's text.
+        #[serde(default)]
+        content: String,
+    },
+    /// A thinking block opens.
+    #[serde(rename_all = "camelCase")]
+    ThinkingStart {
+        /// Index of the block.
+        content_index: usize,
+    },
+    /// More reasoning text.
+    #[serde(rename_all = "camelCase")]
+    ThinkingDelta {
+        /// Index of the block.
+        content_index: usize,
+        /// The appended text.
+        delta: String,
+    },
+    /// A thinking block is complete.
+    #[serde(rename_all = "camelCase")]
+    ThinkingEnd {
+        /// Index of the block.
+        content_index: usize,
+        /// The block's text.
+        #[serde(default)]
+        content: String,
+    },
+    /// A tool call opens.
+    #[serde(rename = "toolcall_start", rename_all = "camelCase")]
+    ToolCallStart {
+        /// Index of the block.
+        content_index: usize,
+        /// The call id (from the partial message).
+        #[serde(default)]
+        id: String,
+        /// The tool name (from the partial message).
+        #[serde(default)]
+        tool_name: String,
+    },
+    /// A fragment of the arguments JSON.
+    #[serde(rename = "toolcall_delta", rename_all = "camelCase")]
+    ToolCallDelta {
+        /// Index of the block.
+        content_index: usize,
+        /// The fragment.
+        delta: String,
+    },
+    /// A tool call is complete.
+    #[serde(rename = "toolcall_end", rename_all = "camelCase")]
+    ToolCallEnd {
+        /// Index of the block.
+        content_index: usize,
+        /// The block (`{type: "toolCall", id, name, arguments}`).
+        tool_call: pi_ai::Content,
+    },
+    /// The partial message's usage changed (cumulative).
+    Usage {
+        /// The usage so far.
+        usage: pi_ai::Usage,
+    },
+    /// The normal end.
+    Done {
+        /// `stop`, `length` or `toolUse`.
+        reason: pi_ai::StopReason,
+        /// The final message.
+        message: Box<pi_ai::AssistantMessage>,
+    },
+    /// Failure or abort.
+    Error {
+        /// `error` or `aborted`.
+        reason: pi_ai::StopReason,
+        /// The final message (`errorMessage` set).
+        error: Box<pi_ai::AssistantMessage>,
+    },
+}
+
+/// A provider (un)registration call from an extension ([`FromHost::Call`] methods
+/// `registerProvider` / `unregisterProvider`, upstream `pi.registerProvider(name, config)`).
+#[derive(Debug, Clone)]
+pub enum ProviderCall {
+    /// `registerProvider`: `{name, config, streams}`.
+    Register(Box<RegisterProvider>),
+    /// `unregisterProvider`: `{name}`.
+    Unregister {
+        /// The provider's name.
+        name: String,
+    },
+}
+
+/// The params of a `registerProvider` call.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RegisterProvider {
+    /// The provider's name (id).
+    pub name: String,
+    /// The legacy `ProviderConfig` with its functions dropped (parsed as `models.json`'s
+    /// provider entries are; unknown keys such as `oauth`, `type` are ignored).
+    pub config: crate::config::models::ProviderConfig,
+    /// Whether the config has `streamSimple` (or `stream`).
+    #[serde(default)]
+    pub streams: bool,
+}
+
+#[derive(Deserialize)]
+struct UnregisterParams {
+    name: String,
+}
+
+impl ProviderCall {
+    /// The provider call `method` names with its `params`; `None` for any other method,
+    /// `Some(Err)` for params that do not parse.
+    pub fn parse(method: &str, params: &Value) -> Option<Result<ProviderCall, String>> {
+        match method {
+            "registerProvider" => Some(
+                RegisterProvider::deserialize(params)
+                    .map(|r| ProviderCall::Register(Box::new(r)))
+                    .map_err(|e| e.to_string()),
+            ),
+            "unregisterProvider" => Some(
+                UnregisterParams::deserialize(params)
+                    .map(|p| ProviderCall::Unregister { name: p.name })
+                    .map_err(|e| e.to_string()),
+            ),
+            _ => None,
+        }
+    }
+}
+
+/// The answer to a provider call: `{error}` when the registration was refused.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ProviderCallResult {
+    /// Why the registration was refused (upstream's message).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
