@@ -1120,3 +1120,81 @@ fn sdk_theme_colours_notifications_as_upstream() {
     let (agent, text) = command_notice(&root, &[], "colour");
     assert_eq!(text, "\u{1b}[38;5;5mhi\u{1b}[39m|b", "{}", agent.dump());
 }
+
+/// Upstream 1.6's examples that import SDK names the stand-ins lacked (`createBashTool`,
+/// `convertToLlm`, `VERSION`, `parseKey`, pi-ai's `complete`, pi-ai/compat, …) load unchanged
+/// with the real SDK: no `extension_error`, no load error on stderr (see [`upstream_sdk`]).
+#[test]
+fn upstream_examples_that_need_the_real_sdk_load() {
+    let Some(dir) = upstream_examples() else {
+        return;
+    };
+    if !upstream_sdk() {
+        return;
+    }
+    let (_fake, root) = setup(Script::new([]), DEFAULT_MODEL);
+    for name in [
+        "bash-spawn-hook.ts",
+        "built-in-tool-renderer.ts",
+        "custom-compaction.ts",
+        "custom-header.ts",
+        "custom-provider-gitlab-duo/index.ts",
+        "doom-overlay/index.ts",
+        "github-issue-autocomplete.ts",
+        "handoff.ts",
+        "minimal-mode.ts",
+        "overlay-test.ts",
+        "preset.ts",
+        "provider-payload.ts",
+        "space-invaders.ts",
+        "ssh.ts",
+        "subagent/index.ts",
+        "summarize.ts",
+        "tool-override.ts",
+        "truncated-tool.ts",
+    ] {
+        let file = dir.join(name);
+        let mut agent = root.spawn_with(false, &["-e", file.to_str().unwrap()]);
+        let r = agent.request(json!({"id": "c", "type": "get_commands"}));
+        assert_eq!(r["success"], true, "{name}: {}", agent.dump());
+        let errors: Vec<Value> = agent
+            .events()
+            .into_iter()
+            .filter(|v| kind(v) == "extension_error")
+            .collect();
+        assert!(errors.is_empty(), "{name}: {errors:?}");
+        assert!(
+            !agent.stderr().contains("failed to load"),
+            "{name}: {}",
+            agent.stderr()
+        );
+        agent.kill();
+    }
+}
+
+/// Upstream's `bash-spawn-hook.ts`: a `bash` tool made by the SDK's own `createBashTool` with
+/// a spawn hook runs in the host; the hook's environment reaches the command.
+#[test]
+fn upstream_bash_spawn_hook_example_runs_the_sdks_bash_tool() {
+    let Some(ext) = upstream_example("bash-spawn-hook.ts") else {
+        return;
+    };
+    if !upstream_sdk() {
+        return;
+    }
+    let (_fake, root) = setup(
+        Script::new([
+            Turn::tool_call("bash", json!({"command": "echo hook=$PI_SPAWN_HOOK"})),
+            Turn::text("ok"),
+        ]),
+        DEFAULT_MODEL,
+    );
+    let mut agent = root.spawn_with(false, &["-e", &ext]);
+    agent.send(json!({"id": "p", "type": "prompt", "message": "run"}));
+    agent.wait_event("agent_settled");
+    let end = tool_end(&agent);
+    let text = end["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("hook=1"), "{}", agent.dump());
+}
