@@ -9,12 +9,11 @@ import { createInterface } from "node:readline";
 import { pathToFileURL } from "node:url";
 import { randomUUID } from "node:crypto";
 import { spawn } from "node:child_process";
-import { register } from "node:module";
-import { MessageChannel } from "node:worker_threads";
+import * as nodeModule from "node:module";
 import { readFileSync, realpathSync } from "node:fs";
 import { join } from "node:path";
 import zlib from "node:zlib";
-import workerThreads from "node:worker_threads";
+import workerThreads, { MessageChannel } from "node:worker_threads";
 
 const protoWrite = process.stdout.write.bind(process.stdout);
 const toStderr = (...a) => process.stderr.write(a.map((x) => (typeof x === "string" ? x : JSON.stringify(x))).join(" ") + "\n");
@@ -64,6 +63,13 @@ if (SDK_DIR && typeof zlib.createZstdDecompress !== "function") {
 	};
 }
 if (SDK_DIR && typeof workerThreads.markAsUncloneable !== "function") workerThreads.markAsUncloneable = () => {};
+// Node 22.1+: V8's code cache for what is loaded from here on (the SDK's modules above all),
+// kept beside the SDK; Node 20 has no such cache.
+if (SDK_DIR && typeof nodeModule.enableCompileCache === "function") {
+	try {
+		nodeModule.enableCompileCache(join(SDK_DIR, ".compile-cache"));
+	} catch {}
+}
 
 function realDir(p) {
 	try {
@@ -205,6 +211,7 @@ function loaderHooks({ fs, path, url, sdkDir, modules, standIns }) {
 		const lines = [];
 		let i = 0;
 		for (const name of names) {
+			if (!/^[\w$]+$/.test(name)) continue; // `import { "a-b" as x }`: not re-exportable here
 			const at = map[name];
 			if (!at) lines.push(`export const ${name} = undefined;`);
 			else if (at[1] === "*") lines.push(`import * as _${i} from ${JSON.stringify(at[0])}; export { _${i++} as ${name} };`);
@@ -409,7 +416,7 @@ const hooks = hooksSource;
 // Set by the loader hooks when a module mentions "theme" (see importTheme).
 const themeSeen = new Int32Array(new SharedArrayBuffer(4));
 const { port1, port2 } = new MessageChannel();
-register("data:text/javascript," + encodeURIComponent(hooks), { data: { port: port2, themeSeen }, transferList: [port2] });
+nodeModule.register("data:text/javascript," + encodeURIComponent(hooks), { data: { port: port2, themeSeen }, transferList: [port2] });
 port1.on("message", async ({ id, path }) => {
 	const r = await callPi("transpile", { path });
 	port1.postMessage({ id, ...(r || { error: "no answer" }) });
