@@ -9,8 +9,11 @@ import { createInterface } from "node:readline";
 import { pathToFileURL } from "node:url";
 import { randomUUID } from "node:crypto";
 import { spawn } from "node:child_process";
-import { register } from "node:module";
-import { MessageChannel } from "node:worker_threads";
+import * as nodeModule from "node:module";
+import { readFileSync, realpathSync } from "node:fs";
+import { join } from "node:path";
+import zlib from "node:zlib";
+import workerThreads, { MessageChannel } from "node:worker_threads";
 
 const protoWrite = process.stdout.write.bind(process.stdout);
 const toStderr = (...a) => process.stderr.write(a.map((x) => (typeof x === "string" ? x : JSON.stringify(x))).join(" ") + "\n");
@@ -21,95 +24,399 @@ function send(msg) {
 	protoWrite(JSON.stringify(msg) + "\n");
 }
 
-// ---- virtual modules (the imports upstream maps for extensions) ----
-const VIRTUAL = [
-	"@earendil-works/pi-coding-agent",
-	"@earendil-works/pi-agent-core",
-	"@earendil-works/pi-ai",
-	"@mariozechner/pi-coding-agent",
-	"@mariozechner/pi-agent-core",
-	"@mariozechner/pi-ai",
-	"typebox",
-	"typebox/compile",
-	"typebox/value",
-	"@sinclair/typebox",
-	"@earendil-works/pi-tui",
-	"@mariozechner/pi-tui",
-];
-// Names the virtual modules export. TUI pieces (components, themes, key helpers) are inert
+// ---- the SDK modules extensions import (upstream's loader aliases, core/extensions/loader.js) ----
+// With the SDK cache (PI_HOST_SDK: the folder `npm install` filled with
+// @earendil-works/pi-coding-agent@1.6.0 and its dependencies; extensions/sdk.rs) these resolve
+// to upstream's real modules: the pi-ai root to the coding agent's extension view, as upstream.
+// Without it, to the stand-ins below (a warning was printed by pi).
+const SDK_DIR = process.env.PI_HOST_SDK ? realDir(process.env.PI_HOST_SDK) : undefined;
+delete process.env.PI_HOST_SDK;
+const AGENT = "@earendil-works/pi-coding-agent";
+const AI_VIEW = [AGENT, null, "dist/core/extensions/pi-ai-extension-view.js"];
+// specifier -> [package, export subpath, or null and a file inside the package]
+const SDK_MODULES = {
+	[AGENT]: [AGENT, "."],
+	"@earendil-works/pi-agent-core": ["@earendil-works/pi-agent-core", "."],
+	"@earendil-works/pi-tui": ["@earendil-works/pi-tui", "."],
+	"@earendil-works/pi-ai": AI_VIEW,
+	"@earendil-works/pi-ai/compat": AI_VIEW,
+	"@earendil-works/pi-ai/models": ["@earendil-works/pi-ai", "./models"],
+	"@earendil-works/pi-ai/oauth": ["@earendil-works/pi-ai", "./oauth"],
+	"@earendil-works/pi-ai/providers/all": ["@earendil-works/pi-ai", "./providers/all"],
+	typebox: ["typebox", "."],
+	"typebox/compile": ["typebox", "./compile"],
+	"typebox/value": ["typebox", "./value"],
+};
+for (const spec of Object.keys(SDK_MODULES)) {
+	if (spec.startsWith("@earendil-works/")) SDK_MODULES[spec.replace("@earendil-works/", "@mariozechner/")] = SDK_MODULES[spec];
+	if (spec.startsWith("typebox")) SDK_MODULES["@sinclair/" + spec] = SDK_MODULES[spec];
+}
+const VIRTUAL = Object.keys(SDK_MODULES);
+// Node 20 (the SDK targets Node 22.19): undici 8, which the SDK loads through CommonJS
+// `require` (out of the loader hooks' reach), uses two Node 22 functions as it loads:
+// `zlib.createZstdDecompress` (bound; a stand-in that throws: only a zstd-encoded response
+// fails, as it would on Node 20 anyway) and `worker_threads.markAsUncloneable` (a no-op: such
+// objects are then cloneable, which nothing here relies on).
+if (SDK_DIR && typeof zlib.createZstdDecompress !== "function") {
+	zlib.createZstdDecompress = () => {
+		throw new Error("zstd decompression needs Node.js 22.15 or newer");
+	};
+}
+if (SDK_DIR && typeof workerThreads.markAsUncloneable !== "function") workerThreads.markAsUncloneable = () => {};
+// Node 22.1+: V8's code cache for what is loaded from here on (the SDK's modules above all),
+// kept beside the SDK; Node 20 has no such cache.
+if (SDK_DIR && typeof nodeModule.enableCompileCache === "function") {
+	try {
+		nodeModule.enableCompileCache(join(SDK_DIR, ".compile-cache"));
+	} catch {}
+}
+
+function realDir(p) {
+	try {
+		return realpathSync(p);
+	} catch {
+		return undefined;
+	}
+}
+
+// Loader hooks (Node's loader thread, module.register; serialised with toString, so they see
+// only their arguments):
+// * SDK specifiers (above), imported from anywhere but the SDK itself, become one module per
+//   importer that exports just the names the importer imports (a scan of its import
+//   statements), each re-exported from the real file that defines it (exportMap), so only what
+//   is used is loaded; a name the SDK lacks is `undefined`, not a link error (upstream's jiti
+//   is as forgiving). A default or namespace import, `export *`, a dynamic import or no import
+//   statement found: the whole module. Without the SDK: the stand-ins, equally forgiving.
+// * Node 20 lacks `fs.globSync` (Node 22): the SDK's own `node:fs` imports get a copy of
+//   `node:fs` with a small `globSync` added.
+// * `.ts`/`.mts`/`.cts` files are transpiled by pi (oxc, in Rust), asked for over a
+//   MessagePort; inside TypeScript, `./x.js` falls back to `./x.ts` and extensionless `./x`
+//   to `./x.ts` / `./x/index.ts`, as tsc resolution does. Everything else resolves as Node
+//   does (the extension's own node_modules).
+function loaderHooks({ fs, path, url, sdkDir, modules, standIns }) {
+	const { fileURLToPath, pathToFileURL } = url;
+	const virtual = Object.keys(modules);
+	let port;
+	let n = 0;
+	const waiting = new Map();
+	const tsCode = new Map(); // file path -> transpiled code (the importer scan reads it)
+	const sdkUrl = sdkDir ? pathToFileURL(sdkDir).href + "/" : undefined;
+	const isTs = (u) => /\.(ts|mts|cts)$/.test(u.split("?")[0]);
+	const needFsShim = typeof fs.globSync !== "function";
+	let exportMap;
+	const entries = sdkDir ? sdkEntries() : undefined;
+
+	let themeSeen;
+	const noteTheme = (code) => {
+		if (themeSeen && typeof code === "string" && /theme/i.test(code)) Atomics.store(themeSeen, 0, 1);
+	};
+
+	function initialize(data) {
+		port = data.port;
+		themeSeen = data.themeSeen;
+		port.on("message", (m) => {
+			const w = waiting.get(m.id);
+			waiting.delete(m.id);
+			if (w) w(m);
+		});
+	}
+
+	async function resolve(spec, ctx, next) {
+		const parent = ctx.parentURL || "";
+		const inSdk = sdkUrl !== undefined && parent.startsWith(sdkUrl);
+		if (virtual.includes(spec) && !inSdk) {
+			return { url: "pi-sdk:" + spec + "?from=" + encodeURIComponent(parent), shortCircuit: true };
+		}
+		if (inSdk && needFsShim && (spec === "node:fs" || spec === "fs")) return { url: "pi-shim:fs", shortCircuit: true };
+		try {
+			return await next(spec, ctx);
+		} catch (e) {
+			if (!parent || !isTs(parent) || !(spec.startsWith(".") || spec.startsWith("/"))) throw e;
+			const alts = spec.endsWith(".js") ? [spec.slice(0, -3) + ".ts"] : /\.[a-z]+$/.test(spec) ? [] : [spec + ".ts", spec + "/index.ts"];
+			for (const alt of alts) {
+				try {
+					return await next(alt, ctx);
+				} catch {}
+			}
+			throw e;
+		}
+	}
+
+	async function load(u, ctx, next) {
+		if (u.startsWith("pi-sdk:")) {
+			const q = u.indexOf("?from=");
+			const spec = u.slice("pi-sdk:".length, q);
+			const names = importedNames(importerCode(decodeURIComponent(u.slice(q + 6))), spec);
+			return { format: "module", shortCircuit: true, source: entries ? realModule(spec, names) : standInModule(names) };
+		}
+		if (u === "pi-shim:fs") return { format: "module", shortCircuit: true, source: FS_SHIM };
+		if (u.startsWith("file:") && isTs(u)) {
+			const file = fileURLToPath(u);
+			const r = await new Promise((res) => {
+				const id = ++n;
+				waiting.set(id, res);
+				port.postMessage({ id, path: file });
+			});
+			if (r.error !== undefined) throw new SyntaxError(r.error);
+			tsCode.set(file, r.code);
+			noteTheme(r.code);
+			return { format: "module", source: r.code, shortCircuit: true };
+		}
+		const r = await next(u, ctx);
+		if (u.startsWith("file:") && !(sdkUrl && u.startsWith(sdkUrl)) && r.source != null) noteTheme(String(r.source));
+		return r;
+	}
+
+	function importerCode(parent) {
+		if (!parent.startsWith("file:")) return undefined;
+		const file = fileURLToPath(parent);
+		if (tsCode.has(file)) return tsCode.get(file);
+		try {
+			return fs.readFileSync(file, "utf8");
+		} catch {
+			return undefined;
+		}
+	}
+
+	// The names `code` imports from `spec` (a Set), or null: it needs the whole module.
+	function importedNames(code, spec) {
+		if (typeof code !== "string") return null;
+		const names = new Set();
+		let seen = false;
+		const braces = (list) => {
+			for (const part of list.split(",")) {
+				const name = part.trim().replace(/^type\s+/, "").split(/\s+as\s+/)[0].trim().replace(/^["']|["']$/g, "");
+				if (name === "default") return false;
+				if (name) names.add(name);
+			}
+			return true;
+		};
+		const from = /\b(import|export)\s*([^"'();]*?)\s*from\s*(["'])([^"'\n]+)\3/g;
+		for (const m of code.matchAll(from)) {
+			if (m[4] !== spec) continue;
+			seen = true;
+			const clause = m[2].trim();
+			const b = /^\{([^}]*)\}$/.exec(clause);
+			if (!b || !braces(b[1])) return null; // default, `* as ns`, `export *`
+		}
+		const bare = /\b(?:import\s*\(?|require\s*\()\s*(["'])([^"'\n]+)\1/g;
+		for (const m of code.matchAll(bare)) if (m[2] === spec) return null;
+		return seen ? names : null;
+	}
+
+	function realModule(spec, names) {
+		const entry = entries[spec];
+		if (names === null) return `export * from ${JSON.stringify(entry)}; import * as m from ${JSON.stringify(entry)}; export default (m.default ?? m);`;
+		const map = entryMap(entry);
+		const lines = [];
+		let i = 0;
+		for (const name of names) {
+			if (!/^[\w$]+$/.test(name)) continue; // `import { "a-b" as x }`: not re-exportable here
+			const at = map[name];
+			if (!at) lines.push(`export const ${name} = undefined;`);
+			else if (at[1] === "*") lines.push(`import * as _${i} from ${JSON.stringify(at[0])}; export { _${i++} as ${name} };`);
+			else lines.push(`export { ${at[1]} as ${name} } from ${JSON.stringify(at[0])};`);
+		}
+		return lines.join("\n");
+	}
+
+	function standInModule(names) {
+		if (names === null) return `const m = globalThis.__piVirtual; export default m; export const { ${standIns.join(", ")} } = m;`;
+		return names.size ? `export const { ${[...names].join(", ")} } = globalThis.__piVirtual;` : "";
+	}
+
+	// name -> [file URL, name there or "*" (a namespace)] for one entry: where each export is
+	// defined, following `export … from` chains. Computed from the files' export statements
+	// (no import), once per SDK, and kept beside it (.pi-exports.json, paths relative).
+	function entryMap(entry) {
+		if (!exportMap) exportMap = loadExportMap();
+		const rel = path.relative(sdkDir, fileURLToPath(entry));
+		if (!exportMap[rel]) {
+			exportMap[rel] = buildMap(fileURLToPath(entry));
+			saveExportMap();
+		}
+		const out = {};
+		for (const [name, [f, orig]] of Object.entries(exportMap[rel])) out[name] = [pathToFileURL(path.join(sdkDir, f)).href, orig];
+		return out;
+	}
+	const mapFile = () => path.join(sdkDir, ".pi-exports.json");
+	function loadExportMap() {
+		try {
+			return JSON.parse(fs.readFileSync(mapFile(), "utf8"));
+		} catch {
+			return {};
+		}
+	}
+	function saveExportMap() {
+		const tmp = mapFile() + "." + process.pid + ".tmp";
+		try {
+			fs.writeFileSync(tmp, JSON.stringify(exportMap));
+			fs.renameSync(tmp, mapFile());
+		} catch {
+			try {
+				fs.rmSync(tmp, { force: true });
+			} catch {}
+		}
+	}
+
+	function buildMap(entryFile) {
+		const parsed = new Map();
+		const target = (from, spec) => {
+			if (spec.startsWith(".")) return path.resolve(path.dirname(from), spec);
+			const m = /^((?:@[^/]+\/)?[^/]+)(\/.*)?$/.exec(spec);
+			if (!m || spec.startsWith("node:")) return undefined;
+			return packageFileIn(path.dirname(from), m[1], m[2] ? "." + m[2] : ".");
+		};
+		const exportsOf = (file) => {
+			if (parsed.has(file)) return parsed.get(file);
+			const ex = { explicit: new Map(), local: new Set(), stars: [] };
+			parsed.set(file, ex);
+			let src = "";
+			try {
+				src = fs.readFileSync(file, "utf8").replace(/\/\*[\s\S]*?\*\//g, "").replace(/^\s*\/\/.*$/gm, "");
+			} catch {}
+			for (const m of src.matchAll(/\bexport\s*\*\s*as\s+([\w$]+)\s*from\s*["']([^"']+)["']/g)) ex.explicit.set(m[1], [target(file, m[2]), "*"]);
+			for (const m of src.matchAll(/\bexport\s*\*\s*from\s*["']([^"']+)["']/g)) {
+				const t = target(file, m[1]);
+				if (t) ex.stars.push(t);
+			}
+			for (const m of src.matchAll(/\bexport\s*\{([^}]*)\}(\s*from\s*["']([^"']+)["'])?/g)) {
+				for (const part of m[1].split(",")) {
+					const [orig, as] = part.trim().replace(/^type\s+/, "").split(/\s+as\s+/).map((s) => s.trim());
+					if (!orig) continue;
+					if (m[3]) ex.explicit.set(as || orig, [target(file, m[3]), orig]);
+					else ex.local.add(as || orig);
+				}
+			}
+			for (const m of src.matchAll(/\bexport\s+(?:async\s+)?(?:function\s*\*?|class|const|let|var)\s*([\w$]+)/g)) ex.local.add(m[1]);
+			if (/\bexport\s+default\b/.test(src)) ex.local.add("default");
+			return ex;
+		};
+		const namesMemo = new Map();
+		const namesOf = (file) => {
+			if (namesMemo.has(file)) return namesMemo.get(file);
+			const out = new Set();
+			namesMemo.set(file, out);
+			const ex = exportsOf(file);
+			for (const s of ex.stars) for (const n of namesOf(s)) if (n !== "default") out.add(n);
+			for (const n of ex.explicit.keys()) out.add(n);
+			for (const n of ex.local) out.add(n);
+			return out;
+		};
+		const where = (file, name, depth) => {
+			const ex = exportsOf(file);
+			if (depth > 32) return [file, name];
+			const e = ex.explicit.get(name);
+			if (e) return !e[0] ? [file, name] : e[1] === "*" ? e : where(e[0], e[1], depth + 1);
+			if (ex.local.has(name)) return [file, name];
+			for (const s of ex.stars) if (namesOf(s).has(name)) return where(s, name, depth + 1);
+			return [file, name];
+		};
+		const out = {};
+		for (const name of namesOf(entryFile)) {
+			const [f, orig] = where(entryFile, name, 0);
+			out[name] = [path.relative(sdkDir, f), orig];
+		}
+		return out;
+	}
+
+	// specifier -> the real entry's file URL; undefined when one is missing (a broken cache).
+	function sdkEntries() {
+		const agentRoot = path.join(sdkDir, "node_modules", modules["@earendil-works/pi-coding-agent"][0]);
+		const out = {};
+		for (const [spec, [pkg, sub, file]] of Object.entries(modules)) {
+			const f = sub === null ? path.join(agentRoot, file) : packageFileIn(agentRoot, pkg, sub);
+			if (!f || !fs.existsSync(f)) return undefined;
+			out[spec] = pathToFileURL(f).href;
+		}
+		return out;
+	}
+
+	// The file a package export names: `exports[sub]` (conditions import, node, default; `*`
+	// patterns), else `main` for ".". The package is looked up in node_modules from `fromDir` up.
+	function packageFileIn(fromDir, pkg, sub) {
+		for (let dir = fromDir; ; dir = path.dirname(dir)) {
+			const root = path.join(dir, "node_modules", pkg);
+			let manifest;
+			try {
+				manifest = JSON.parse(fs.readFileSync(path.join(root, "package.json"), "utf8"));
+			} catch {
+				if (path.dirname(dir) === dir) return undefined;
+				continue;
+			}
+			const pick = (t) => (typeof t === "string" ? t : t && typeof t === "object" ? pick(t.import ?? t.node ?? t.default) : undefined);
+			let exp = manifest.exports;
+			if (exp === undefined) return sub === "." ? path.join(root, manifest.main || "index.js") : path.join(root, sub);
+			if (typeof exp === "string" || !Object.keys(exp).some((k) => k.startsWith("."))) exp = { ".": exp };
+			if (exp[sub] !== undefined) return path.join(root, pick(exp[sub]));
+			for (const [k, v] of Object.entries(exp)) {
+				const star = k.indexOf("*");
+				if (star < 0 || !sub.startsWith(k.slice(0, star)) || !sub.endsWith(k.slice(star + 1))) continue;
+				return path.join(root, pick(v).replace("*", sub.slice(star, sub.length - (k.length - star - 1))));
+			}
+			return undefined;
+		}
+	}
+
+	// Node 22's fs.globSync for Node 20 (the SDK's package manager uses it): `*`, `**`, `?`,
+	// `{a,b}`; paths relative to `cwd`, walked from the pattern's fixed prefix.
+	const FS_SHIM = `import fs from "node:fs"; import * as path from "node:path"; import { fileURLToPath } from "node:url";
+export * from "node:fs"; export default fs;
+const esc = (c) => c.replace(/[.+^$()|[\\]\\\\]/g, "\\\\$&");
+function toRe(g) {
+	let re = "";
+	for (let i = 0; i < g.length; i++) {
+		const c = g[i];
+		if (c === "*" && g[i + 1] === "*") { i++; if (g[i + 1] === "/") { i++; re += "(?:.*/)?"; } else re += ".*"; }
+		else if (c === "*") re += "[^/]*";
+		else if (c === "?") re += "[^/]";
+		else if (c === "{" && g.indexOf("}", i) > i) { const j = g.indexOf("}", i); re += "(?:" + g.slice(i + 1, j).split(",").map(esc).join("|") + ")"; i = j; }
+		else re += esc(c);
+	}
+	return new RegExp("^" + re + "$");
+}
+export function globSync(pattern, options = {}) {
+	const cwd = options.cwd instanceof URL ? fileURLToPath(options.cwd) : String(options.cwd ?? process.cwd());
+	const out = new Set();
+	for (const g of Array.isArray(pattern) ? pattern : [pattern]) {
+		const parts = g.split("/");
+		const fixed = [];
+		while (parts.length > 1 && !/[*?{[]/.test(parts[0])) fixed.push(parts.shift());
+		const re = toRe(g);
+		const deep = g.includes("**");
+		const walk = (rel, depth) => {
+			let list;
+			try { list = fs.readdirSync(path.join(cwd, rel), { withFileTypes: true }); } catch { return; }
+			for (const e of list) {
+				const r = rel ? rel + "/" + e.name : e.name;
+				if (re.test(r)) out.add(r);
+				if (e.isDirectory() && (deep || depth < parts.length - 1)) walk(r, depth + 1);
+			}
+		};
+		const base = fixed.join("/");
+		if (!/[*?{[]/.test(g)) { if (fs.existsSync(path.join(cwd, g))) out.add(g); continue; }
+		walk(base, 0);
+	}
+	return [...out];
+}`;
+
+	return { initialize, resolve, load };
+}
+
+// Without the SDK: the names the stand-in modules export. TUI pieces (components, themes, key helpers) are inert
 // stand-ins: headless, as in upstream's RPC mode, they are accepted and do nothing.
 const REAL = ["Type", "StringEnum", "defineTool", "Compile", "TypeCompiler", "Value", "getAgentDir", "isToolCallEventType"];
 const INERT = ["getSettingsListTheme", "getMarkdownTheme", "getSelectListTheme", "DynamicBorder", "BorderedLoader", "CustomEditor",
 	"keyHint", "rawKeyHint", "highlightCode", "Container", "Text", "SettingsList", "SelectList", "Box", "Spacer", "Markdown", "Input",
 	"Editor", "Loader", "Image", "Key", "matchesKey", "truncateToWidth", "visibleWidth", "wrapTextWithAnsi", "CancellableLoader", "TruncatedText"];
-// Loader hooks (they run on Node's loader thread): the virtual modules above; `.ts`/`.mts`/`.cts`
-// files are transpiled by pi (oxc, in Rust) and asked for over a MessagePort; inside TypeScript,
-// `./x.js` falls back to `./x.ts` and extensionless `./x` to `./x.ts` / `./x/index.ts`, as tsc
-// resolution does. Everything else resolves as Node does (the extension's own node_modules).
-const hooks = `
-import { fileURLToPath } from "node:url";
-import { readFileSync } from "node:fs";
-const V = ${JSON.stringify(VIRTUAL)};
-let port; let n = 0; const waiting = new Map();
-export function initialize(data) {
-	port = data.port;
-	port.on("message", (m) => { const w = waiting.get(m.id); waiting.delete(m.id); if (w) w(m); });
-}
-const isTs = (u) => /\\.(ts|mts|cts)$/.test(u.split("?")[0]);
-// A virtual module is made per importer, exporting every name the importer asks of it: a name
-// the host does not provide is undefined, not a link error (upstream's loader, jiti, is as
-// forgiving). The names come from the importer's import/export-from clauses for the module.
-const KNOWN = new Set(${JSON.stringify([...REAL, ...INERT])});
-const IDENT = /^[A-Za-z_$][\\w$]*$/;
-function askedNames(parentURL, spec) {
-	let src;
-	try { src = readFileSync(fileURLToPath(parentURL.split("?")[0]), "utf8"); } catch { return []; }
-	const q = spec.replace(/[.*+?^$()|[\\]\\\\\\/{}]/g, "\\\\$&");
-	const re = new RegExp("(?:import|export)\\\\s+(?:type\\\\s+)?([^;\\"']*?)\\\\s*from\\\\s*[\\"']" + q + "[\\"']", "g");
-	const out = new Set();
-	for (const m of src.matchAll(re)) {
-		const braces = /\\{([^}]*)\\}/.exec(m[1]);
-		if (!braces) continue;
-		for (const part of braces[1].split(",")) {
-			const name = part.trim().replace(/^type\\s+/, "").split(/\\s+as\\s+/)[0].trim();
-			if (IDENT.test(name) && name !== "default" && !KNOWN.has(name)) out.add(name);
-		}
-	}
-	return [...out];
-}
-export async function resolve(spec, ctx, next) {
-	if (V.includes(spec)) {
-		const from = ctx.parentURL && ctx.parentURL.startsWith("file:") ? "?from=" + encodeURIComponent(ctx.parentURL) : "";
-		return { url: "pi-virtual:" + spec + from, shortCircuit: true };
-	}
-	try {
-		return await next(spec, ctx);
-	} catch (e) {
-		if (!ctx.parentURL || !isTs(ctx.parentURL) || !(spec.startsWith(".") || spec.startsWith("/"))) throw e;
-		const alts = spec.endsWith(".js") ? [spec.slice(0, -3) + ".ts"] : /\\.[a-z]+$/.test(spec) ? [] : [spec + ".ts", spec + "/index.ts"];
-		for (const alt of alts) {
-			try { return await next(alt, ctx); } catch {}
-		}
-		throw e;
-	}
-}
-export async function load(url, ctx, next) {
-	if (url.startsWith("pi-virtual:")) {
-		const [spec, query] = url.slice("pi-virtual:".length).split("?from=");
-		const extra = query ? askedNames(decodeURIComponent(query), spec) : [];
-		const names = [...KNOWN, ...extra].join(", ");
-		return { format: "module", shortCircuit: true,
-			source: "const m = globalThis.__piVirtual; export default m; export const { " + names + " } = m;" };
-	}
-	if (url.startsWith("file:") && isTs(url)) {
-		const r = await new Promise((res) => { const id = ++n; waiting.set(id, res); port.postMessage({ id, path: fileURLToPath(url) }); });
-		if (r.error !== undefined) throw new SyntaxError(r.error);
-		return { format: "module", source: r.code, shortCircuit: true };
-	}
-	return next(url, ctx);
-}`;
+const hooksSource = `import * as fs from "node:fs"; import * as path from "node:path"; import * as url from "node:url";
+const h = (${loaderHooks.toString()})({ fs, path, url, ...${JSON.stringify({ sdkDir: SDK_DIR ?? null, modules: SDK_MODULES, standIns: [...REAL, ...INERT] })} });
+export const initialize = h.initialize, resolve = h.resolve, load = h.load;`;
+const hooks = hooksSource;
+// Set by the loader hooks when a module mentions "theme" (see importTheme).
+const themeSeen = new Int32Array(new SharedArrayBuffer(4));
 const { port1, port2 } = new MessageChannel();
-register("data:text/javascript," + encodeURIComponent(hooks), { data: { port: port2 }, transferList: [port2] });
+nodeModule.register("data:text/javascript," + encodeURIComponent(hooks), { data: { port: port2, themeSeen }, transferList: [port2] });
 port1.on("message", async ({ id, path }) => {
 	const r = await callPi("transpile", { path });
 	port1.postMessage({ id, ...(r || { error: "no answer" }) });
@@ -214,6 +521,9 @@ function applyState(st) {
 		}
 	}
 	if (typeof st.cwd === "string") cwd = st.cwd;
+	// The first state comes before any handler runs: the theme is set up then (upstream
+	// initialises it after loading extensions, before their events).
+	if (sdkTheme && !themeReady) currentTheme();
 }
 // An API call pi answers with `{value, state?}` (or `{error}`, thrown here).
 async function callApi(method, params) {
@@ -321,9 +631,59 @@ const ui = {
 	getTheme: () => undefined,
 	setTheme: () => ({ success: false, error: "Theme switching not supported in RPC mode" }),
 	get theme() {
-		return new Proxy({}, { get: () => (s) => s });
+		return currentTheme();
 	},
 };
+
+// ctx.ui.theme: with the SDK, upstream's own theme (its theme module, initialised as upstream's
+// main does before extension handlers run: `initTheme(<settings theme>, false)`, the
+// `theme` of project settings only for a trusted project), so text is coloured as upstream
+// colours it (ANSI in RPC notifications, by the terminal's colour support). Without the SDK:
+// text unchanged.
+let sdkTheme; // {theme module, config module}, imported with the extensions
+let themeReady = false;
+const plainTheme = new Proxy({}, { get: () => (s) => s });
+// Imported after the extensions, and only when one of their modules mentions "theme" (any
+// case; the loader hooks set themeSeen[0]): it costs ~0.3 s (pi-tui, highlight.js). An
+// extension that reaches the theme without naming it gets the plain theme.
+async function importTheme() {
+	if (!SDK_DIR || sdkTheme) return;
+	const dist = join(SDK_DIR, "node_modules", AGENT, "dist");
+	try {
+		const [theme, config] = await Promise.all([
+			import(pathToFileURL(join(dist, "modes/interactive/theme/theme.js")).href),
+			import(pathToFileURL(join(dist, "config.js")).href),
+		]);
+		sdkTheme = { theme, config };
+	} catch (e) {
+		toStderr(`pi: the SDK's theme module failed to load: ${errText(e)}`);
+	}
+}
+function themeSetting() {
+	const read = (file) => {
+		try {
+			const v = JSON.parse(readFileSync(file, "utf8")).theme;
+			return typeof v === "string" ? v : undefined;
+		} catch {
+			return undefined;
+		}
+	};
+	const project = piState.projectTrusted === true ? read(join(piState.cwd || cwd, ".pi", "settings.json")) : undefined;
+	const name = project ?? read(join(sdkTheme.config.getAgentDir(), "settings.json"));
+	return name && name.includes("/") ? undefined : name;
+}
+function currentTheme() {
+	if (!sdkTheme) return plainTheme;
+	if (!themeReady) {
+		themeReady = true;
+		try {
+			sdkTheme.theme.initTheme(themeSetting(), false);
+		} catch (e) {
+			toStderr(`pi: initTheme failed: ${errText(e)}`);
+		}
+	}
+	return sdkTheme.theme.theme;
+}
 
 function context() {
 	return {
@@ -601,6 +961,7 @@ async function load(list) {
 			errors.push({ path, error: errText(e) });
 		}
 	}
+	if (Atomics.load(themeSeen, 0) === 1) await importTheme();
 	return {
 		extensions: extensions.map((x) => ({
 			path: x.path,

@@ -139,16 +139,23 @@ fn send_line(tx: &mpsc::UnboundedSender<String>, msg: &ToHost) {
 
 impl ExtensionHost {
     /// Starts `node` (env `PI_NODE` or `node` on `PATH`) with the embedded host program and
-    /// `cwd` as its working directory. `sink` receives `extension_ui_request` and
-    /// `extension_error` events; `on_call` receives API calls from extensions.
+    /// `cwd` as its working directory. `sdk`: the SDK cache folder ([`super::sdk`]) whose real
+    /// modules the extensions' imports resolve to (`None`: the host's stand-ins). `sink`
+    /// receives `extension_ui_request` and `extension_error` events; `on_call` receives API
+    /// calls from extensions.
     pub fn spawn(
         cwd: &std::path::Path,
+        sdk: Option<&Path>,
         sink: EventSink,
         on_call: CallHandler,
     ) -> Result<Arc<Self>, HostError> {
         let node = std::env::var("PI_NODE").unwrap_or_else(|_| "node".into());
         check_node(&node).map_err(HostError::NodeUnavailable)?;
-        let mut child = tokio::process::Command::new(&node)
+        let mut command = tokio::process::Command::new(&node);
+        if let Some(dir) = sdk {
+            command.env("PI_HOST_SDK", dir);
+        }
+        let mut child = command
             .arg("--enable-source-maps")
             .arg("--input-type=module")
             .arg("-e")

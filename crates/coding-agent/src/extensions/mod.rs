@@ -20,6 +20,7 @@ pub mod api;
 pub mod events;
 pub mod host;
 pub mod provider;
+pub mod sdk;
 pub mod tool;
 pub mod typescript;
 pub mod wire;
@@ -295,7 +296,9 @@ impl Extensions {
                 .map(|s| s.path.display().to_string())
                 .collect::<Vec<_>>()
         };
-        let host = match ExtensionHost::spawn(cwd, sink.clone(), on_call) {
+        // Upstream's real SDK modules for the extensions' imports (fetched once; sdk.rs).
+        let sdk_dir = sdk::prepare().await;
+        let host = match ExtensionHost::spawn(cwd, sdk_dir.as_deref(), sink.clone(), on_call) {
             Ok(h) => h,
             Err(e) => return Err(StartError::NoNode(names(), e.to_string())),
         };

@@ -238,7 +238,9 @@ fn print_run(root: &RunRoot, args: &[&str]) -> std::process::Output {
 
 #[test]
 fn a_missing_named_import_of_the_sdk_is_undefined_not_a_load_error() {
-    let ext = r#"import { notExported, Type } from "@earendil-works/pi-coding-agent";
+    // `Type` from typebox: the real pi-coding-agent (PI_SDK_DIR) does not export it.
+    let ext = r#"import { notExported } from "@earendil-works/pi-coding-agent";
+import { Type } from "typebox";
 import { alsoMissing as m } from "@earendil-works/pi-ai";
 export default function (pi) {
   pi.registerCommand("x", { description: `${typeof notExported} ${typeof m} ${typeof Type}`, handler: async () => {} });

@@ -152,6 +152,16 @@ impl RunRoot {
             ("PI_SKIP_VERSION_CHECK".into(), "1".into()),
             ("PI_TELEMETRY".into(), "0".into()),
         ]
+        .into_iter()
+        // The extension SDK cache (scripts/fetch-upstream-sdk.sh; extensions/sdk.rs): with it
+        // the extension host resolves SDK imports to upstream's real modules, else (HOME is
+        // fresh and PI_OFFLINE is set) to its stand-ins.
+        .chain(
+            std::env::var("PI_SDK_DIR")
+                .ok()
+                .map(|d| ("PI_SDK_DIR".into(), d)),
+        )
+        .collect()
     }
 
     /// Spawns `pi --mode rpc --no-session` (plus `args`).
