@@ -36,19 +36,87 @@ pub struct SessionContext {
 
 /// One node of [`SessionManager::get_tree`](super::SessionManager::get_tree), serialized as
 /// `{entry, children, label?, labelTimestamp?}` (spec `sessions.md` §10.3).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
+///
+/// A linear session of N entries is a tree N nodes deep, so neither serializing nor dropping a
+/// node recurses: [`Serialize`] writes the whole subtree with an explicit stack (as raw JSON,
+/// so it needs `serde_json`'s serializer, which is what the RPC writer uses) and [`Drop`] takes
+/// the children apart level by level. A 100,000-entry chain used to overflow the stack and
+/// abort pi (upstream 1.6 answers it with `Maximum call stack size exceeded`).
+#[derive(Debug, Clone, PartialEq)]
 pub struct SessionTreeNode {
     /// The entry at this node, serialized as in the session file.
     pub entry: SessionEntry,
     /// Child nodes sorted by entry timestamp (stable for ties).
     pub children: Vec<SessionTreeNode>,
     /// Resolved label of this entry.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
     /// Timestamp of the label entry that set `label`.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub label_timestamp: Option<String>,
+}
+
+impl SessionTreeNode {
+    /// The subtree as JSON text: `{"entry":…,"children":[…],"label":…,"labelTimestamp":…}`
+    /// (the field order of upstream's nodes; `label`/`labelTimestamp` only when set), built
+    /// without recursion. Errors: an entry that `serde_json` cannot serialize.
+    pub fn to_json(&self) -> Result<String, serde_json::Error> {
+        fn open(n: &SessionTreeNode, out: &mut String) -> Result<(), serde_json::Error> {
+            out.push_str("{\"entry\":");
+            out.push_str(&serde_json::to_string(&n.entry)?);
+            out.push_str(",\"children\":[");
+            Ok(())
+        }
+        fn close(n: &SessionTreeNode, out: &mut String) -> Result<(), serde_json::Error> {
+            out.push(']');
+            if let Some(label) = &n.label {
+                out.push_str(",\"label\":");
+                out.push_str(&serde_json::to_string(label)?);
+            }
+            if let Some(ts) = &n.label_timestamp {
+                out.push_str(",\"labelTimestamp\":");
+                out.push_str(&serde_json::to_string(ts)?);
+            }
+            out.push('}');
+            Ok(())
+        }
+        let mut out = String::new();
+        open(self, &mut out)?;
+        // (node, index of its next child to write)
+        let mut stack: Vec<(&SessionTreeNode, usize)> = vec![(self, 0)];
+        while let Some(&(node, next)) = stack.last() {
+            if let Some(child) = node.children.get(next) {
+                if next > 0 {
+                    out.push(',');
+                }
+                if let Some(top) = stack.last_mut() {
+                    top.1 += 1;
+                }
+                open(child, &mut out)?;
+                stack.push((child, 0));
+            } else {
+                close(node, &mut out)?;
+                stack.pop();
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl Serialize for SessionTreeNode {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let text = self.to_json().map_err(serde::ser::Error::custom)?;
+        let raw =
+            serde_json::value::RawValue::from_string(text).map_err(serde::ser::Error::custom)?;
+        raw.serialize(serializer)
+    }
+}
+
+impl Drop for SessionTreeNode {
+    fn drop(&mut self) {
+        let mut pending = std::mem::take(&mut self.children);
+        while let Some(mut node) = pending.pop() {
+            pending.append(&mut node.children);
+        }
+    }
 }
 
 /// Index from entry id to position; the last entry wins for duplicate ids.

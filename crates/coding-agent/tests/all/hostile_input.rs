@@ -272,3 +272,110 @@ fn parse_errors_keep_the_id_of_a_line_v8_would_parse() {
     let state = agent.request(json!({"id": "s", "type": "get_state"}));
     assert_eq!(state["success"], true, "{state}");
 }
+
+/// A session whose entries form one parent chain 100,000 deep (a long linear session): its
+/// `get_tree` response is the whole chain, nested, and pi keeps serving. The tree used to be
+/// serialized and dropped recursively, which overflowed the stack and aborted pi (SIGABRT, no
+/// response; upstream 1.6 answers `Maximum call stack size exceeded`). The response is checked
+/// on the raw line: it nests deeper than any recursive JSON decoder (the harness's included)
+/// goes, so it is scanned with a bracket counter instead of being decoded.
+#[test]
+fn get_tree_of_a_100k_deep_chain_answers_and_pi_keeps_serving() {
+    use std::io::{BufRead, Write};
+    const DEPTH: usize = 100_000;
+    let (_fake, root) = setup(Script::new([]), DEFAULT_MODEL);
+    let ts = "2026-03-14T09:05:12.345Z";
+    let mut text = json!({"type": "session", "version": 3, "id": "deep-session", "timestamp": ts,
+        "cwd": root.cwd.to_string_lossy()})
+    .to_string()
+        + "\n";
+    for i in 0..DEPTH {
+        let parent = if i == 0 {
+            Value::Null
+        } else {
+            json!(format!("d{:07x}", i - 1))
+        };
+        let entry = json!({"type": "message", "id": format!("d{i:07x}"), "parentId": parent,
+            "timestamp": ts, "message": {"role": "user", "content": [{"type": "text", "text": "m"}],
+            "timestamp": 1}});
+        text.push_str(&entry.to_string());
+        text.push('\n');
+    }
+    let file = root.path().join("deep.jsonl");
+    std::fs::write(&file, &text).unwrap();
+    let bin = std::env::var_os("PI_TEST_BIN")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_BIN_EXE_pi")));
+    let mut child = std::process::Command::new(bin)
+        .args(["--mode", "rpc", "--session"])
+        .arg(&file)
+        .current_dir(&root.cwd)
+        .env_clear()
+        .envs(root.env())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(b"{\"id\":\"t\",\"type\":\"get_tree\"}\n{\"id\":\"s\",\"type\":\"get_state\"}\n")
+        .unwrap();
+    drop(stdin);
+    let lines: Vec<String> = std::io::BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .map(Result::unwrap)
+        .collect();
+    let status = child.wait().unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(status.success(), "{status}; stderr: {stderr}");
+    let tree = lines
+        .iter()
+        .find(|l| l.contains("\"command\":\"get_tree\""))
+        .unwrap_or_else(|| panic!("no get_tree response; stderr: {stderr}"));
+    assert!(
+        tree.contains("\"success\":true"),
+        "{}",
+        &tree[..200.min(tree.len())]
+    );
+    // Every entry once, in chain order, each one level deeper than its parent.
+    let (mut depth, mut max_depth, mut in_string, mut escaped) = (0usize, 0usize, false, false);
+    for b in tree.bytes() {
+        match (in_string, escaped, b) {
+            (true, true, _) => escaped = false,
+            (true, false, b'\\') => escaped = true,
+            (true, false, b'"') => in_string = false,
+            (false, _, b'"') => in_string = true,
+            (false, _, b'[' | b'{') => {
+                depth += 1;
+                max_depth = max_depth.max(depth);
+            }
+            (false, _, b']' | b'}') => depth -= 1,
+            _ => {}
+        }
+    }
+    assert_eq!(depth, 0, "unbalanced");
+    // response → data → tree [ → per node: { and its children [ (the entry's own objects nest
+    // beside, not below, the next node).
+    assert!(max_depth >= 2 * DEPTH, "max depth {max_depth}");
+    let mut at = 0;
+    for i in [0, 1, DEPTH / 2, DEPTH - 1] {
+        let id = format!("\"id\":\"d{i:07x}\"");
+        let found = tree[at..]
+            .find(&id)
+            .unwrap_or_else(|| panic!("{id} missing or out of order"));
+        at += found;
+    }
+    // The chain, plus the `thinking_level_change` that resuming a session without one appends
+    // (sessions.md §9.2) as the child of its last entry.
+    assert_eq!(tree.matches("\"children\":[").count(), DEPTH + 1);
+    let state: Value = serde_json::from_str(
+        lines
+            .iter()
+            .find(|l| l.contains("\"command\":\"get_state\""))
+            .expect("pi stopped serving after get_tree"),
+    )
+    .unwrap();
+    assert_eq!(state["success"], true, "{state}");
+}
