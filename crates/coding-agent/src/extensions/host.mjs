@@ -475,6 +475,21 @@ let mode = "rpc";
 let cwd = process.cwd();
 let paths = []; // entry files, in load order (reload re-imports them)
 let generation = 0; // bumped per reload: a fresh module instance per import
+// Registrations after the factories ran (pi.registerTool / registerCommand / on / registerFlag in
+// session_start or any later handler, as upstream allows): reported to pi as `registered` with
+// the whole snapshot, before the reply of the round that made them (or on the next tick).
+let loadDone = false;
+let regDirty = false;
+function markRegistered() {
+	if (!loadDone || regDirty) return;
+	regDirty = true;
+	setImmediate(flushRegistered);
+}
+function flushRegistered() {
+	if (!regDirty) return;
+	regDirty = false;
+	send({ t: "registered", extensions: snapshot() });
+}
 let flagValues = new Map(); // name -> command-line value (ToHost::Flags)
 const extensions = []; // {path, handlers: Map<event, fn[]>, commands: Map, tools: Map}
 const commands = new Map(); // name -> {ext, def}
@@ -748,17 +763,23 @@ function makeApi(ext) {
 		on(event, handler) {
 			if (!ext.handlers.has(event)) ext.handlers.set(event, []);
 			ext.handlers.get(event).push(handler);
+			markRegistered();
 		},
 		registerCommand(name, def) {
 			ext.commands.set(name, def);
 			commands.set(name, { ext, def });
+			markRegistered();
 		},
 		registerTool(def) {
 			ext.tools.set(def.name, def);
 			tools.set(def.name, { ext, def });
+			markRegistered();
 		},
 		registerShortcut: noop,
-		registerFlag: (name, o) => ext.flags.set(name, { type: (o && o.type) || "boolean", default: o && o.default, description: o && o.description }),
+		registerFlag: (name, o) => {
+			ext.flags.set(name, { type: (o && o.type) || "boolean", default: o && o.default, description: o && o.description });
+			markRegistered();
+		},
 		getFlag: (name) => (ext.flags.has(name) ? (flagValues.has(name) ? flagValues.get(name) : ext.flags.get(name).default) : undefined),
 		registerMessageRenderer: noop,
 		registerEntryRenderer: noop,
@@ -962,16 +983,20 @@ async function load(list) {
 		}
 	}
 	if (Atomics.load(themeSeen, 0) === 1) await importTheme();
-	return {
-		extensions: extensions.map((x) => ({
-			path: x.path,
-			events: [...x.handlers.keys()],
-			commands: [...x.commands].map(([name, d]) => ({ name, description: d && d.description })),
-			tools: [...x.tools.values()].map((t) => ({ name: t.name, label: t.label, description: t.description, parameters: t.parameters, promptSnippet: t.promptSnippet, promptGuidelines: t.promptGuidelines })),
-			flags: [...x.flags].map(([name, f]) => ({ name, type: f.type, description: f.description })),
-		})),
-		errors,
-	};
+	loadDone = true;
+	regDirty = false;
+	return { extensions: snapshot(), errors };
+}
+
+// What the loaded extensions registered (wire.rs LoadedExtension), in load order.
+function snapshot() {
+	return extensions.map((x) => ({
+		path: x.path,
+		events: [...x.handlers.keys()],
+		commands: [...x.commands].map(([name, d]) => ({ name, description: d && d.description })),
+		tools: [...x.tools.values()].map((t) => ({ name: t.name, label: t.label, description: t.description, parameters: t.parameters, promptSnippet: t.promptSnippet, promptGuidelines: t.promptGuidelines })),
+		flags: [...x.flags].map(([name, f]) => ({ name, type: f.type, description: f.description })),
+	}));
 }
 
 // A fresh instance of every extension (after a session replacement or ctx.reload(), as upstream
@@ -980,6 +1005,7 @@ async function load(list) {
 // instances subscribe again).
 async function reloadAll() {
 	generation++;
+	loadDone = false;
 	for (const name of providers.keys()) firePi("unregisterProvider", { name });
 	providers.clear();
 	extensions.length = 0;
@@ -1378,8 +1404,14 @@ rl.on("line", (line) => {
 	Promise.resolve()
 		.then(() => handle(msg))
 		.then(
-			(result) => msg.id !== undefined && send({ t: "reply", id: msg.id, ok: true, result: result ?? null }),
-			(e) => msg.id !== undefined && send({ t: "reply", id: msg.id, ok: false, error: errText(e) }),
+			(result) => {
+				flushRegistered();
+				if (msg.id !== undefined) send({ t: "reply", id: msg.id, ok: true, result: result ?? null });
+			},
+			(e) => {
+				flushRegistered();
+				if (msg.id !== undefined) send({ t: "reply", id: msg.id, ok: false, error: errText(e) });
+			},
 		);
 });
 rl.on("close", () => process.exit(0));

@@ -321,7 +321,7 @@ impl Extensions {
         if !failures.is_empty() {
             return Err(StartError::LoadFailed(failures));
         }
-        Ok(Arc::new(Extensions {
+        let ext = Arc::new(Extensions {
             host,
             sources,
             loaded: RwLock::new(loaded),
@@ -330,7 +330,61 @@ impl Extensions {
             shaper: events::EventShaper::default(),
             runtime,
             pushed: Mutex::new(None),
-        }))
+        });
+        let weak = Arc::downgrade(&ext);
+        ext.host.on_registered(Arc::new(move |list| {
+            if let Some(ext) = weak.upgrade() {
+                ext.apply_registered(list);
+            }
+        }));
+        Ok(ext)
+    }
+
+    /// Takes a [`wire::FromHost::Registered`] snapshot: commands, tools, handlers and flags
+    /// registered after the factories (upstream lets `session_start` and later handlers
+    /// register them). The session's tools and system prompt are rebuilt: a new tool is active
+    /// (upstream `refreshTools` activates tools registered after startup), the others keep
+    /// their state (`pi.setActiveTools`).
+    fn apply_registered(&self, list: Vec<wire::LoadedExtension>) {
+        let names = |l: &[wire::LoadedExtension]| -> Vec<String> {
+            l.iter()
+                .flat_map(|e| e.tools.iter().map(|t| t.name.clone()))
+                .collect()
+        };
+        let runtime = self.runtime.get();
+        let session = runtime.map(|r| r.session());
+        // Whether the session runs the default tool set (no setActiveTools since it started).
+        let default_before = match (runtime, &session) {
+            (Some(r), Some(s)) => {
+                let default: Vec<String> = r
+                    .factory()
+                    .loadout(s.cwd())
+                    .tools
+                    .iter()
+                    .map(|t| t.definition().name)
+                    .collect();
+                default == s.active_tool_names()
+            }
+            _ => true,
+        };
+        let before = names(&self.loaded.read().extensions);
+        let added: Vec<String> = names(&list)
+            .into_iter()
+            .filter(|n| !before.contains(n))
+            .collect();
+        self.loaded.write().extensions = list;
+        let (Some(runtime), Some(session)) = (runtime, session) else {
+            return;
+        };
+        let loadout = if default_before {
+            runtime.factory().loadout(session.cwd())
+        } else {
+            let mut active = session.active_tool_names();
+            active.extend(added);
+            runtime.factory().loadout_with(session.cwd(), &active)
+        };
+        session.set_loadout(loadout);
+        self.push_state();
     }
 
     /// The flags the extensions registered (`pi.registerFlag`), in load order.

@@ -198,6 +198,15 @@ pub enum FromHost {
         #[serde(default)]
         params: Value,
     },
+    /// What the extensions have registered, whole, after a registration made later than the
+    /// factories (`pi.registerTool`, `registerCommand`, `on`, `registerFlag` in `session_start`
+    /// or any other handler, as upstream allows). Sent before the reply of the round that made
+    /// it, so the reply's waiter already sees it.
+    Registered {
+        /// Every loaded extension, in load order (the shape of [`LoadResult::extensions`]).
+        #[serde(default)]
+        extensions: Vec<LoadedExtension>,
+    },
     /// One event of the stream of [`ToHost::Stream`] request `id`, normalised by the host.
     StreamEvent {
         /// The request id.
