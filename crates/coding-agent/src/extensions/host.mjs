@@ -480,6 +480,10 @@ let generation = 0; // bumped per reload: a fresh module instance per import
 // the whole snapshot, before the reply of the round that made them (or on the next tick).
 let loadDone = false;
 let regDirty = false;
+// Tool name -> its place in registration order across all extensions (upstream lists tools
+// in the order they were registered: a tool registered in session_start comes after every
+// tool a factory registered).
+const toolSeq = new Map();
 function markRegistered() {
 	if (!loadDone || regDirty) return;
 	regDirty = true;
@@ -771,6 +775,7 @@ function makeApi(ext) {
 			markRegistered();
 		},
 		registerTool(def) {
+			if (!toolSeq.has(def.name)) toolSeq.set(def.name, toolSeq.size);
 			ext.tools.set(def.name, def);
 			tools.set(def.name, { ext, def });
 			markRegistered();
@@ -994,7 +999,7 @@ function snapshot() {
 		path: x.path,
 		events: [...x.handlers.keys()],
 		commands: [...x.commands].map(([name, d]) => ({ name, description: d && d.description })),
-		tools: [...x.tools.values()].map((t) => ({ name: t.name, label: t.label, description: t.description, parameters: t.parameters, promptSnippet: t.promptSnippet, promptGuidelines: t.promptGuidelines })),
+		tools: [...x.tools.values()].map((t) => ({ name: t.name, seq: toolSeq.get(t.name), label: t.label, description: t.description, parameters: t.parameters, promptSnippet: t.promptSnippet, promptGuidelines: t.promptGuidelines })),
 		flags: [...x.flags].map(([name, f]) => ({ name, type: f.type, description: f.description })),
 	}));
 }
@@ -1011,6 +1016,7 @@ async function reloadAll() {
 	extensions.length = 0;
 	commands.clear();
 	tools.clear();
+	toolSeq.clear();
 	bus.clear();
 	return load(paths);
 }

@@ -516,6 +516,20 @@ impl Extensions {
         Ok(())
     }
 
+    /// Every registered tool in registration order ([`wire::ToolInfo::seq`]; load order for
+    /// equal places).
+    fn tool_infos(&self) -> Vec<wire::ToolInfo> {
+        let mut all: Vec<wire::ToolInfo> = self
+            .loaded
+            .read()
+            .extensions
+            .iter()
+            .flat_map(|e| e.tools.iter().cloned())
+            .collect();
+        all.sort_by_key(|t| t.seq);
+        all
+    }
+
     /// `(tool name, extension path)` of every registered tool.
     pub fn tool_paths(&self) -> Vec<(String, String)> {
         self.loaded
@@ -528,14 +542,11 @@ impl Extensions {
 
     /// The registered tools, in load order, as agent tools.
     pub fn tools(self: &Arc<Self>) -> Vec<Arc<dyn pi_agent::AgentTool>> {
-        self.loaded
-            .read()
-            .extensions
-            .iter()
-            .flat_map(|e| e.tools.iter())
+        self.tool_infos()
+            .into_iter()
             .map(|info| {
                 Arc::new(tool::ExtensionTool {
-                    info: info.clone(),
+                    info,
                     extensions: self.clone(),
                 }) as Arc<dyn pi_agent::AgentTool>
             })
@@ -544,11 +555,8 @@ impl Extensions {
 
     /// The system-prompt view of the registered tools (snippet and guidelines as given).
     pub fn prompt_tools(&self) -> Vec<crate::system_prompt::PromptTool> {
-        self.loaded
-            .read()
-            .extensions
+        self.tool_infos()
             .iter()
-            .flat_map(|e| e.tools.iter())
             .map(|t| crate::system_prompt::PromptTool {
                 definition: pi_ai::ToolDefinition {
                     name: t.name.clone(),

@@ -273,6 +273,10 @@ pub struct FlagInfo {
 pub struct ToolInfo {
     /// The name the model calls.
     pub name: String,
+    /// Its place in registration order across all extensions (0 first; absent = 0). Tools are
+    /// offered in this order, as upstream's registry keeps them.
+    #[serde(default)]
+    pub seq: u64,
     /// Description for the model.
     #[serde(default)]
     pub description: Option<String>,
