@@ -610,7 +610,12 @@ impl ExtensionStart<'_> {
             on_call,
         )
         .await
-        .map(|e| (Some(e), packages))
+        .map(|e| {
+            for w in e.warnings() {
+                config::warn(&w);
+            }
+            (Some(e), packages)
+        })
         .map_err(|e| fail(&e.to_string()))
     }
 }

@@ -66,10 +66,12 @@ pub fn state(runtime: &AgentSessionRuntime, entries_from: Option<&str>) -> Value
         .extensions()
         .map(|e| e.commands())
         .unwrap_or_default();
+    let shadowed: Vec<String> = commands.iter().map(|c| c.name.clone()).collect();
     commands.extend(crate::resources::commands::list(
         &res.prompt_templates,
         &res.skills,
         res.skill_commands,
+        &shadowed,
     ));
     json!({
         "cwd": session.cwd().to_string_lossy(),

@@ -256,6 +256,36 @@ fn load_failure_text(errors: &[wire::LoadError]) -> String {
     format!("{}\n{LOAD_FAILURE_HINT}", lines.join("\nError: "))
 }
 
+/// The modules the extension host provides itself (upstream resource-loader
+/// `HOST_PROVIDED_EXTENSION_PACKAGES`): a package should list them as peer dependencies.
+const HOST_PROVIDED_MODULES: [&str; 10] = [
+    "@earendil-works/pi-agent-core",
+    "@earendil-works/pi-ai",
+    "@earendil-works/pi-coding-agent",
+    "@earendil-works/pi-tui",
+    "@mariozechner/pi-agent-core",
+    "@mariozechner/pi-ai",
+    "@mariozechner/pi-coding-agent",
+    "@mariozechner/pi-tui",
+    "@sinclair/typebox",
+    "typebox",
+];
+
+/// The host-provided modules `manifest` (a `package.json`) lists under `dependencies`, sorted;
+/// `None` when there are none or the file cannot be read or parsed.
+fn host_provided_dependencies(manifest: &Path) -> Option<Vec<String>> {
+    let text = std::fs::read_to_string(manifest).ok()?;
+    let value: Value = serde_json::from_str(text.trim_start_matches('\u{feff}')).ok()?;
+    let deps = value.get("dependencies")?.as_object()?;
+    let mut names: Vec<String> = deps
+        .keys()
+        .filter(|k| HOST_PROVIDED_MODULES.contains(&k.as_str()))
+        .cloned()
+        .collect();
+    names.sort();
+    (!names.is_empty()).then_some(names)
+}
+
 /// Upstream's conflict rule for tools (docs/extensions.md; loader `Tool "<name>" conflicts
 /// with <path>`): a tool name already registered by an earlier extension is an error of the
 /// later one. Returns one error per conflicting registration, in load order.
@@ -385,6 +415,51 @@ impl Extensions {
         };
         session.set_loadout(loadout);
         self.push_state();
+    }
+
+    /// The start-up warnings upstream's resource loader gives for these extensions (the text
+    /// after `Warning: `), in upstream's order:
+    /// - a built-in extension command (`/mcp`, `/llama`) that a loaded extension registers
+    ///   too: the built-in is not loaded (upstream `omitReplacedExtensions`);
+    /// - a package whose `package.json` lists a host-provided module under `dependencies`
+    ///   instead of `peerDependencies` (upstream `collectExtensionPackageWarnings`).
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = vec![];
+        let loaded = self.loaded.read();
+        for (name, path, _) in crate::resources::commands::BUILTIN_COMMANDS {
+            let Some(ext) = loaded
+                .extensions
+                .iter()
+                .find(|e| e.commands.iter().any(|c| c.name == name))
+            else {
+                continue;
+            };
+            let builtin = path.trim_start_matches("builtin:");
+            out.push(format!(
+                "Extension package \"{path}\": Extension {} registers command `/{name}`, so built-in extension `{builtin}` was not loaded. To use `{builtin}`, run `pi config` and make sure it is enabled under Built-in extensions, then disable or remove the existing extension. We recommend only having one or the other loaded at a time.",
+                ext.path
+            ));
+        }
+        let mut roots: Vec<PathBuf> = vec![];
+        for src in &self.sources {
+            if let Some(dir) = src.package.as_ref().and_then(|p| p.base_dir.as_ref()) {
+                let dir = PathBuf::from(dir);
+                if !roots.contains(&dir) {
+                    roots.push(dir);
+                }
+            }
+        }
+        for root in roots {
+            let manifest = root.join("package.json");
+            if let Some(names) = host_provided_dependencies(&manifest) {
+                out.push(format!(
+                    "Extension package \"{}\": Host-provided extension packages must be declared in peerDependencies with a \"*\" range, not dependencies: {}. Installed copies can bypass the extension loader and create duplicate runtime modules.",
+                    manifest.display(),
+                    names.join(", ")
+                ));
+            }
+        }
+        out
     }
 
     /// The flags the extensions registered (`pi.registerFlag`), in load order.
