@@ -652,6 +652,8 @@ async fn run_mode(
                     serde_json::json!({"type": "session_start", "reason": "startup"}),
                 )
                 .await;
+                ext.discover_resources(runtime.session().cwd(), "startup")
+                    .await;
             }
             let result = rpc::run(runtime.clone(), out.clone()).await;
             if let Some(ext) = runtime.session().extensions() {

@@ -1102,6 +1102,25 @@ async function emitGeneric(event) {
 	return result ?? null;
 }
 
+// `resources_discover` (upstream docs/extensions.md): every handler's `{skillPaths, promptPaths,
+// themePaths}`, with the extension that gave it (its paths are that extension's resources).
+async function emitResourcesDiscover(event) {
+	const ctx = context();
+	const out = [];
+	const list = (v) => (Array.isArray(v) ? v.filter((p) => typeof p === "string") : []);
+	for (const ext of extensions) {
+		for (const h of ext.handlers.get("resources_discover") || []) {
+			try {
+				const r = await h(event, ctx);
+				if (r && typeof r === "object") out.push({ path: ext.path, skillPaths: list(r.skillPaths), promptPaths: list(r.promptPaths), themePaths: list(r.themePaths) });
+			} catch (e) {
+				reportError(ext.path, "resources_discover", e);
+			}
+		}
+	}
+	return out;
+}
+
 async function runCommand(name, args) {
 	const c = commands.get(name);
 	if (!c) throw new Error(`Unknown extension command: ${name}`);
@@ -1349,6 +1368,7 @@ async function handle(msg) {
 			return emitToolResult(msg.event);
 		case "event":
 			if (msg.event.type === "input") return emitInput(msg.event);
+			if (msg.event.type === "resources_discover") return emitResourcesDiscover(msg.event);
 			return (RUN_EVENTS[msg.event.type] || emitGeneric)(msg.event);
 		case "user_bash":
 			return emitUserBash(msg);

@@ -311,6 +311,24 @@ pub struct LoadResult {
     pub errors: Vec<LoadError>,
 }
 
+/// One handler's answer to `resources_discover` (upstream docs/extensions.md): paths of
+/// skills, prompt templates and themes (files or folders) the extension at `path` adds.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DiscoveredResources {
+    /// The extension's entry file.
+    pub path: String,
+    /// Skill files or folders.
+    #[serde(default)]
+    pub skill_paths: Vec<String>,
+    /// Prompt template files or folders.
+    #[serde(default)]
+    pub prompt_paths: Vec<String>,
+    /// Theme files or folders (no themes in RPC mode; kept for completeness).
+    #[serde(default)]
+    pub theme_paths: Vec<String>,
+}
+
 /// The reply to [`ToHost::ToolCall`].
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct ToolCallResult {
