@@ -526,7 +526,7 @@ function firePi(method, params) {
 const piState = {
 	cwd: process.cwd(), sessionFile: undefined, sessionId: "", sessionName: undefined, sessionDir: undefined, header: undefined,
 	leafId: null, entries: [], model: undefined, thinkingLevel: "off", activeTools: [], allTools: [], isIdle: true,
-	hasPendingMessages: false, contextUsage: undefined, systemPrompt: "", commands: [],
+	hasPendingMessages: false, contextUsage: undefined, systemPrompt: "", commands: [], availableModels: [],
 };
 function applyState(st) {
 	if (!st || typeof st !== "object") return;
@@ -721,7 +721,7 @@ function context() {
 		getSystemPrompt: () => piState.systemPrompt,
 		isProjectTrusted: () => piState.projectTrusted === true,
 		sessionManager,
-		modelRegistry: {},
+		modelRegistry,
 		get model() {
 			return piState.model;
 		},
@@ -737,6 +737,23 @@ function context() {
 		},
 	};
 }
+
+// ctx.modelRegistry (upstream ModelRegistry): synchronous reads from the mirror's
+// `availableModels` (the models pi has credentials for, as `get_available_models` lists them).
+// getAll() lists those too: the mirror does not carry models without credentials.
+const sameModel = (a, b) => !!a && !!b && a.provider === b.provider && a.id === b.id;
+const modelRegistry = {
+	getAll: () => piState.availableModels.map((m) => ({ ...m })),
+	getAvailable: () => piState.availableModels.map((m) => ({ ...m })),
+	find: (provider, modelId) => {
+		const m = piState.availableModels.find((x) => x.provider === provider && x.id === modelId);
+		return m ? { ...m } : undefined;
+	},
+	hasConfiguredAuth: (model) => piState.availableModels.some((m) => sameModel(m, model)),
+	isUsingOAuth: () => false,
+	getError: () => undefined,
+	refresh: async () => ({}),
+};
 
 // The command context (upstream ExtensionCommandContext): session control through pi's session
 // runtime, the same path as the RPC new_session / fork / switch_session commands.
