@@ -610,7 +610,12 @@ impl ExtensionStart<'_> {
             on_call,
         )
         .await
-        .map(|e| (Some(e), packages))
+        .map(|e| {
+            for w in e.warnings() {
+                config::warn(&w);
+            }
+            (Some(e), packages)
+        })
         .map_err(|e| fail(&e.to_string()))
     }
 }
@@ -647,6 +652,8 @@ async fn run_mode(
                     serde_json::json!({"type": "session_start", "reason": "startup"}),
                 )
                 .await;
+                ext.discover_resources(runtime.session().cwd(), "startup")
+                    .await;
             }
             let result = rpc::run(runtime.clone(), out.clone()).await;
             if let Some(ext) = runtime.session().extensions() {

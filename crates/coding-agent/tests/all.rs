@@ -74,6 +74,9 @@ mod packages;
 #[path = "all/proc_hygiene.rs"]
 mod proc_hygiene;
 
+#[path = "all/real_packages.rs"]
+mod real_packages;
+
 #[path = "all/resources_skills.rs"]
 mod resources_skills;
 

@@ -55,7 +55,18 @@ impl SessionFactory {
         tool_options.images = image_policy.clone();
         let builtin = tools::create_tools_with(cwd, &names, &tool_options);
         let settings = self.services.settings.lock().clone();
-        let resources = Resources::load(cwd, &self.agent_dir, &settings, &self.resource_options);
+        let resources = match &self.services.extensions {
+            Some(ext) => {
+                // Skills and prompt templates of `resources_discover` handlers join the
+                // packages' ones.
+                let found = ext.discovered();
+                let mut options = self.resource_options.clone();
+                options.package_skills.extend(found.skills);
+                options.package_prompts.extend(found.prompts);
+                Resources::load(cwd, &self.agent_dir, &settings, &options)
+            }
+            None => Resources::load(cwd, &self.agent_dir, &settings, &self.resource_options),
+        };
         let ext_tools = self
             .services
             .extensions

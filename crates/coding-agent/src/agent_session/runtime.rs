@@ -103,6 +103,7 @@ impl AgentSessionRuntime {
         ext.push_state();
         ext.emit_session_event(serde_json::json!({"type": "session_start", "reason": "reload"}))
             .await;
+        ext.discover_resources(session.cwd(), "reload").await;
         Ok(())
     }
 
@@ -150,6 +151,7 @@ impl AgentSessionRuntime {
                 "type": "session_start", "reason": reason.as_str(), "previousSessionFile": previous,
             }))
             .await;
+            ext.discover_resources(next.cwd(), "startup").await;
         }
         next
     }

@@ -38,7 +38,8 @@ fn text_of(content: &Value) -> String {
 ///
 /// Shape: `{cwd, sessionFile, sessionId, sessionName, sessionDir, header, leafId, entries,
 /// entriesFrom, model, thinkingLevel, activeTools, allTools, isIdle, hasPendingMessages,
-/// contextUsage, systemPrompt, commands}`; `model` is the model object as `get_state` shows it (absent
+/// contextUsage, systemPrompt, commands, availableModels}` (`availableModels`: the models with
+/// credentials, as `get_available_models` lists them, for `ctx.modelRegistry`); `model` is the model object as `get_state` shows it (absent
 /// without a model); `allTools` = `[{name, description, parameters, sourceInfo}]`.
 pub fn state(runtime: &AgentSessionRuntime, entries_from: Option<&str>) -> Value {
     let session = runtime.session();
@@ -66,10 +67,12 @@ pub fn state(runtime: &AgentSessionRuntime, entries_from: Option<&str>) -> Value
         .extensions()
         .map(|e| e.commands())
         .unwrap_or_default();
+    let shadowed: Vec<String> = commands.iter().map(|c| c.name.clone()).collect();
     commands.extend(crate::resources::commands::list(
         &res.prompt_templates,
         &res.skills,
         res.skill_commands,
+        &shadowed,
     ));
     json!({
         "cwd": session.cwd().to_string_lossy(),
@@ -82,6 +85,7 @@ pub fn state(runtime: &AgentSessionRuntime, entries_from: Option<&str>) -> Value
         "entries": entries.entries,
         "entriesFrom": from,
         "model": session.model(),
+        "availableModels": session.available_models(),
         "thinkingLevel": st.thinking_level,
         "activeTools": session.active_tool_names(),
         "allTools": all_tools(runtime),

@@ -475,6 +475,25 @@ let mode = "rpc";
 let cwd = process.cwd();
 let paths = []; // entry files, in load order (reload re-imports them)
 let generation = 0; // bumped per reload: a fresh module instance per import
+// Registrations after the factories ran (pi.registerTool / registerCommand / on / registerFlag in
+// session_start or any later handler, as upstream allows): reported to pi as `registered` with
+// the whole snapshot, before the reply of the round that made them (or on the next tick).
+let loadDone = false;
+let regDirty = false;
+// Tool name -> its place in registration order across all extensions (upstream lists tools
+// in the order they were registered: a tool registered in session_start comes after every
+// tool a factory registered).
+const toolSeq = new Map();
+function markRegistered() {
+	if (!loadDone || regDirty) return;
+	regDirty = true;
+	setImmediate(flushRegistered);
+}
+function flushRegistered() {
+	if (!regDirty) return;
+	regDirty = false;
+	send({ t: "registered", extensions: snapshot() });
+}
 let flagValues = new Map(); // name -> command-line value (ToHost::Flags)
 const extensions = []; // {path, handlers: Map<event, fn[]>, commands: Map, tools: Map}
 const commands = new Map(); // name -> {ext, def}
@@ -507,7 +526,7 @@ function firePi(method, params) {
 const piState = {
 	cwd: process.cwd(), sessionFile: undefined, sessionId: "", sessionName: undefined, sessionDir: undefined, header: undefined,
 	leafId: null, entries: [], model: undefined, thinkingLevel: "off", activeTools: [], allTools: [], isIdle: true,
-	hasPendingMessages: false, contextUsage: undefined, systemPrompt: "", commands: [],
+	hasPendingMessages: false, contextUsage: undefined, systemPrompt: "", commands: [], availableModels: [],
 };
 function applyState(st) {
 	if (!st || typeof st !== "object") return;
@@ -702,7 +721,7 @@ function context() {
 		getSystemPrompt: () => piState.systemPrompt,
 		isProjectTrusted: () => piState.projectTrusted === true,
 		sessionManager,
-		modelRegistry: {},
+		modelRegistry,
 		get model() {
 			return piState.model;
 		},
@@ -718,6 +737,23 @@ function context() {
 		},
 	};
 }
+
+// ctx.modelRegistry (upstream ModelRegistry): synchronous reads from the mirror's
+// `availableModels` (the models pi has credentials for, as `get_available_models` lists them).
+// getAll() lists those too: the mirror does not carry models without credentials.
+const sameModel = (a, b) => !!a && !!b && a.provider === b.provider && a.id === b.id;
+const modelRegistry = {
+	getAll: () => piState.availableModels.map((m) => ({ ...m })),
+	getAvailable: () => piState.availableModels.map((m) => ({ ...m })),
+	find: (provider, modelId) => {
+		const m = piState.availableModels.find((x) => x.provider === provider && x.id === modelId);
+		return m ? { ...m } : undefined;
+	},
+	hasConfiguredAuth: (model) => piState.availableModels.some((m) => sameModel(m, model)),
+	isUsingOAuth: () => false,
+	getError: () => undefined,
+	refresh: async () => ({}),
+};
 
 // The command context (upstream ExtensionCommandContext): session control through pi's session
 // runtime, the same path as the RPC new_session / fork / switch_session commands.
@@ -748,17 +784,24 @@ function makeApi(ext) {
 		on(event, handler) {
 			if (!ext.handlers.has(event)) ext.handlers.set(event, []);
 			ext.handlers.get(event).push(handler);
+			markRegistered();
 		},
 		registerCommand(name, def) {
 			ext.commands.set(name, def);
 			commands.set(name, { ext, def });
+			markRegistered();
 		},
 		registerTool(def) {
+			if (!toolSeq.has(def.name)) toolSeq.set(def.name, toolSeq.size);
 			ext.tools.set(def.name, def);
 			tools.set(def.name, { ext, def });
+			markRegistered();
 		},
 		registerShortcut: noop,
-		registerFlag: (name, o) => ext.flags.set(name, { type: (o && o.type) || "boolean", default: o && o.default, description: o && o.description }),
+		registerFlag: (name, o) => {
+			ext.flags.set(name, { type: (o && o.type) || "boolean", default: o && o.default, description: o && o.description });
+			markRegistered();
+		},
 		getFlag: (name) => (ext.flags.has(name) ? (flagValues.has(name) ? flagValues.get(name) : ext.flags.get(name).default) : undefined),
 		registerMessageRenderer: noop,
 		registerEntryRenderer: noop,
@@ -962,16 +1005,20 @@ async function load(list) {
 		}
 	}
 	if (Atomics.load(themeSeen, 0) === 1) await importTheme();
-	return {
-		extensions: extensions.map((x) => ({
-			path: x.path,
-			events: [...x.handlers.keys()],
-			commands: [...x.commands].map(([name, d]) => ({ name, description: d && d.description })),
-			tools: [...x.tools.values()].map((t) => ({ name: t.name, label: t.label, description: t.description, parameters: t.parameters, promptSnippet: t.promptSnippet, promptGuidelines: t.promptGuidelines })),
-			flags: [...x.flags].map(([name, f]) => ({ name, type: f.type, description: f.description })),
-		})),
-		errors,
-	};
+	loadDone = true;
+	regDirty = false;
+	return { extensions: snapshot(), errors };
+}
+
+// What the loaded extensions registered (wire.rs LoadedExtension), in load order.
+function snapshot() {
+	return extensions.map((x) => ({
+		path: x.path,
+		events: [...x.handlers.keys()],
+		commands: [...x.commands].map(([name, d]) => ({ name, description: d && d.description })),
+		tools: [...x.tools.values()].map((t) => ({ name: t.name, seq: toolSeq.get(t.name), label: t.label, description: t.description, parameters: t.parameters, promptSnippet: t.promptSnippet, promptGuidelines: t.promptGuidelines })),
+		flags: [...x.flags].map(([name, f]) => ({ name, type: f.type, description: f.description })),
+	}));
 }
 
 // A fresh instance of every extension (after a session replacement or ctx.reload(), as upstream
@@ -980,11 +1027,13 @@ async function load(list) {
 // instances subscribe again).
 async function reloadAll() {
 	generation++;
+	loadDone = false;
 	for (const name of providers.keys()) firePi("unregisterProvider", { name });
 	providers.clear();
 	extensions.length = 0;
 	commands.clear();
 	tools.clear();
+	toolSeq.clear();
 	bus.clear();
 	return load(paths);
 }
@@ -1068,6 +1117,25 @@ async function emitGeneric(event) {
 		}
 	}
 	return result ?? null;
+}
+
+// `resources_discover` (upstream docs/extensions.md): every handler's `{skillPaths, promptPaths,
+// themePaths}`, with the extension that gave it (its paths are that extension's resources).
+async function emitResourcesDiscover(event) {
+	const ctx = context();
+	const out = [];
+	const list = (v) => (Array.isArray(v) ? v.filter((p) => typeof p === "string") : []);
+	for (const ext of extensions) {
+		for (const h of ext.handlers.get("resources_discover") || []) {
+			try {
+				const r = await h(event, ctx);
+				if (r && typeof r === "object") out.push({ path: ext.path, skillPaths: list(r.skillPaths), promptPaths: list(r.promptPaths), themePaths: list(r.themePaths) });
+			} catch (e) {
+				reportError(ext.path, "resources_discover", e);
+			}
+		}
+	}
+	return out;
 }
 
 async function runCommand(name, args) {
@@ -1317,6 +1385,7 @@ async function handle(msg) {
 			return emitToolResult(msg.event);
 		case "event":
 			if (msg.event.type === "input") return emitInput(msg.event);
+			if (msg.event.type === "resources_discover") return emitResourcesDiscover(msg.event);
 			return (RUN_EVENTS[msg.event.type] || emitGeneric)(msg.event);
 		case "user_bash":
 			return emitUserBash(msg);
@@ -1378,8 +1447,14 @@ rl.on("line", (line) => {
 	Promise.resolve()
 		.then(() => handle(msg))
 		.then(
-			(result) => msg.id !== undefined && send({ t: "reply", id: msg.id, ok: true, result: result ?? null }),
-			(e) => msg.id !== undefined && send({ t: "reply", id: msg.id, ok: false, error: errText(e) }),
+			(result) => {
+				flushRegistered();
+				if (msg.id !== undefined) send({ t: "reply", id: msg.id, ok: true, result: result ?? null });
+			},
+			(e) => {
+				flushRegistered();
+				if (msg.id !== undefined) send({ t: "reply", id: msg.id, ok: false, error: errText(e) });
+			},
 		);
 });
 rl.on("close", () => process.exit(0));

@@ -94,9 +94,15 @@ pub enum CallReply {
 /// Carries out API calls (`method` as upstream spells it, its params).
 pub type CallHandler = Arc<dyn Fn(String, Value) -> CallReply + Send + Sync>;
 
+/// Receives [`FromHost::Registered`] snapshots (set by [`ExtensionHost::on_registered`]).
+pub type RegisteredSink = Arc<dyn Fn(Vec<super::wire::LoadedExtension>) + Send + Sync>;
+
+type RegisteredSlot = Arc<Mutex<Option<RegisteredSink>>>;
+
 /// A running extension host. Cheap to share (`Arc`).
 pub struct ExtensionHost {
     tx: mpsc::UnboundedSender<String>,
+    registered: RegisteredSlot,
     pending: Pending,
     updates: Updates,
     streams: Streams,
@@ -186,6 +192,8 @@ impl ExtensionHost {
         let ups = updates.clone();
         let streams: Streams = Arc::default();
         let stream_routes = streams.clone();
+        let registered: RegisteredSlot = Arc::default();
+        let registered_sink = registered.clone();
         let dead = Arc::new(AtomicBool::new(false));
         let exit_note = Arc::new(Mutex::new(String::new()));
         let (p, d, note) = (pending.clone(), dead.clone(), exit_note.clone());
@@ -253,6 +261,12 @@ impl ExtensionHost {
                             });
                         }
                     },
+                    FromHost::Registered { extensions } => {
+                        let sink = registered_sink.lock().clone();
+                        if let Some(sink) = sink {
+                            sink(extensions);
+                        }
+                    }
                     FromHost::StreamEvent { id, event } => {
                         if let Some(tx) = stream_routes.lock().get(&id) {
                             let _ = tx.send(*event);
@@ -294,6 +308,7 @@ impl ExtensionHost {
         });
         Ok(Arc::new(ExtensionHost {
             tx,
+            registered,
             pending,
             updates,
             streams,
@@ -303,6 +318,11 @@ impl ExtensionHost {
             pid,
             closing: tokio_util::sync::CancellationToken::new(),
         }))
+    }
+
+    /// Where [`FromHost::Registered`] snapshots go from now on (replacing any earlier sink).
+    pub fn on_registered(&self, sink: RegisteredSink) {
+        *self.registered.lock() = Some(sink);
     }
 
     /// The host's process id (tests kill it).

@@ -222,6 +222,18 @@ pub struct Extensions {
     /// `(session id, last entry id)` of the last mirror push: the next one sends only the
     /// entries after it.
     pushed: Mutex<Option<(String, Option<String>)>>,
+    /// Skills and prompt templates the `resources_discover` handlers added (files).
+    discovered: RwLock<Discovered>,
+}
+
+/// What [`Extensions::discover_resources`] found: skill files and prompt template files, each
+/// with the `sourceInfo` upstream gives it (`source: "extension:<name>"`).
+#[derive(Debug, Clone, Default)]
+pub struct Discovered {
+    /// Skill files.
+    pub skills: Vec<crate::packages::PackageResource>,
+    /// Prompt template files.
+    pub prompts: Vec<crate::packages::PackageResource>,
 }
 
 /// Why extensions could not be started.
@@ -254,6 +266,36 @@ fn load_failure_text(errors: &[wire::LoadError]) -> String {
         .map(|e| format!("Failed to load extension \"{}\": {}", e.path, e.error))
         .collect();
     format!("{}\n{LOAD_FAILURE_HINT}", lines.join("\nError: "))
+}
+
+/// The modules the extension host provides itself (upstream resource-loader
+/// `HOST_PROVIDED_EXTENSION_PACKAGES`): a package should list them as peer dependencies.
+const HOST_PROVIDED_MODULES: [&str; 10] = [
+    "@earendil-works/pi-agent-core",
+    "@earendil-works/pi-ai",
+    "@earendil-works/pi-coding-agent",
+    "@earendil-works/pi-tui",
+    "@mariozechner/pi-agent-core",
+    "@mariozechner/pi-ai",
+    "@mariozechner/pi-coding-agent",
+    "@mariozechner/pi-tui",
+    "@sinclair/typebox",
+    "typebox",
+];
+
+/// The host-provided modules `manifest` (a `package.json`) lists under `dependencies`, sorted;
+/// `None` when there are none or the file cannot be read or parsed.
+fn host_provided_dependencies(manifest: &Path) -> Option<Vec<String>> {
+    let text = std::fs::read_to_string(manifest).ok()?;
+    let value: Value = serde_json::from_str(text.trim_start_matches('\u{feff}')).ok()?;
+    let deps = value.get("dependencies")?.as_object()?;
+    let mut names: Vec<String> = deps
+        .keys()
+        .filter(|k| HOST_PROVIDED_MODULES.contains(&k.as_str()))
+        .cloned()
+        .collect();
+    names.sort();
+    (!names.is_empty()).then_some(names)
 }
 
 /// Upstream's conflict rule for tools (docs/extensions.md; loader `Tool "<name>" conflicts
@@ -321,7 +363,7 @@ impl Extensions {
         if !failures.is_empty() {
             return Err(StartError::LoadFailed(failures));
         }
-        Ok(Arc::new(Extensions {
+        let ext = Arc::new(Extensions {
             host,
             sources,
             loaded: RwLock::new(loaded),
@@ -330,7 +372,194 @@ impl Extensions {
             shaper: events::EventShaper::default(),
             runtime,
             pushed: Mutex::new(None),
-        }))
+            discovered: RwLock::default(),
+        });
+        let weak = Arc::downgrade(&ext);
+        ext.host.on_registered(Arc::new(move |list| {
+            if let Some(ext) = weak.upgrade() {
+                ext.apply_registered(list);
+            }
+        }));
+        Ok(ext)
+    }
+
+    /// Takes a [`wire::FromHost::Registered`] snapshot: commands, tools, handlers and flags
+    /// registered after the factories (upstream lets `session_start` and later handlers
+    /// register them). The session's tools and system prompt are rebuilt: a new tool is active
+    /// (upstream `refreshTools` activates tools registered after startup), the others keep
+    /// their state (`pi.setActiveTools`).
+    fn apply_registered(&self, list: Vec<wire::LoadedExtension>) {
+        let names = |l: &[wire::LoadedExtension]| -> Vec<String> {
+            l.iter()
+                .flat_map(|e| e.tools.iter().map(|t| t.name.clone()))
+                .collect()
+        };
+        self.rebuild_loadout(|| {
+            let before = names(&self.loaded.read().extensions);
+            let added: Vec<String> = names(&list)
+                .into_iter()
+                .filter(|n| !before.contains(n))
+                .collect();
+            self.loaded.write().extensions = list;
+            added
+        });
+    }
+
+    /// Applies `change` (which returns the names of tools it added) and rebuilds the session's
+    /// tools and system prompt: a session on the default tool set gets the new default one; a
+    /// session whose tools were chosen (`pi.setActiveTools`) keeps them plus the added tools.
+    fn rebuild_loadout(&self, change: impl FnOnce() -> Vec<String>) {
+        let runtime = self.runtime.get();
+        let session = runtime.map(|r| r.session());
+        let default_before = match (runtime, &session) {
+            (Some(r), Some(s)) => {
+                let default: Vec<String> = r
+                    .factory()
+                    .loadout(s.cwd())
+                    .tools
+                    .iter()
+                    .map(|t| t.definition().name)
+                    .collect();
+                default == s.active_tool_names()
+            }
+            _ => true,
+        };
+        let added = change();
+        let (Some(runtime), Some(session)) = (runtime, session) else {
+            return;
+        };
+        let loadout = if default_before {
+            runtime.factory().loadout(session.cwd())
+        } else {
+            let mut active = session.active_tool_names();
+            active.extend(added);
+            runtime.factory().loadout_with(session.cwd(), &active)
+        };
+        session.set_loadout(loadout);
+        self.push_state();
+    }
+
+    /// Runs the `resources_discover` handlers (upstream docs/extensions.md: after
+    /// `session_start`; `reason` `startup` or `reload`) and makes the skills and prompt
+    /// templates they name part of the session's resources (`get_commands`, the system
+    /// prompt's skills, `/skill:` and template expansion). A folder gives the files discovery
+    /// finds in it; relative paths resolve against `cwd`. Each file's `sourceInfo`:
+    /// `{path, source: "extension:<entry file stem>", scope: "temporary", origin: "top-level",
+    /// baseDir: <the entry file's folder>}`, as upstream reports them.
+    pub async fn discover_resources(&self, cwd: &Path, reason: &str) {
+        const EVENT: &str = "resources_discover";
+        if !self.handles(EVENT) || self.host.is_dead() {
+            return;
+        }
+        self.push_state();
+        let id = self.host.next_id();
+        let msg = ToHost::Event {
+            id: Some(id),
+            event: json!({"type": EVENT, "cwd": cwd, "reason": reason}),
+        };
+        let found: Vec<wire::DiscoveredResources> =
+            match self.host.request(id, &msg, Some(self.hook_timeout)).await {
+                Ok(v) => serde_json::from_value(v).unwrap_or_default(),
+                Err(e) => {
+                    for p in self.handlers_of(EVENT) {
+                        self.error(&p, EVENT, &e.to_string());
+                    }
+                    vec![]
+                }
+            };
+        let mut out = Discovered::default();
+        for f in &found {
+            let entry = Path::new(&f.path);
+            let name = entry
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let base = entry.parent().map(|p| p.to_string_lossy().into_owned());
+            let resource = |file: PathBuf| crate::packages::PackageResource {
+                info: crate::resources::SourceInfo {
+                    path: file.to_string_lossy().into_owned(),
+                    source: format!("extension:{name}"),
+                    scope: "temporary".into(),
+                    origin: "top-level".into(),
+                    base_dir: base.clone(),
+                    changelog_path: None,
+                },
+                path: file,
+            };
+            let files = |p: &String, dir_files: &dyn Fn(&Path) -> Vec<PathBuf>| {
+                let p = cwd.join(p);
+                if p.is_dir() {
+                    dir_files(&p)
+                } else {
+                    vec![p]
+                }
+            };
+            use crate::resources::discover::{collect_prompt_entries, collect_skill_entries};
+            let skills =
+                |d: &Path| collect_skill_entries(d, crate::resources::discover::SkillMode::Pi);
+            for p in &f.skill_paths {
+                out.skills
+                    .extend(files(p, &skills).into_iter().map(resource));
+            }
+            for p in &f.prompt_paths {
+                out.prompts
+                    .extend(files(p, &collect_prompt_entries).into_iter().map(resource));
+            }
+        }
+        self.rebuild_loadout(|| {
+            *self.discovered.write() = out;
+            vec![]
+        });
+    }
+
+    /// The skills and prompt templates `resources_discover` handlers added.
+    pub fn discovered(&self) -> Discovered {
+        self.discovered.read().clone()
+    }
+
+    /// The start-up warnings upstream's resource loader gives for these extensions (the text
+    /// after `Warning: `), in upstream's order:
+    /// - a built-in extension command (`/mcp`, `/llama`) that a loaded extension registers
+    ///   too: the built-in is not loaded (upstream `omitReplacedExtensions`);
+    /// - a package whose `package.json` lists a host-provided module under `dependencies`
+    ///   instead of `peerDependencies` (upstream `collectExtensionPackageWarnings`).
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = vec![];
+        let loaded = self.loaded.read();
+        for (name, path, _) in crate::resources::commands::BUILTIN_COMMANDS {
+            let Some(ext) = loaded
+                .extensions
+                .iter()
+                .find(|e| e.commands.iter().any(|c| c.name == name))
+            else {
+                continue;
+            };
+            let builtin = path.trim_start_matches("builtin:");
+            out.push(format!(
+                "Extension package \"{path}\": Extension {} registers command `/{name}`, so built-in extension `{builtin}` was not loaded. To use `{builtin}`, run `pi config` and make sure it is enabled under Built-in extensions, then disable or remove the existing extension. We recommend only having one or the other loaded at a time.",
+                ext.path
+            ));
+        }
+        let mut roots: Vec<PathBuf> = vec![];
+        for src in &self.sources {
+            if let Some(dir) = src.package.as_ref().and_then(|p| p.base_dir.as_ref()) {
+                let dir = PathBuf::from(dir);
+                if !roots.contains(&dir) {
+                    roots.push(dir);
+                }
+            }
+        }
+        for root in roots {
+            let manifest = root.join("package.json");
+            if let Some(names) = host_provided_dependencies(&manifest) {
+                out.push(format!(
+                    "Extension package \"{}\": Host-provided extension packages must be declared in peerDependencies with a \"*\" range, not dependencies: {}. Installed copies can bypass the extension loader and create duplicate runtime modules.",
+                    manifest.display(),
+                    names.join(", ")
+                ));
+            }
+        }
+        out
     }
 
     /// The flags the extensions registered (`pi.registerFlag`), in load order.
@@ -462,6 +691,20 @@ impl Extensions {
         Ok(())
     }
 
+    /// Every registered tool in registration order ([`wire::ToolInfo::seq`]; load order for
+    /// equal places).
+    fn tool_infos(&self) -> Vec<wire::ToolInfo> {
+        let mut all: Vec<wire::ToolInfo> = self
+            .loaded
+            .read()
+            .extensions
+            .iter()
+            .flat_map(|e| e.tools.iter().cloned())
+            .collect();
+        all.sort_by_key(|t| t.seq);
+        all
+    }
+
     /// `(tool name, extension path)` of every registered tool.
     pub fn tool_paths(&self) -> Vec<(String, String)> {
         self.loaded
@@ -474,14 +717,11 @@ impl Extensions {
 
     /// The registered tools, in load order, as agent tools.
     pub fn tools(self: &Arc<Self>) -> Vec<Arc<dyn pi_agent::AgentTool>> {
-        self.loaded
-            .read()
-            .extensions
-            .iter()
-            .flat_map(|e| e.tools.iter())
+        self.tool_infos()
+            .into_iter()
             .map(|info| {
                 Arc::new(tool::ExtensionTool {
-                    info: info.clone(),
+                    info,
                     extensions: self.clone(),
                 }) as Arc<dyn pi_agent::AgentTool>
             })
@@ -490,11 +730,8 @@ impl Extensions {
 
     /// The system-prompt view of the registered tools (snippet and guidelines as given).
     pub fn prompt_tools(&self) -> Vec<crate::system_prompt::PromptTool> {
-        self.loaded
-            .read()
-            .extensions
+        self.tool_infos()
             .iter()
-            .flat_map(|e| e.tools.iter())
             .map(|t| crate::system_prompt::PromptTool {
                 definition: pi_ai::ToolDefinition {
                     name: t.name.clone(),

@@ -198,6 +198,15 @@ pub enum FromHost {
         #[serde(default)]
         params: Value,
     },
+    /// What the extensions have registered, whole, after a registration made later than the
+    /// factories (`pi.registerTool`, `registerCommand`, `on`, `registerFlag` in `session_start`
+    /// or any other handler, as upstream allows). Sent before the reply of the round that made
+    /// it, so the reply's waiter already sees it.
+    Registered {
+        /// Every loaded extension, in load order (the shape of [`LoadResult::extensions`]).
+        #[serde(default)]
+        extensions: Vec<LoadedExtension>,
+    },
     /// One event of the stream of [`ToHost::Stream`] request `id`, normalised by the host.
     StreamEvent {
         /// The request id.
@@ -264,6 +273,10 @@ pub struct FlagInfo {
 pub struct ToolInfo {
     /// The name the model calls.
     pub name: String,
+    /// Its place in registration order across all extensions (0 first; absent = 0). Tools are
+    /// offered in this order, as upstream's registry keeps them.
+    #[serde(default)]
+    pub seq: u64,
     /// Description for the model.
     #[serde(default)]
     pub description: Option<String>,
@@ -296,6 +309,24 @@ pub struct LoadResult {
     /// Extensions that failed.
     #[serde(default)]
     pub errors: Vec<LoadError>,
+}
+
+/// One handler's answer to `resources_discover` (upstream docs/extensions.md): paths of
+/// skills, prompt templates and themes (files or folders) the extension at `path` adds.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DiscoveredResources {
+    /// The extension's entry file.
+    pub path: String,
+    /// Skill files or folders.
+    #[serde(default)]
+    pub skill_paths: Vec<String>,
+    /// Prompt template files or folders.
+    #[serde(default)]
+    pub prompt_paths: Vec<String>,
+    /// Theme files or folders (no themes in RPC mode; kept for completeness).
+    #[serde(default)]
+    pub theme_paths: Vec<String>,
 }
 
 /// The reply to [`ToHost::ToolCall`].

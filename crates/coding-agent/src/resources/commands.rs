@@ -42,13 +42,18 @@ fn info_value(info: &SourceInfo) -> serde_json::Value {
 }
 
 /// The `get_commands` entries (see the module docs for the order).
+///
+/// `shadowed`: the extension commands' names; a built-in command of one of those names is left
+/// out (upstream does not load a built-in extension whose command another extension registers).
 pub fn list(
     templates: &[PromptTemplate],
     skills: &[Skill],
     skill_commands: bool,
+    shadowed: &[String],
 ) -> Vec<SlashCommand> {
     let mut out: Vec<SlashCommand> = BUILTIN_COMMANDS
         .iter()
+        .filter(|(name, _, _)| !shadowed.iter().any(|s| s == name))
         .map(|(name, path, description)| SlashCommand {
             name: (*name).into(),
             description: Some((*description).into()),

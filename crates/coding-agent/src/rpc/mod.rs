@@ -457,10 +457,12 @@ fn dispatch(
             let res = session.command_resources();
             // Upstream's order: extension commands, the built-in `llama`/`mcp`, templates, skills.
             let mut commands = extension_commands(&session);
+            let shadowed: Vec<String> = commands.iter().map(|c| c.name.clone()).collect();
             commands.extend(crate::resources::commands::list(
                 &res.prompt_templates,
                 &res.skills,
                 res.skill_commands,
+                &shadowed,
             ));
             reply(some(ResponseData::Commands(CommandsData { commands })))
         }

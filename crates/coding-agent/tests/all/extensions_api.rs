@@ -337,3 +337,111 @@ fn tool_call_handlers_see_the_session_through_the_calling_message() {
     let (_, n) = agent.wait_from(0, LIVENESS, |v| v["method"] == "notify");
     assert_eq!(n["message"], "leaf has [\"call_fake_1_0\"] idle=false");
 }
+
+/// An extension that registers later than its factory, as upstream allows: a tool and a
+/// command in `session_start`, a skill through `resources_discover`, and `/mcp` (which
+/// replaces the built-in one). `/which` reports `ctx.modelRegistry` reads.
+const LATE_EXT: &str = r#"
+import { fileURLToPath } from "node:url";
+export default function (pi) {
+  pi.on("session_start", () => {
+    pi.registerTool({
+      name: "late_tool", label: "Late", description: "registered in session_start",
+      parameters: { type: "object", properties: {} },
+      execute: async () => ({ content: [{ type: "text", text: "late ran" }], details: {} }),
+    });
+    pi.registerCommand("late-cmd", { description: "registered in session_start", handler: async () => {} });
+  });
+  pi.on("resources_discover", (e) => ({
+    skillPaths: [fileURLToPath(new URL("./skills/found/SKILL.md", import.meta.url))],
+  }));
+  pi.registerCommand("mcp", { description: "our own mcp", handler: async (_a, ctx) => ctx.ui.notify("own mcp", "info") });
+  pi.registerCommand("which", {
+    description: "model registry reads",
+    handler: async (_a, ctx) => {
+      const r = ctx.modelRegistry;
+      const m = r.find("fake-openai", "fake-gpt");
+      ctx.ui.notify(`find=${m && m.id} none=${r.find("fake-openai", "nope")} avail=${r.getAvailable().length > 0} auth=${r.hasConfiguredAuth(m)}`, "info");
+    },
+  });
+}
+"#;
+
+/// A second extension whose factory registers a tool: upstream offers it before the one the
+/// first extension registers later, in `session_start`.
+const EARLY_EXT: &str = r#"
+export default function (pi) {
+  pi.registerTool({
+    name: "early_tool", label: "Early", description: "registered in the factory",
+    parameters: { type: "object", properties: {} },
+    execute: async () => ({ content: [{ type: "text", text: "early ran" }], details: {} }),
+  });
+}
+"#;
+
+#[test]
+fn registrations_after_the_factory_reach_tools_commands_and_skills() {
+    let script = Script::new([Turn::tool_call("late_tool", json!({})), Turn::text("done")]);
+    let (fake, root) = setup(script, DEFAULT_MODEL);
+    root.write_cwd_file("late.js", LATE_EXT);
+    root.write_cwd_file("early.js", EARLY_EXT);
+    root.write_cwd_file(
+        "skills/found/SKILL.md",
+        "---\nname: found\ndescription: A skill an extension discovered.\n---\nBody.\n",
+    );
+    let mut agent = root.spawn_with(false, &["-e", "late.js", "-e", "early.js"]);
+    let r = agent.request(json!({"id": "c", "type": "get_commands"}));
+    let cmds = r["data"]["commands"].as_array().unwrap().clone();
+    let named = |n: &str| {
+        cmds.iter()
+            .filter(|c| c["name"] == n)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(named("late-cmd").len(), 1, "{cmds:?}");
+    let mcp = named("mcp");
+    assert_eq!(mcp.len(), 1, "the built-in /mcp is replaced: {cmds:?}");
+    assert_eq!(mcp[0]["description"], "our own mcp");
+    let skill = named("skill:found");
+    assert_eq!(skill.len(), 1, "{cmds:?}");
+    assert_eq!(skill[0]["sourceInfo"]["source"], "extension:late");
+    assert_eq!(skill[0]["sourceInfo"]["scope"], "temporary");
+    assert_eq!(
+        skill[0]["sourceInfo"]["baseDir"],
+        root.cwd.to_string_lossy().as_ref()
+    );
+    agent.request(json!({"id": "p", "type": "prompt", "message": "go"}));
+    agent.wait_event("agent_end");
+    let req = &fake.llm_requests()[0].body;
+    let tools: Vec<&str> = req["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        tools,
+        ["read", "bash", "edit", "write", "early_tool", "late_tool"]
+    );
+    let system = req["messages"][0]["content"].as_str().unwrap();
+    assert!(system.contains("<name>found</name>"), "{system}");
+    let end = agent.wait_event("tool_execution_end");
+    assert_eq!(end["result"]["content"][0]["text"], "late ran");
+    let stderr = agent.stderr();
+    assert!(
+        stderr.contains("Warning: Extension package \"builtin:mcp\": Extension ")
+            && stderr.contains(
+                "late.js registers command `/mcp`, so built-in extension `mcp` was not loaded."
+            ),
+        "{stderr}"
+    );
+    let from = agent.len();
+    let r = agent.request(json!({"id": "m", "type": "prompt", "message": "/mcp"}));
+    assert_eq!(r["data"]["disposition"], "handled");
+    let (_, text) = notify_from(&agent, from, "own");
+    assert_eq!(text, "own mcp");
+    let from = agent.len();
+    agent.request(json!({"id": "w", "type": "prompt", "message": "/which"}));
+    let (_, text) = notify_from(&agent, from, "find=");
+    assert_eq!(text, "find=fake-gpt none=undefined avail=true auth=true");
+}
