@@ -198,7 +198,7 @@ impl AgentSession {
         if input.commands {
             if let Some((name, args)) = ext.as_ref().and_then(|e| e.command_of(&input.text)) {
                 let ext = ext.clone();
-                return self.pending(async move {
+                return Admitting::Pending(Box::pin(async move {
                     let guard = AnswerGuard::new(respond.clone());
                     if let Some(ext) = ext {
                         let r = respond.clone();
@@ -208,15 +208,15 @@ impl AgentSession {
                         let _ = ext.run_command_then(&name, &args, on_done).await;
                     }
                     guard.finish(Admission::Handled)
-                });
+                }));
             }
             if let Some(dir) = &input.agent_dir {
                 if let Some(run) = self.builtin_command(&input.text, dir) {
-                    return self.pending(async move {
+                    return Admitting::Pending(Box::pin(async move {
                         let guard = AnswerGuard::new(respond);
                         run.await;
                         guard.finish(Admission::Handled)
-                    });
+                    }));
                 }
             }
         }
@@ -268,8 +268,9 @@ impl AgentSession {
         Turn { before, done }
     }
 
-    /// Admission that waits on `work`, counted in [`AgentSession::wait_quiet`] from now
-    /// until it is done or dropped.
+    /// Admission that waits on `input` handlers (so may still queue or start a run), counted
+    /// by [`AgentSession::wait_idle`] from now until it is done or dropped. Commands are not
+    /// counted: they start no run themselves, and one may wait for idle itself.
     fn pending(&self, work: impl Future<Output = Admission> + Send + 'static) -> Admitting {
         struct Counted(AgentSession);
         impl Drop for Counted {
@@ -285,15 +286,11 @@ impl AgentSession {
         }))
     }
 
-    /// Resolves once nothing a prompt set going is left: the extensions have sent what they
-    /// had scheduled (a `sendUserMessage` just before a command returned), no admission waits
-    /// on them, and no run is in flight. Print and JSON mode end only then (upstream 1.6 exits
-    /// while a run a command started is still streaming, and loses its output).
-    pub async fn wait_quiet(&self) {
+    /// Resolves once no prompt is being admitted through `input` handlers and no run is in
+    /// flight (`ctx.waitForIdle()`: a `sendUserMessage` just made is admitted, and its run
+    /// settled, before this resolves; upstream docs/extensions.md "ctx.waitForIdle()").
+    pub async fn wait_idle(&self) {
         loop {
-            if let Some(ext) = self.extensions() {
-                ext.quiesce().await;
-            }
             if self.inner.admitting.load(Ordering::SeqCst) > 0 {
                 tokio::time::sleep(std::time::Duration::from_millis(10)).await;
                 continue;
@@ -302,6 +299,23 @@ impl AgentSession {
                 return;
             }
             self.wait_settled().await;
+        }
+    }
+
+    /// [`AgentSession::wait_idle`], after the extensions have sent everything they had
+    /// scheduled (a `sendUserMessage` made just before a command returned), repeated until
+    /// nothing new came. Print and JSON mode go on to the next message, and end, only then
+    /// (upstream 1.6 exits while a run a command started is still streaming, and loses its
+    /// output).
+    pub async fn wait_quiet(&self) {
+        loop {
+            if let Some(ext) = self.extensions() {
+                ext.quiesce().await;
+            }
+            if self.inner.admitting.load(Ordering::SeqCst) == 0 && !self.phase().is_streaming() {
+                return;
+            }
+            self.wait_idle().await;
         }
     }
 

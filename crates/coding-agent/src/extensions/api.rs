@@ -250,7 +250,7 @@ pub fn handle(slot: &RuntimeSlot, method: &str, params: &Value) -> CallReply {
         }
         "waitForIdle" => {
             return later(async move {
-                runtime.wait_settled().await;
+                runtime.session().wait_idle().await;
                 answer(&runtime, Value::Null)
             })
         }
