@@ -89,7 +89,7 @@ fn main() {
     //
     // One worker (issue 15: context switches while streaming). A session is one stream of work
     // at a time, and what runs in parallel has its own threads (grep/find's walker, tool output
-    // readers, the blocking pool, `output::block_in_place`); with two workers, hyper's
+    // readers, the blocking pool, `tasks::block_in_place`); with two workers, hyper's
     // connection task and the task reading the response body woke each other across threads
     // for every read (~3–5 switches per 20 streamed deltas, against ~0.3 with one worker).
     // The RPC reader runs on the main thread (`block_on`), so commands are read and answered
@@ -377,8 +377,8 @@ async fn run(cli: Cli) -> i32 {
         let name = name.trim_start_matches(['+', '-']);
         // MCP tools are matched when their servers connect (mcp::ToolFilter).
         let mcp = name.starts_with("mcp__") || name.contains("mcp_resource");
-        let own =
-            name == pi_coding_agent::codemode::NAME || name == pi_coding_agent::mcp::search::NAME;
+        let own = name == pi_coding_agent::codemode::NAME
+            || name == pi_coding_agent::codemode::search::NAME;
         let known = tools::ALL_TOOLS.contains(&name) || ext_tool_names.iter().any(|t| t == name);
         if !name.contains('*') && !known && !mcp && !own {
             config::warn(&format!("Unknown tool \"{name}\" ignored"));

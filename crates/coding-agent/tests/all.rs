@@ -34,6 +34,9 @@ mod config_system_prompt;
 #[path = "all/export_html.rs"]
 mod export_html;
 
+#[path = "all/floors.rs"]
+mod floors;
+
 #[path = "all/extensions.rs"]
 mod extensions;
 #[path = "all/extensions_api.rs"]

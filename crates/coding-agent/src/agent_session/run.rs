@@ -5,7 +5,7 @@
 use super::queues::{message_text, QueueKind};
 use super::retry::{self, AfterRun, RetryPolicy, RETRY_CANCELLED};
 use super::{AgentSession, RunPhase};
-use crate::rpc::protocol::RpcEvent;
+use crate::protocol::rpc::RpcEvent;
 use futures::FutureExt;
 use pi_agent::{run_agent_loop, AgentEvent, EmitFn, RunHooks, TurnConfig};
 use pi_ai::{now_ms, AssistantMessage, ImageContent, Message, Model, Provider, StopReason};
@@ -512,7 +512,7 @@ impl AgentSession {
         match AssertUnwindSafe(run).catch_unwind().await {
             Ok(created) => Some(created),
             Err(panic) => {
-                let text = crate::rpc::panic_text(panic.as_ref());
+                let text = crate::tasks::panic_text(panic.as_ref());
                 tracing::error!("the agent loop panicked: {text}");
                 let model = self.model().unwrap_or_else(Model::unknown);
                 let mut m = AssistantMessage::empty(&model);
@@ -751,7 +751,7 @@ impl RunHooks for Hooks {
                 .clone()
                 .unwrap_or(loadout.system_prompt),
             tools: with_mcp_tools(loadout.tools, inner.services.mcp.as_ref(), || {
-                crate::mcp::search::loaded_names(&self.session.transcript())
+                crate::codemode::search::loaded_names(&self.session.transcript())
             }),
             thinking_level,
             session_id: Some(inner.store.lock().session_id().to_string()),
@@ -844,10 +844,10 @@ fn with_mcp_tools(
     if let Some(m) = mcp {
         let mut taken: std::collections::HashSet<String> =
             tools.iter().map(|t| t.definition().name).collect();
-        let searching = taken.contains(crate::mcp::search::NAME);
+        let searching = taken.contains(crate::codemode::search::NAME);
         let mut extra = m.direct_tools();
         if searching {
-            extra.extend(crate::mcp::search::loaded_tools(m, &loaded()));
+            extra.extend(crate::codemode::search::loaded_tools(m, &loaded()));
         }
         for t in extra {
             if taken.insert(t.definition().name) {

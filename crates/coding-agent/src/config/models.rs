@@ -42,6 +42,11 @@ use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+/// Finds the adapter for a model's `api` (built by the composition root from `crate::ai`'s
+/// adapters and the extension providers; `None`: no adapter for that API).
+pub type ProviderResolver =
+    std::sync::Arc<dyn Fn(&Model) -> Option<std::sync::Arc<dyn pi_ai::Provider>> + Send + Sync>;
+
 /// Defaults for custom models (spec config.md §4).
 pub const DEFAULT_CONTEXT_WINDOW: u64 = 128_000;
 /// Default `maxTokens` of a custom model.

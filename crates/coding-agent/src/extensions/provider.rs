@@ -20,7 +20,7 @@ use super::wire::{
     ProviderCall, ProviderCallResult, ProviderStreamEvent, StreamRequestOptions, ToHost,
     TranscriptContext,
 };
-use crate::agent_session::ProviderResolver;
+use crate::config::models::ProviderResolver;
 use crate::config::ModelRegistry;
 use futures::StreamExt;
 use pi_ai::{

@@ -4,7 +4,7 @@
 //! `pi`: [`FromHost`]. Requests carry a numeric `id`; the host answers each with exactly one
 //! [`FromHost::Reply`] of the same id.
 
-use crate::rpc::protocol::ExtensionUiRequest;
+use crate::protocol::rpc::ExtensionUiRequest;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

@@ -27,7 +27,7 @@ pub mod summarize;
 use super::convert::convert_to_llm;
 use super::AgentSession;
 use crate::config::CompactionSettings;
-use crate::rpc::protocol::{CompactionReason, CompactionResult, RpcEvent};
+use crate::protocol::rpc::{CompactionReason, CompactionResult, RpcEvent};
 use crate::session::{EntryKind, SessionEntry};
 use parking_lot::Mutex;
 use pi_ai::{AssistantMessage, Message, Model, StopReason};
