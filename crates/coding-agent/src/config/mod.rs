@@ -17,7 +17,7 @@ pub mod settings;
 pub mod value;
 
 pub use auth::{
-    read_auth_entries, update_auth_file, AuthCredential, AuthFileError, AuthStorage, OAuthAccess,
+    read_auth_entries, update_auth_file, update_locked_json, AuthCredential, AuthFileError, AuthStorage, OAuthAccess,
     RefreshError,
 };
 pub use models::{
