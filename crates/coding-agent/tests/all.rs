@@ -46,6 +46,8 @@ mod extension_events;
 
 #[path = "all/extension_providers.rs"]
 mod extension_providers;
+#[path = "all/extension_provider_auth.rs"]
+mod extension_provider_auth;
 #[path = "all/hostile_input.rs"]
 mod hostile_input;
 
