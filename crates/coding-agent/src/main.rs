@@ -147,7 +147,7 @@ fn auth_with_extensions(
         return None;
     }
     let base = ModelRegistry::load(agent_dir);
-    if base.providers().iter().any(|p| *p == provider) {
+    if base.providers().contains(&provider) {
         return None;
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -174,12 +174,38 @@ fn auth_with_extensions(
             Err(code) => return Some(code),
         };
         let snapshot = registry.read().ok()?.clone();
-        let known = snapshot.providers().iter().any(|p| *p == provider)
+        let known = snapshot.providers().contains(&provider)
             || snapshot.extension_oauth(&provider);
         if !known {
             return None;
         }
         if sub != "login" || rest.iter().any(|a| a == "--api-key") || !snapshot.extension_oauth(&provider) {
+            let mut snapshot = snapshot;
+            // `check` resolves the credential as a request would (unless `--no-refresh`): an
+            // expired extension OAuth token is refreshed by the extension first.
+            if sub == "check"
+                && !rest.iter().any(|a| a == "--no-refresh")
+                && snapshot.extension_oauth(&provider)
+                && snapshot.auth().is_oauth(&provider)
+            {
+                let host = ext.host().clone();
+                let (dir, id) = (agent_dir.to_path_buf(), provider.clone());
+                let refreshed = tokio::spawn(async move {
+                    extensions::provider::oauth_request_key(&host, &dir, &id)
+                })
+                .await;
+                if !matches!(refreshed, Ok(Ok(Some(_)))) {
+                    // As a failed built-in refresh: the state is invalid.
+                    if rest.iter().any(|a| a == "--json") {
+                        let result = serde_json::json!({"status": "invalid", "provider": provider, "reason": "invalid_state"});
+                        println!("{result}");
+                    } else {
+                        println!("invalid");
+                    }
+                    return Some(2);
+                }
+                snapshot.reload(agent_dir);
+            }
             let code = pi_coding_agent::auth_cmd::run_with(&args[1..], agent_dir, Some(snapshot));
             return Some(code);
         }
@@ -757,13 +783,9 @@ impl ExtensionStart<'_> {
         // A model refresh once the extensions registered (upstream awaits one before the
         // session starts): `refreshModels` replaces its registration's models.
         let offline = std::env::var_os("PI_OFFLINE").is_some_and(|v| !v.is_empty());
-        for (provider, error) in extensions::provider::refresh_models(
-            extensions.host(),
-            self.registry,
-            None,
-            !offline,
-        )
-        .await
+        for (provider, error) in
+            extensions::provider::refresh_models(extensions.host(), self.registry, None, !offline)
+                .await
         {
             config::warn(&format!("Model refresh failed for {provider}: {error}"));
         }

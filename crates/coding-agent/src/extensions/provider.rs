@@ -76,12 +76,10 @@ pub fn handle_call(
             let answer = match (agent_dir, provider.is_empty()) {
                 (_, true) => serde_json::json!({"error": "publish needs a provider"}),
                 (None, _) => serde_json::json!({}),
-                (Some(dir), false) => {
-                    match publish_models(&dir, provider, params.get("persist")) {
-                        Ok(()) => serde_json::json!({}),
-                        Err(e) => serde_json::json!({ "error": e }),
-                    }
-                }
+                (Some(dir), false) => match publish_models(&dir, provider, params.get("persist")) {
+                    Ok(()) => serde_json::json!({}),
+                    Err(e) => serde_json::json!({ "error": e }),
+                },
             };
             return Some(CallReply::Now(answer));
         }
@@ -738,7 +736,12 @@ impl Provider for Unrouted {
         crate::config::models::VIRTUAL_API
     }
 
-    fn stream(&self, model: &Model, _context: &Context, _options: StreamOptions) -> AssistantStream {
+    fn stream(
+        &self,
+        model: &Model,
+        _context: &Context,
+        _options: StreamOptions,
+    ) -> AssistantStream {
         let last = failed(
             model,
             StopReason::Error,
@@ -839,7 +842,9 @@ pub fn route_virtual(
         .iter()
         .find(|m| m.provider == route.provider && m.id == route.id)
     {
-        Some(m) if is_virtual(m) => return Err(format!("{routed}, which is not a physical model.")),
+        Some(m) if is_virtual(m) => {
+            return Err(format!("{routed}, which is not a physical model."))
+        }
         Some(m) => m.clone(),
         None => return Err(format!("{routed}, which has no credentials.")),
     };

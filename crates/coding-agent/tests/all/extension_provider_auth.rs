@@ -119,7 +119,13 @@ fn model_ids(agent: &mut RpcAgent, id: &str) -> Vec<String> {
         .as_array()
         .unwrap_or_else(|| panic!("{r}"))
         .iter()
-        .map(|m| format!("{}/{}", m["provider"].as_str().unwrap(), m["id"].as_str().unwrap()))
+        .map(|m| {
+            format!(
+                "{}/{}",
+                m["provider"].as_str().unwrap(),
+                m["id"].as_str().unwrap()
+            )
+        })
         .collect()
 }
 
@@ -172,7 +178,14 @@ fn an_oauth_provider_logs_in_through_pi_auth_login_and_refreshes_before_a_reques
     // `pi auth check` knows the provider too.
     let (code, out, err) = pi(
         &root,
-        &["auth", "check", "--provider", "corp", "--json", "--no-refresh"],
+        &[
+            "auth",
+            "check",
+            "--provider",
+            "corp",
+            "--json",
+            "--no-refresh",
+        ],
         "",
     );
     assert_eq!(code, 0, "{out}{err}");
@@ -181,6 +194,18 @@ fn an_oauth_provider_logs_in_through_pi_auth_login_and_refreshes_before_a_reques
         check,
         json!({"status": "ready", "provider": "corp", "authType": "oauth"})
     );
+
+    // Without `--no-refresh` the check resolves the credential as a request would: the
+    // extension refreshes it (the second token request), and it is ready.
+    let (code, out, err) = pi(&root, &["auth", "check", "--provider", "corp"], "");
+    assert_eq!((code, out.trim()), (0, "ready"), "{err}");
+    assert_eq!(token_requests(&fake).len(), 2);
+    assert!(auth_entry(&root, "corp")["expires"].as_i64().unwrap() > now_ms());
+    // Expired again, so that the first request refreshes it.
+    let mut expired = auth_entry(&root, "corp");
+    expired["expires"] = json!(1000);
+    root.write_agent_file("auth.json", &json!({"corp": expired}));
+    let first_access = expired["access"].as_str().unwrap().to_string();
 
     // The expired credential is refreshed by the extension before the first request.
     let mut agent = root.spawn_with(false, &["--provider", "corp", "--model", "corp-1"]);
@@ -191,12 +216,12 @@ fn an_oauth_provider_logs_in_through_pi_auth_login_and_refreshes_before_a_reques
     assert_eq!(m[0]["provider"], "corp");
     assert_eq!(m[0]["stopReason"], "stop", "{}", m[0]);
     let tokens = token_requests(&fake);
-    assert_eq!(tokens.len(), 2, "{tokens:?}");
+    assert_eq!(tokens.len(), 3, "{tokens:?}");
     assert!(
-        tokens[1].contains("\"grant_type\":\"refresh_token\"")
-            && tokens[1].contains("\"refresh_token\":\"refresh-code-123\""),
+        tokens[2].contains("\"grant_type\":\"refresh_token\"")
+            && tokens[2].contains("\"refresh_token\":\"refresh-code-123\""),
         "{}",
-        tokens[1]
+        tokens[2]
     );
     let entry = auth_entry(&root, "corp");
     let access = entry["access"].as_str().unwrap().to_string();
@@ -214,7 +239,7 @@ fn an_oauth_provider_logs_in_through_pi_auth_login_and_refreshes_before_a_reques
     // Fresh now: the next request sends the same key without another refresh.
     let m = prompt(&mut agent, "p2", "again");
     assert_eq!(m[0]["stopReason"], "stop", "{}", m[0]);
-    assert_eq!(token_requests(&fake).len(), 2);
+    assert_eq!(token_requests(&fake).len(), 3);
     assert_eq!(
         fake.llm_requests()[1].header("authorization"),
         Some(format!("Bearer corp:{access}:acme").as_str())
@@ -242,7 +267,14 @@ fn a_failed_extension_refresh_ends_the_request_with_upstreams_text() {
     );
     let mut agent = root.spawn_with(
         false,
-        &["-e", "ext/corp.js", "--provider", "corp", "--model", "corp-1"],
+        &[
+            "-e",
+            "ext/corp.js",
+            "--provider",
+            "corp",
+            "--model",
+            "corp-1",
+        ],
     );
     let m = prompt(&mut agent, "p", "hi");
     assert_eq!(m[0]["stopReason"], "error", "{}", agent.dump());
@@ -298,7 +330,8 @@ fn refresh_models_replaces_the_registrations_models_and_persists_its_snapshot() 
     )
     .unwrap();
     assert_eq!(store, json!({"dyn": {"runs": 1, "models": ["live-1"]}}));
-    let r = agent.request(json!({"id": "s", "type": "set_model", "provider": "dyn", "modelId": "live-1"}));
+    let r = agent
+        .request(json!({"id": "s", "type": "set_model", "provider": "dyn", "modelId": "live-1"}));
     assert_eq!(r["success"], true, "{r}");
     let m = prompt(&mut agent, "p", "hi");
     assert_eq!(m[0]["model"], "live-1", "{}", agent.dump());
@@ -313,7 +346,13 @@ fn refresh_models_replaces_the_registrations_models_and_persists_its_snapshot() 
         .unwrap()
         .iter()
         .filter(|m| m["provider"] == "dyn")
-        .map(|m| format!("{}|{}", m["id"].as_str().unwrap(), m["name"].as_str().unwrap()))
+        .map(|m| {
+            format!(
+                "{}|{}",
+                m["id"].as_str().unwrap(),
+                m["name"].as_str().unwrap()
+            )
+        })
         .collect();
     assert_eq!(
         names,
@@ -385,7 +424,9 @@ fn a_virtual_model_routes_each_request_and_keeps_router_state_on_the_branch() {
     assert_eq!(m[0]["api"], "openai-completions");
     let states: Vec<Value> = agent.events()[from..]
         .iter()
-        .filter(|v| kind(v) == "entry_appended" && v["entry"]["customType"] == "pi.virtual-model-state")
+        .filter(|v| {
+            kind(v) == "entry_appended" && v["entry"]["customType"] == "pi.virtual-model-state"
+        })
         .map(|v| v["entry"]["data"].clone())
         .collect();
     assert_eq!(
@@ -413,7 +454,8 @@ fn a_virtual_model_routes_each_request_and_keeps_router_state_on_the_branch() {
     assert_eq!(st["data"]["model"]["id"], "auto");
 
     // A route to a model without credentials ends the request with upstream's text.
-    let r = agent.request(json!({"id": "b", "type": "set_model", "provider": "router", "modelId": "bad"}));
+    let r = agent
+        .request(json!({"id": "b", "type": "set_model", "provider": "router", "modelId": "bad"}));
     assert_eq!(r["success"], true, "{r}");
     let m = prompt(&mut agent, "p3", "third");
     assert_eq!(m[0]["stopReason"], "error");
@@ -471,7 +513,9 @@ fn upstream_jev_router_loads_and_routes_to_its_planning_model() {
     assert_eq!(m[0]["stopReason"], "stop", "{}", m[0]);
     let state = agent.events()[from..]
         .iter()
-        .find(|v| kind(v) == "entry_appended" && v["entry"]["customType"] == "pi.virtual-model-state")
+        .find(|v| {
+            kind(v) == "entry_appended" && v["entry"]["customType"] == "pi.virtual-model-state"
+        })
         .map(|v| v["entry"]["data"].clone());
     assert_eq!(
         state,
@@ -479,6 +523,10 @@ fn upstream_jev_router_loads_and_routes_to_its_planning_model() {
                     "state": {"phase": "planning", "model": "gpt-5.6-terra"}}))
     );
     let req = &fake.llm_requests()[0];
-    assert!(req.path_only().ends_with("/codex/responses"), "{}", req.path);
+    assert!(
+        req.path_only().ends_with("/codex/responses"),
+        "{}",
+        req.path
+    );
     assert_eq!(req.body["model"], "gpt-5.6-terra");
 }
