@@ -726,7 +726,10 @@ impl RunHooks for Hooks {
         // A virtual model is routed to a physical one for this request (docs/virtual-models.md).
         let mut route_error = None;
         if crate::config::models::is_virtual(&model) {
-            match self.session.route_virtual_model(&model, thinking_level) {
+            match self
+                .session
+                .route_virtual_model(&model, thinking_level, false)
+            {
                 Ok((m, level)) => {
                     model = m;
                     thinking_level = level;
@@ -940,12 +943,14 @@ impl AgentSession {
     /// user message follows the latest assistant message, `retry` while a retry chain runs,
     /// else `continuation`; the branch's latest router state
     /// ([`crate::extensions::provider::VIRTUAL_STATE_ENTRY`]) goes along and a new one is
-    /// stored (`entry_appended`) before the request is sent. `Err`: the text the request then
-    /// fails with.
-    fn route_virtual_model(
+    /// stored (`entry_appended`) before the request is sent. `direct`: a request outside the
+    /// agent loop (a compaction summary): reason `direct`, no state either way. `Err`: the
+    /// text the request then fails with.
+    pub(super) fn route_virtual_model(
         &self,
         model: &Model,
         level: pi_ai::ThinkingLevel,
+        direct: bool,
     ) -> Result<(Model, pi_ai::ThinkingLevel), String> {
         use crate::extensions::provider::{self as xp, RouteReason};
         let Some(ext) = self.inner.services.extensions.clone() else {
@@ -961,7 +966,9 @@ impl AgentSession {
         let user_turn = messages[last_assistant.map_or(0, |i| i + 1)..]
             .iter()
             .any(|m| matches!(m, Message::User(_)));
-        let reason = if self.inner.retry.lock().attempt > 0 && !user_turn {
+        let reason = if direct {
+            RouteReason::Direct
+        } else if self.inner.retry.lock().attempt > 0 && !user_turn {
             RouteReason::Retry
         } else if user_turn {
             RouteReason::User

@@ -388,14 +388,19 @@ export default function (pi) {
 #[test]
 fn a_virtual_model_routes_each_request_and_keeps_router_state_on_the_branch() {
     let (fake, root) = setup(
-        Script::new([Turn::text("routed one"), Turn::text("routed two")]),
+        Script::new([
+            Turn::text("routed one"),
+            Turn::text("routed two"),
+            Turn::text("the summary"),
+        ]),
         DEFAULT_MODEL,
     );
     root.write_cwd_file(
         "ext/router.js",
         &VIRTUAL_EXT.replace("PORT", &fake.port().to_string()),
     );
-    let mut agent = root.spawn_with(false, &["-e", "ext/router.js", "--model", "router/auto"]);
+    root.merge_settings(json!({"compaction": {"keepRecentTokens": 10}}));
+    let mut agent = root.spawn_with(true, &["-e", "ext/router.js", "--model", "router/auto"]);
     let r = agent.request(json!({"id": "m", "type": "get_available_models"}));
     let auto = r["data"]["models"]
         .as_array()
@@ -418,7 +423,11 @@ fn a_virtual_model_routes_each_request_and_keeps_router_state_on_the_branch() {
     assert_eq!(st["data"]["thinkingLevel"], "high");
 
     let from = agent.len();
-    let m = prompt(&mut agent, "p1", "first");
+    let m = prompt(
+        &mut agent,
+        "p1",
+        "first question, about how requests are routed today",
+    );
     assert_eq!(m[0]["provider"], "x", "{}", agent.dump());
     assert_eq!(m[0]["model"], "y");
     assert_eq!(m[0]["api"], "openai-completions");
@@ -439,7 +448,11 @@ fn a_virtual_model_routes_each_request_and_keeps_router_state_on_the_branch() {
     assert_eq!(body["reasoning_effort"], "high", "{body}");
 
     let from = agent.len();
-    let m = prompt(&mut agent, "p2", "second");
+    let m = prompt(
+        &mut agent,
+        "p2",
+        "second question, about the state the router keeps",
+    );
     assert_eq!(m[0]["model"], "y");
     let state = agent.events()[from..]
         .iter()
@@ -453,6 +466,22 @@ fn a_virtual_model_routes_each_request_and_keeps_router_state_on_the_branch() {
     let st = agent.request(json!({"id": "s2", "type": "get_state"}));
     assert_eq!(st["data"]["model"]["id"], "auto");
 
+    // A compaction summary is a `direct` request: routed too, its state not stored.
+    let from = agent.len();
+    let r = agent.request(json!({"id": "c", "type": "compact"}));
+    assert_eq!(r["success"], true, "{r}");
+    assert_eq!(r["data"]["summary"], "the summary", "{r}");
+    let summary = &fake.llm_requests()[2];
+    assert_eq!(summary.body["model"], "y");
+    assert!(
+        !agent.events()[from..]
+            .iter()
+            .any(|v| kind(v) == "entry_appended"
+                && v["entry"]["customType"] == "pi.virtual-model-state"),
+        "{}",
+        agent.dump()
+    );
+
     // A route to a model without credentials ends the request with upstream's text.
     let r = agent
         .request(json!({"id": "b", "type": "set_model", "provider": "router", "modelId": "bad"}));
@@ -463,7 +492,7 @@ fn a_virtual_model_routes_each_request_and_keeps_router_state_on_the_branch() {
         m[0]["errorMessage"],
         "Virtual model router/bad routed to nope/none, which has no credentials."
     );
-    assert_eq!(fake.llm_requests().len(), 2);
+    assert_eq!(fake.llm_requests().len(), 3);
 }
 
 fn upstream_examples() -> Option<std::path::PathBuf> {
