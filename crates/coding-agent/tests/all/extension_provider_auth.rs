@@ -559,3 +559,69 @@ fn upstream_jev_router_loads_and_routes_to_its_planning_model() {
     );
     assert_eq!(req.body["model"], "gpt-5.6-terra");
 }
+
+/// A complete provider object (the object form of `pi.registerProvider`): native `auth.oauth`
+/// (`login(interaction)`, `refresh`, `toAuth`), a synchronous `getModels()` and a
+/// `refreshModels` that publishes an update.
+const OBJECT_EXT: &str = r#"
+const model = (id) => ({ id, name: "Native " + id, api: "openai-completions", provider: "native",
+  baseUrl: "http://127.0.0.1:PORT/v1", reasoning: false, input: ["text"],
+  cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 }, contextWindow: 64000, maxTokens: 2048 });
+let dynamic = [];
+export default function (pi) {
+  pi.registerProvider({
+    id: "native",
+    name: "Native AI",
+    baseUrl: "http://127.0.0.1:PORT/v1",
+    auth: {
+      oauth: {
+        name: "Native SSO",
+        async login(interaction) {
+          interaction.notify({ type: "auth_url", url: "http://127.0.0.1:PORT/native-login" });
+          const code = await interaction.prompt({ type: "text", message: "Native code" });
+          return { type: "oauth", access: "n-" + code, refresh: "nr", expires: Date.now() + 3600000 };
+        },
+        async refresh(credential) { return credential; },
+        async toAuth(credential) { return { apiKey: "native:" + credential.access }; },
+      },
+    },
+    getModels: () => [model("n1"), ...dynamic],
+    async refreshModels(context) {
+      await context.publish({ update: () => { dynamic = [model("n2")]; } });
+    },
+  });
+}
+"#;
+
+#[test]
+fn a_complete_provider_object_logs_in_lists_its_refreshed_models_and_serves_requests() {
+    let (fake, root) = setup(Script::new([Turn::text("native answer")]), DEFAULT_MODEL);
+    std::fs::create_dir_all(root.agent_dir.join("extensions")).unwrap();
+    std::fs::write(
+        root.agent_dir.join("extensions/native.js"),
+        OBJECT_EXT.replace("PORT", &fake.port().to_string()),
+    )
+    .unwrap();
+    let (code, out, err) = pi(&root, &["auth", "login", "native"], "abc\n");
+    assert_eq!(code, 0, "stdout: {out}\nstderr: {err}");
+    assert!(out.contains("/native-login"), "{out}");
+    assert!(out.contains("Logged in to Native AI."), "{out}");
+    assert!(err.contains("Native code: "), "{err}");
+    let entry = auth_entry(&root, "native");
+    assert_eq!(entry["type"], "oauth", "{entry}");
+    assert_eq!(entry["access"], "n-abc");
+
+    let mut agent = root.spawn_with(false, &["--provider", "native", "--model", "n2"]);
+    let ids = model_ids(&mut agent, "m");
+    assert!(
+        ids.contains(&"native/n1".to_string()) && ids.contains(&"native/n2".to_string()),
+        "{ids:?}"
+    );
+    let m = prompt(&mut agent, "p", "hi");
+    assert_eq!(m[0]["model"], "n2", "{}", agent.dump());
+    assert_eq!(m[0]["stopReason"], "stop", "{}", m[0]);
+    assert_eq!(
+        fake.llm_requests()[0].header("authorization"),
+        Some("Bearer native:n-abc")
+    );
+}
