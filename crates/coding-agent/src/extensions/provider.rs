@@ -86,11 +86,17 @@ pub fn handle_call(
         _ => {}
     }
     let call = ProviderCall::parse(method, params)?;
+    // A provider with `refreshModels` registered once the session runs (a command, `/reload`)
+    // is refreshed at once, as upstream refreshes after every registration.
+    let mut refresh_later: Option<String> = None;
     let error = match (call, registry.write()) {
         (Err(e), _) => Some(format!("invalid {method} call: {e}")),
         (Ok(_), Err(_)) => Some("the model registry is unavailable".to_string()),
         (Ok(ProviderCall::Register(r)), Ok(mut reg)) => {
             let r = *r;
+            if r.refreshes {
+                refresh_later = Some(r.name.clone());
+            }
             reg.register_extension_provider_full(
                 &r.name,
                 r.config,
@@ -128,6 +134,18 @@ pub fn handle_call(
         });
         if let Some(fresh) = fresh {
             session.refresh_model(fresh);
+        }
+        if let (Some(name), None, Some(ext)) = (refresh_later, &error, session.extensions()) {
+            let host = ext.host().clone();
+            let registry = registry.clone();
+            let offline = std::env::var_os("PI_OFFLINE").is_some_and(|v| !v.is_empty());
+            tokio::spawn(async move {
+                for (provider, error) in
+                    refresh_models(&host, &registry, Some(&name), !offline).await
+                {
+                    tracing::warn!("Model refresh failed for {provider}: {error}");
+                }
+            });
         }
     }
     let answer = serde_json::to_value(ProviderCallResult { error }).unwrap_or(Value::Null);

@@ -304,6 +304,11 @@ export default function (pi) {
       return [model("live-" + runs, "Live key=" + context.credential?.key + " stored=" + JSON.stringify(context.stored ?? null))];
     },
   });
+  pi.registerCommand("add-late", { handler: async () => pi.registerProvider("late", {
+    baseUrl: "http://127.0.0.1:PORT/v1", apiKey: "late-key", api: "openai-completions",
+    models: [model("late-static", "Late static")],
+    refreshModels: async () => [model("late-live", "Late live")],
+  }) });
 }
 "#;
 
@@ -336,6 +341,23 @@ fn refresh_models_replaces_the_registrations_models_and_persists_its_snapshot() 
     let m = prompt(&mut agent, "p", "hi");
     assert_eq!(m[0]["model"], "live-1", "{}", agent.dump());
     assert_eq!(fake.llm_requests()[0].body["model"], "live-1");
+    // A registration made while the session runs is refreshed at once.
+    let r = agent.request(json!({"id": "c", "type": "prompt", "message": "/add-late"}));
+    assert_eq!(r["data"]["disposition"], "handled", "{r}");
+    let deadline = std::time::Instant::now() + LIVENESS;
+    let mut round = 0;
+    let late = loop {
+        round += 1;
+        let late: Vec<String> = model_ids(&mut agent, &format!("ml{round}"))
+            .into_iter()
+            .filter(|m| m.starts_with("late/"))
+            .collect();
+        if late == ["late/late-live"] || std::time::Instant::now() > deadline {
+            break late;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(late, vec!["late/late-live".to_string()]);
     drop(agent);
 
     // The next run's refresh sees the stored snapshot.
