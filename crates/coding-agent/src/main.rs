@@ -434,6 +434,20 @@ async fn run(cli: Cli) -> i32 {
         Ok(e) => e,
         Err(code) => return code,
     };
+    // A virtual model selected by the branch's last `model_change` holds over the physical
+    // models its responses name (upstream `getBranchSelection`); known once extensions
+    // registered their virtual models.
+    let session_model = match (session.resume_model_change(), registry.read()) {
+        (Some(mc), Ok(reg))
+            if has_messages
+                && reg
+                    .find(&mc.provider, &mc.model_id)
+                    .is_some_and(config::models::is_virtual) =>
+        {
+            Some((mc.provider, mc.model_id))
+        }
+        _ => session_model,
+    };
     // The registry is locked for the startup choice only (no await inside).
     let (scoped_models, initial) = {
         let mut registry_guard = match registry.write() {

@@ -414,6 +414,7 @@ fn a_virtual_model_routes_each_request_and_keeps_router_state_on_the_branch() {
             Turn::text("routed one"),
             Turn::text("routed two"),
             Turn::text("the summary"),
+            Turn::text("the summary"),
         ]),
         DEFAULT_MODEL,
     );
@@ -492,9 +493,18 @@ fn a_virtual_model_routes_each_request_and_keeps_router_state_on_the_branch() {
     let from = agent.len();
     let r = agent.request(json!({"id": "c", "type": "compact"}));
     assert_eq!(r["success"], true, "{r}");
-    assert_eq!(r["data"]["summary"], "the summary", "{r}");
-    let summary = &fake.llm_requests()[2];
-    assert_eq!(summary.body["model"], "y");
+    // (One summary request, or two when the cut splits a turn.)
+    assert!(
+        r["data"]["summary"]
+            .as_str()
+            .unwrap()
+            .contains("the summary"),
+        "{r}"
+    );
+    let summaries = fake.llm_requests();
+    assert!(summaries.len() >= 3, "{summaries:?}");
+    assert!(summaries[2..].iter().all(|q| q.body["model"] == "y"));
+    let sent = summaries.len();
     assert!(
         !agent.events()[from..]
             .iter()
@@ -514,7 +524,7 @@ fn a_virtual_model_routes_each_request_and_keeps_router_state_on_the_branch() {
         m[0]["errorMessage"],
         "Virtual model router/bad routed to nope/none, which has no credentials."
     );
-    assert_eq!(fake.llm_requests().len(), 3);
+    assert_eq!(fake.llm_requests().len(), sent);
 }
 
 fn upstream_examples() -> Option<std::path::PathBuf> {
@@ -646,4 +656,26 @@ fn a_complete_provider_object_logs_in_lists_its_refreshed_models_and_serves_requ
         fake.llm_requests()[0].header("authorization"),
         Some("Bearer native:n-abc")
     );
+}
+
+#[test]
+fn resuming_restores_a_virtual_selection_over_the_physical_model_that_answered() {
+    let (fake, root) = setup(Script::new([Turn::text("routed")]), DEFAULT_MODEL);
+    root.write_cwd_file(
+        "ext/router.js",
+        &VIRTUAL_EXT.replace("PORT", &fake.port().to_string()),
+    );
+    let mut agent = root.spawn_with(true, &["-e", "ext/router.js", "--model", "router/auto"]);
+    let m = prompt(&mut agent, "p", "hi");
+    assert_eq!(m[0]["model"], "y", "{}", agent.dump());
+    drop(agent);
+    let mut agent = root.spawn_with(true, &["-e", "ext/router.js", "--continue"]);
+    let st = agent.request(json!({"id": "s", "type": "get_state"}));
+    assert_eq!(st["data"]["model"]["provider"], "router", "{st}");
+    assert_eq!(st["data"]["model"]["id"], "auto");
+    // Without the extension the virtual model is gone: the physical model that answered.
+    drop(agent);
+    let mut agent = root.spawn_with(true, &["--continue"]);
+    let st = agent.request(json!({"id": "s", "type": "get_state"}));
+    assert_ne!(st["data"]["model"]["provider"], "router", "{st}");
 }
