@@ -17,7 +17,7 @@
 use super::queues::QueueKind;
 use super::run::PromptOutcome;
 use super::AgentSession;
-use crate::rpc::protocol::Disposition;
+use crate::protocol::rpc::Disposition;
 use futures::future::BoxFuture;
 use parking_lot::Mutex;
 use pi_ai::ImageContent;
