@@ -15,7 +15,7 @@ use std::process::{Command, Output, Stdio};
 /// The extension under test: a `/say` command that emits a notify, a custom message and an
 /// entry (and, by its arguments, starts a run with `sendUserMessage`, waits for it, or
 /// throws), an `input` handler that consumes `eat this` and upper-cases `shout …`, and a
-/// `before_agent_start` handler that adds a message. Each handler logs what it saw to a file.
+/// `before_agent_start` handler that adds a message and appends to the system prompt. Each handler logs what it saw to a file.
 const EXT: &str = r#"import { appendFileSync } from "node:fs";
 export default function (pi) {
   pi.registerCommand("say", { description: "say it", handler: async (args, ctx) => {
@@ -35,18 +35,29 @@ export default function (pi) {
   });
   pi.on("before_agent_start", async (event) => {
     appendFileSync("bas.log", event.prompt + "\n");
-    return { message: { customType: "bas", content: "noted " + event.prompt, display: false } };
+    return {
+      message: { customType: "bas", content: "noted " + event.prompt, display: false },
+      systemPrompt: event.systemPrompt + "\nBAS-SYSTEM for " + event.prompt,
+    };
   });
 }
 "#;
 
-/// A run root with [`EXT`] in `cwd/ext.js` and a global prompt template `/tpl`.
+/// A run root with [`EXT`] in `cwd/ext.js`, a global prompt template `/tpl` and a global
+/// skill `greet` (`/skill:greet`).
 fn root_with(turns: Vec<Turn>) -> (pi_fakellm::FakeLlm, RunRoot) {
     let (fake, root) = setup(Script::new(turns), DEFAULT_MODEL);
     root.write_cwd_file("ext.js", EXT);
     let tpl = root.agent_dir.join("prompts/tpl.md");
     std::fs::create_dir_all(tpl.parent().unwrap()).unwrap();
     std::fs::write(tpl, "---\ndescription: a template\n---\nTEMPLATE says $1\n").unwrap();
+    let skill = root.agent_dir.join("skills/greet/SKILL.md");
+    std::fs::create_dir_all(skill.parent().unwrap()).unwrap();
+    std::fs::write(
+        skill,
+        "---\nname: greet\ndescription: greets\n---\nSKILL BODY greet warmly\n",
+    )
+    .unwrap();
     (fake, root)
 }
 
@@ -98,7 +109,11 @@ fn request_mentions(req: &RecordedRequest, text: &str) -> bool {
 fn label(v: &Value) -> String {
     match kind(v) {
         "response" => format!("response:{}", v["id"].as_str().unwrap_or("?")),
-        "extension_ui_request" => format!("ui:{}:{}", v["method"].as_str().unwrap(), v["message"].as_str().unwrap_or("")),
+        "extension_ui_request" => format!(
+            "ui:{}:{}",
+            v["method"].as_str().unwrap(),
+            v["message"].as_str().unwrap_or("")
+        ),
         "message_start" | "message_end" => {
             format!("{}:{}", kind(v), v["message"]["role"].as_str().unwrap())
         }
@@ -115,6 +130,35 @@ fn labels_from(agent: &RpcAgent, from: usize) -> Vec<String> {
         .filter(|v| kind(v) != "message_update")
         .map(label)
         .collect()
+}
+
+/// The three model requests of a transformed prompt (`shouted`), `/tpl one` and
+/// `/skill:greet bob`: each expanded, each after `before_agent_start`, whose message and
+/// system prompt reach the model.
+fn assert_expanded(reqs: &[RecordedRequest], root: &RunRoot, shouted: &str) {
+    assert_eq!(last_user_text(&reqs[0]), shouted);
+    assert_eq!(last_user_text(&reqs[1]), "TEMPLATE says one");
+    let skill = last_user_text(&reqs[2]);
+    assert!(
+        skill.contains("<skill name=\"greet\"") && skill.contains("SKILL BODY greet warmly"),
+        "{skill}"
+    );
+    assert!(skill.trim_end().ends_with("bob"), "{skill}");
+    let bas = log_lines(root, "bas.log");
+    assert_eq!(bas[..2], [shouted, "TEMPLATE says one"], "{bas:?}");
+    assert!(bas[2].starts_with("<skill name=\"greet\""), "{bas:?}");
+    for (req, prompt) in reqs.iter().zip([shouted, "TEMPLATE says one", "<skill"]) {
+        assert!(
+            request_mentions(req, &format!("noted {prompt}")),
+            "{}",
+            req.body_text()
+        );
+        assert!(
+            request_mentions(req, &format!("BAS-SYSTEM for {prompt}")),
+            "{}",
+            req.body_text()
+        );
+    }
 }
 
 fn spawn(root: &RunRoot) -> RpcAgent {
@@ -172,7 +216,10 @@ fn rpc_command_response_follows_what_the_handler_emitted_and_precedes_its_run() 
     );
     assert_eq!(got[6], "agent_start", "{got:?}");
     assert_eq!(got.last().unwrap(), "agent_settled");
-    assert!(!got[6..].iter().any(|l| l.starts_with("response")), "{got:?}");
+    assert!(
+        !got[6..].iter().any(|l| l.starts_with("response")),
+        "{got:?}"
+    );
     let reqs = fake.llm_requests();
     assert_eq!(reqs.len(), 1);
     assert_eq!(last_user_text(&reqs[0]), "from command user");
@@ -219,14 +266,22 @@ fn rpc_command_that_waits_for_its_run_is_answered_after_it_and_a_throw_is_an_eve
     assert_eq!(err["event"], "command");
     assert_eq!(err["error"], "command failed");
     assert_eq!(got.last().unwrap(), "response:t", "{got:?}");
-    assert_eq!(fake.llm_requests().len(), 1, "a command starts no run of its own");
+    assert_eq!(
+        fake.llm_requests().len(),
+        1,
+        "a command starts no run of its own"
+    );
 }
 
 /// `input` consume and transform, templates and `before_agent_start` over RPC; `steer` and
 /// `follow_up` refuse commands and run `input` handlers (upstream `_queueUserInput`).
 #[test]
 fn rpc_prompt_runs_input_handlers_templates_and_before_agent_start() {
-    let (fake, root) = root_with(vec![Turn::text("answer one"), Turn::text("answer two")]);
+    let (fake, root) = root_with(vec![
+        Turn::text("answer one"),
+        Turn::text("answer two"),
+        Turn::text("answer three"),
+    ]);
     let mut agent = spawn(&root);
 
     let eaten = agent.request(json!({"id": "e", "type": "prompt", "message": "eat this"}));
@@ -234,7 +289,11 @@ fn rpc_prompt_runs_input_handlers_templates_and_before_agent_start() {
 
     let from = agent.len();
     let started = agent.request(json!({"id": "t", "type": "prompt", "message": "shout hi there"}));
-    assert_eq!(started["data"], json!({"disposition": "started"}), "{started}");
+    assert_eq!(
+        started["data"],
+        json!({"disposition": "started"}),
+        "{started}"
+    );
     agent.wait_from(from, LIVENESS, |v| kind(v) == "agent_settled");
     // The response comes after `before_agent_start` and before the run's first event.
     let got = labels_from(&agent, from);
@@ -243,22 +302,27 @@ fn rpc_prompt_runs_input_handlers_templates_and_before_agent_start() {
     let from = agent.len();
     agent.request(json!({"id": "p", "type": "prompt", "message": "/tpl one"}));
     agent.wait_from(from, LIVENESS, |v| kind(v) == "agent_settled");
+    let from = agent.len();
+    agent.request(json!({"id": "k", "type": "prompt", "message": "/skill:greet bob"}));
+    agent.wait_from(from, LIVENESS, |v| kind(v) == "agent_settled");
 
     let reqs = fake.llm_requests();
-    assert_eq!(reqs.len(), 2, "the consumed prompt reached no model");
-    assert_eq!(last_user_text(&reqs[0]), "HI THERE");
-    assert!(request_mentions(&reqs[0], "noted HI THERE"));
-    assert_eq!(last_user_text(&reqs[1]), "TEMPLATE says one");
-    assert_eq!(log_lines(&root, "bas.log"), ["HI THERE", "TEMPLATE says one"]);
+    assert_eq!(reqs.len(), 3, "the consumed prompt reached no model");
+    assert_expanded(&reqs, &root, "HI THERE");
     let seen = inputs(&root);
     assert_eq!(
-        seen.iter().map(|e| e["text"].as_str().unwrap()).collect::<Vec<_>>(),
-        ["eat this", "shout hi there", "/tpl one"],
+        seen.iter()
+            .map(|e| e["text"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        ["eat this", "shout hi there", "/tpl one", "/skill:greet bob"],
         "input handlers see the text before expansion"
     );
     for e in &seen {
         assert_eq!(e["source"], "rpc");
-        assert!(e.get("images").is_none() && e.get("streamingBehavior").is_none(), "{e}");
+        assert!(
+            e.get("images").is_none() && e.get("streamingBehavior").is_none(),
+            "{e}"
+        );
     }
 
     let refused = agent.request(json!({"id": "s1", "type": "steer", "message": "/say x"}));
@@ -288,7 +352,9 @@ fn rpc_queued_inputs_keep_their_order_through_input_handlers() {
     let (_fake, root) = root_with(vec![]);
     let mut agent = spawn(&root);
     for i in 0..6 {
-        agent.send(json!({"id": format!("q{i}"), "type": "steer", "message": format!("shout m{i}")}));
+        agent.send(
+            json!({"id": format!("q{i}"), "type": "steer", "message": format!("shout m{i}")}),
+        );
     }
     for i in 0..6 {
         agent.wait_response(&format!("q{i}"));
@@ -336,6 +402,7 @@ fn print_mode_runs_commands_input_handlers_templates_and_before_agent_start() {
         Turn::text("answer one"),
         Turn::text("answer two"),
         Turn::text("answer three"),
+        Turn::text("answer four"),
     ]);
     let out = one_shot(&root, &["-p"], &["/say x"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
@@ -352,24 +419,27 @@ fn print_mode_runs_commands_input_handlers_templates_and_before_agent_start() {
     assert_eq!(text(&out.stdout), "answer one\n");
     let out = one_shot(&root, &["-p"], &["/tpl one"]);
     assert_eq!(text(&out.stdout), "answer two\n", "{}", text(&out.stderr));
+    let out = one_shot(&root, &["-p"], &["/skill:greet bob"]);
+    assert_eq!(text(&out.stdout), "answer three\n", "{}", text(&out.stderr));
     let out = one_shot(&root, &["-p"], &["/say user"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert_eq!(text(&out.stdout), "answer three\n");
+    assert_eq!(text(&out.stdout), "answer four\n");
 
     let reqs = fake.llm_requests();
-    assert_eq!(reqs.len(), 3);
-    assert_eq!(last_user_text(&reqs[0]), "HI");
-    assert_eq!(last_user_text(&reqs[1]), "TEMPLATE says one");
-    assert_eq!(last_user_text(&reqs[2]), "from command user");
-    assert!(request_mentions(&reqs[1], "noted TEMPLATE says one"));
-    assert_eq!(
-        log_lines(&root, "bas.log"),
-        ["HI", "TEMPLATE says one", "from command user"]
-    );
+    assert_eq!(reqs.len(), 4);
+    assert_expanded(&reqs[..3], &root, "HI");
+    assert_eq!(last_user_text(&reqs[3]), "from command user");
+    assert_eq!(log_lines(&root, "bas.log").last().unwrap(), "from command user");
     let sources: Vec<Value> = inputs(&root).iter().map(|e| e["source"].clone()).collect();
     assert_eq!(
         sources,
-        ["interactive", "interactive", "interactive", "extension"],
+        [
+            "interactive",
+            "interactive",
+            "interactive",
+            "interactive",
+            "extension"
+        ],
         "{:?}",
         inputs(&root)
     );
@@ -406,6 +476,7 @@ fn json_mode_runs_commands_input_handlers_templates_and_before_agent_start() {
         Turn::text("answer one"),
         Turn::text("answer two"),
         Turn::text("answer three"),
+        Turn::text("answer four"),
     ]);
     let out = one_shot(&root, &["--mode", "json"], &["/say x"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
@@ -421,26 +492,46 @@ fn json_mode_runs_commands_input_handlers_templates_and_before_agent_start() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(json_events(&out).is_empty(), "{}", text(&out.stdout));
 
-    let out = one_shot(&root, &["--mode", "json"], &["shout hi", "/tpl one"]);
+    let out = one_shot(
+        &root,
+        &["--mode", "json"],
+        &["shout hi", "/tpl one", "/skill:greet bob"],
+    );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let kinds = event_kinds(&json_events(&out));
-    assert_eq!(kinds.iter().filter(|k| *k == "agent_settled").count(), 2, "{kinds:?}");
+    assert_eq!(
+        kinds.iter().filter(|k| *k == "agent_settled").count(),
+        3,
+        "{kinds:?}"
+    );
 
     let out = one_shot(&root, &["--mode", "json"], &["/say user"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let kinds = event_kinds(&json_events(&out));
-    assert_eq!(kinds[..3], ["message_start", "message_end", "entry_appended"], "{kinds:?}");
+    assert_eq!(
+        kinds[..3],
+        ["message_start", "message_end", "entry_appended"],
+        "{kinds:?}"
+    );
     assert_eq!(kinds[3], "agent_start", "{kinds:?}");
     assert_eq!(kinds.last().unwrap(), "agent_settled", "{kinds:?}");
 
     let reqs = fake.llm_requests();
-    assert_eq!(reqs.len(), 3);
-    assert_eq!(last_user_text(&reqs[0]), "HI");
-    assert_eq!(last_user_text(&reqs[1]), "TEMPLATE says one");
-    assert_eq!(last_user_text(&reqs[2]), "from command user");
-    assert!(request_mentions(&reqs[0], "noted HI"));
+    assert_eq!(reqs.len(), 4);
+    assert_expanded(&reqs[..3], &root, "HI");
+    assert_eq!(last_user_text(&reqs[3]), "from command user");
+    assert_eq!(log_lines(&root, "bas.log").last().unwrap(), "from command user");
+    let sources: Vec<Value> = inputs(&root).iter().map(|e| e["source"].clone()).collect();
     assert_eq!(
-        log_lines(&root, "bas.log"),
-        ["HI", "TEMPLATE says one", "from command user"]
+        sources,
+        [
+            "interactive",
+            "interactive",
+            "interactive",
+            "interactive",
+            "extension"
+        ],
+        "{:?}",
+        inputs(&root)
     );
 }
