@@ -3,8 +3,29 @@
 //! extension command, an `input` transform and consume, a prompt template and
 //! `before_agent_start`, over RPC, in print mode (`-p`) and in JSON mode, with the real binary,
 //! a real extension host and a fake model server. Also the order of a command's `handled`
-//! response and the events the command causes, as upstream 1.6 writes them (measured against
-//! upstream 1.6.0 with the same extension).
+//! response and the events the command causes, as upstream 1.6 writes them.
+//!
+//! Measured against upstream 1.6.0 by running these very tests with `PI_TEST_BIN` set to a
+//! two-line script that execs upstream's `cli.js` under its Node 22 (same extension, same
+//! fake model server, same agent dir). Upstream passes the RPC tests on command response
+//! order, `input`/template/skill/`before_agent_start` admission and queued-input order, and,
+//! in print and JSON mode, every step up to `/say user`: its print and JSON modes run
+//! extension commands and `input` handlers (source `interactive`), expand templates and
+//! skills, and apply `before_agent_start`'s message and system prompt, exactly as RPC does.
+//! Upstream differs in two places, both where it loses work, and ours does better:
+//! - a command that calls `sendUserMessage` just before returning: upstream's `-p` and
+//!   `--mode json` exit once the command has returned, while the run it started is still
+//!   streaming, so its answer is never printed (print: empty stdout; JSON: only the
+//!   command's three events). Ours waits for that run and prints it.
+//! - `await ctx.waitForIdle()` right after `sendUserMessage` in a command: upstream resolves
+//!   it at once (the run has not started yet), so the response comes before the run; ours
+//!   waits for the run, as upstream's docs describe `waitForIdle`.
+//!
+//! On main's binary before this change, five of the six tests fail: `-p` and `--mode json`
+//! skip the extension command and `input` handlers (`/say x` went to the model as text), a
+//! command's `sendUserMessage` and `steer`/`follow_up` skipped `input` handlers, and `input`
+//! events carried `images: []` where upstream leaves the field out. (The RPC order of a
+//! command's response and its events was already upstream's there.)
 
 use crate::common::*;
 use pi_coding_agent::rpc::protocol::{RpcEvent, RpcOutput};
@@ -429,7 +450,10 @@ fn print_mode_runs_commands_input_handlers_templates_and_before_agent_start() {
     assert_eq!(reqs.len(), 4);
     assert_expanded(&reqs[..3], &root, "HI");
     assert_eq!(last_user_text(&reqs[3]), "from command user");
-    assert_eq!(log_lines(&root, "bas.log").last().unwrap(), "from command user");
+    assert_eq!(
+        log_lines(&root, "bas.log").last().unwrap(),
+        "from command user"
+    );
     let sources: Vec<Value> = inputs(&root).iter().map(|e| e["source"].clone()).collect();
     assert_eq!(
         sources,
@@ -520,7 +544,10 @@ fn json_mode_runs_commands_input_handlers_templates_and_before_agent_start() {
     assert_eq!(reqs.len(), 4);
     assert_expanded(&reqs[..3], &root, "HI");
     assert_eq!(last_user_text(&reqs[3]), "from command user");
-    assert_eq!(log_lines(&root, "bas.log").last().unwrap(), "from command user");
+    assert_eq!(
+        log_lines(&root, "bas.log").last().unwrap(),
+        "from command user"
+    );
     let sources: Vec<Value> = inputs(&root).iter().map(|e| e["source"].clone()).collect();
     assert_eq!(
         sources,
