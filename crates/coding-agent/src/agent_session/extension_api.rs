@@ -113,8 +113,10 @@ impl AgentSession {
     /// `pi.sendMessage(message, {deliverAs, triggerTurn})` (upstream docs/extensions.md):
     /// idle, the message is entered at once (`custom_message` entry, `message_start` /
     /// `message_end`) and, with `triggerTurn` (not for `nextTurn`), a run starts that answers
-    /// it — returned to be spawned. While streaming, `steer` (default) and `followUp` queue it;
-    /// `nextTurn` or `triggerTurn: false` enter it once the run has settled.
+    /// it — returned to be spawned. While streaming, `steer` (default) and `followUp` queue it
+    /// (without `queue_update`), `triggerTurn: false` enters it once the run has settled.
+    /// `nextTurn` (idle or not) holds it until the next run, which enters it right after its
+    /// prompt (upstream `sendCustomMessage`).
     pub fn send_custom_message(
         &self,
         message: Message,
@@ -123,6 +125,10 @@ impl AgentSession {
     ) -> Option<futures::future::BoxFuture<'static, ()>> {
         use futures::FutureExt;
         let deliver = deliver_as.unwrap_or("steer");
+        if deliver == "nextTurn" {
+            self.inner.next_turn.lock().push(message);
+            return None;
+        }
         if self.is_streaming() {
             match deliver {
                 "steer" | "followUp" if trigger_turn || deliver_as.is_some() => {
@@ -131,7 +137,9 @@ impl AgentSession {
                     } else {
                         QueueKind::Steering
                     };
-                    self.enqueue(kind, message);
+                    // Upstream queues it on the agent directly: no `queue_update` (the
+                    // client's queue lists only its own prompts).
+                    self.inner.queues.lock().push(kind, message);
                     return None;
                 }
                 _ => {

@@ -144,6 +144,7 @@ impl AgentSession {
                 .map(|_| prompt_parts(user))
         });
         prompts.extend(user);
+        prompts.append(&mut self.inner.next_turn.lock());
         let this = self.clone();
         let started = OnStarted(on_started);
         Ok(PromptOutcome::Started(Box::pin(async move {
@@ -376,8 +377,26 @@ impl AgentSession {
             else {
                 break;
             };
-            let proceed =
+            let mut proceed =
                 !cancel.is_cancelled() && self.check_compaction(last, true, &cancel).await;
+            // Messages queued after the loop stopped looking (an `agent_end` handler's
+            // `pi.sendMessage(…, {deliverAs: "followUp"})`): another low-level run delivers
+            // them, steering first, as upstream's session continues while any are queued.
+            if !proceed && !cancel.is_cancelled() {
+                let next = {
+                    let mut queues = self.inner.queues.lock();
+                    let steering = queues.drain(QueueKind::Steering);
+                    if steering.is_empty() {
+                        queues.drain(QueueKind::FollowUp)
+                    } else {
+                        steering
+                    }
+                };
+                if !next.is_empty() {
+                    prompts = next;
+                    proceed = true;
+                }
+            }
             // A reply cut at the output limit that the check left in the context (not
             // recoverable, or auto-compaction off) is hidden all the same (1.6 notes §5).
             if let Some(Message::Assistant(cut)) = created.last() {
@@ -758,6 +777,11 @@ impl RunHooks for Hooks {
             tuning: pi_ai::RequestTuning {
                 thinking_budgets,
                 transport,
+                hooks: inner
+                    .services
+                    .extensions
+                    .as_ref()
+                    .and_then(|e| e.request_hooks()),
                 ..Default::default()
             },
         }

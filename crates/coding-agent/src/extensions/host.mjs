@@ -1364,7 +1364,50 @@ async function emitMessageEnd(base) {
 	return { message };
 }
 
+// ---- provider hooks (upstream docs/extensions.md "Provider Events") ----
+
+// before_provider_request: handlers in load order; a value other than undefined replaces the
+// payload for later handlers and the request. Reply: {payload} when one was returned, else null.
+async function emitProviderRequest(base) {
+	let payload = base.payload;
+	let replaced = false;
+	for (const ext of extensions) {
+		for (const h of ext.handlers.get("before_provider_request") || []) {
+			try {
+				const r = await h({ type: "before_provider_request", payload }, context());
+				if (r !== undefined) {
+					payload = r;
+					replaced = true;
+				}
+			} catch (e) {
+				reportError(ext.path, "before_provider_request", e);
+			}
+		}
+	}
+	return replaced ? { payload } : null;
+}
+
+// before_provider_headers: handlers mutate `event.headers` in place (a string sets, null
+// deletes). Reply: {headers} as the handlers left them (non-string values read as null).
+async function emitProviderHeaders(base) {
+	const headers = { ...(base.headers || {}) };
+	for (const ext of extensions) {
+		for (const h of ext.handlers.get("before_provider_headers") || []) {
+			try {
+				await h({ type: "before_provider_headers", headers }, context());
+			} catch (e) {
+				reportError(ext.path, "before_provider_headers", e);
+			}
+		}
+	}
+	const out = {};
+	for (const [k, v] of Object.entries(headers)) out[k] = typeof v === "string" ? v : null;
+	return { headers: out };
+}
+
 const RUN_EVENTS = {
+	before_provider_request: emitProviderRequest,
+	before_provider_headers: emitProviderHeaders,
 	message_end: emitMessageEnd,
 	turn_end: emitBoundary,
 	agent_before_settle: emitBoundary,
