@@ -186,6 +186,12 @@ fn parse(kind: Kind, args: &[String]) -> Result<Parsed, (Failure, Option<&'stati
 
 /// Runs `pi auth <rest…>` against `agent_dir`; returns the exit code.
 pub fn run(rest: &[String], agent_dir: &Path) -> i32 {
+    run_with(rest, agent_dir, None)
+}
+
+/// [`run`] against `registry` when given (one that knows the providers extensions
+/// registered), else the registry of `agent_dir`.
+pub fn run_with(rest: &[String], agent_dir: &Path, registry: Option<ModelRegistry>) -> i32 {
     let first = rest.first().map(String::as_str);
     if first.is_none() || first == Some("help") || rest.iter().any(|a| a == "--help" || a == "-h") {
         print!("{HELP}");
@@ -193,7 +199,7 @@ pub fn run(rest: &[String], agent_dir: &Path) -> i32 {
     }
     let kind = match first {
         Some("login") => return login(&rest[1..], agent_dir),
-        Some("logout") => return logout(&rest[1..], agent_dir),
+        Some("logout") => return logout(&rest[1..], agent_dir, registry),
         Some("check") => Kind::Check,
         Some("print-api-key") => Kind::ApiKey,
         Some("print-bearer-token") => Kind::BearerToken,
@@ -226,7 +232,7 @@ pub fn run(rest: &[String], agent_dir: &Path) -> i32 {
         eprintln!("Error: {msg}");
         return if kind == Kind::Check { 2 } else { 1 };
     }
-    let registry = ModelRegistry::load(agent_dir);
+    let registry = registry.unwrap_or_else(|| ModelRegistry::load(agent_dir));
     if kind == Kind::Check {
         return check(&parsed, &registry);
     }
@@ -461,7 +467,7 @@ fn display_name(provider: &str) -> String {
         .unwrap_or_else(|| provider.to_string())
 }
 
-fn logout(args: &[String], agent_dir: &Path) -> i32 {
+fn logout(args: &[String], agent_dir: &Path, registry: Option<ModelRegistry>) -> i32 {
     let [provider] = args else {
         eprintln!("Usage: pi auth logout <provider>");
         return 1;
@@ -470,7 +476,7 @@ fn logout(args: &[String], agent_dir: &Path) -> i32 {
         eprintln!("Usage: pi auth logout <provider>");
         return 1;
     }
-    let registry = ModelRegistry::load(agent_dir);
+    let registry = registry.unwrap_or_else(|| ModelRegistry::load(agent_dir));
     let known = known_provider(&registry, provider);
     let id = known.clone().unwrap_or_else(|| provider.clone());
     let mut removed: Option<Value> = None;

@@ -30,7 +30,7 @@
 //!   short-lived child creates a fresh group, the supervisor joins it, the child is ended; so
 //!   neither the command's group nor the agent's holds the supervisor), exits at once if the
 //!   group is empty, and otherwise sends it `SIGTERM`, waits until it is empty (reaping what
-//!   dies) or `KILL_GRACE` (crate::tools::shell) has passed, then sends `SIGKILL` — at once if
+//!   dies) or `KILL_GRACE` (crate::procs) has passed, then sends `SIGKILL` — at once if
 //!   the agent exits meanwhile. Only then does it exit the way the shell did (same exit code,
 //!   or the same signal), so callers see the shell's status under the supervisor's pid, which
 //!   is also the group id (valid while the group has members). So a background process of a
@@ -80,7 +80,7 @@ pub fn die_with_parent(cmd: &mut Command) {
 /// supervisor only kills the shell, never the group it shares with the agent. The child's pid
 /// (the supervisor's) is the process group id; its exit status mirrors the program's, and it
 /// exits only once the rest of the group is gone (at once when nothing is left; else after
-/// `SIGTERM`, at most [`crate::tools::shell::KILL_GRACE`] plus 100 ms later, by `SIGKILL`). On
+/// `SIGTERM`, at most [`crate::procs::KILL_GRACE`] plus 100 ms later, by `SIGKILL`). On
 /// non-Linux platforms this does nothing. Errors: a failing `fork` in the hook makes `spawn`
 /// fail with the OS error.
 pub fn supervise_group(cmd: &mut Command) {
@@ -88,8 +88,7 @@ pub fn supervise_group(cmd: &mut Command) {
     {
         use std::os::unix::process::CommandExt;
         let agent = agent_pid();
-        let grace_ms =
-            i64::try_from(crate::tools::shell::KILL_GRACE.as_millis()).unwrap_or(i64::MAX);
+        let grace_ms = i64::try_from(crate::procs::KILL_GRACE.as_millis()).unwrap_or(i64::MAX);
         // SAFETY: the hook only makes async-signal-safe system calls (fork, prctl, getppid,
         // close_range, pidfd_open, poll, waitpid, sigaction, kill, setpgid, pause,
         // clock_gettime, nanosleep, _exit); see linux::supervise.
@@ -349,7 +348,7 @@ mod linux {
         let pgid = libc::getpid();
         if libc::getpgrp() != pgid || !leave_group() {
             // Not the leader of the command's group, or unable to leave it: end with the
-            // shell and leave the group to the engine (crate::tools::shell).
+            // shell and leave the group to the engine (tools/shell.rs).
             exit_like(status);
         }
         let mut ignored = None;

@@ -28,6 +28,11 @@ fn main() {
         Some(sub) => {
             let cwd = std::env::current_dir().unwrap_or_else(|_| ".".into());
             let agent_dir = config::agent_dir();
+            if sub == cli::Subcommand::Auth {
+                if let Some(code) = auth_with_extensions(&args, &cwd, &agent_dir) {
+                    std::process::exit(code);
+                }
+            }
             std::process::exit(package_cmd::run(sub, &args, &cwd, &agent_dir));
         }
         None => {}
@@ -89,7 +94,7 @@ fn main() {
     //
     // One worker (issue 15: context switches while streaming). A session is one stream of work
     // at a time, and what runs in parallel has its own threads (grep/find's walker, tool output
-    // readers, the blocking pool, `output::block_in_place`); with two workers, hyper's
+    // readers, the blocking pool, `tasks::block_in_place`); with two workers, hyper's
     // connection task and the task reading the response body woke each other across threads
     // for every read (~3–5 switches per 20 streamed deltas, against ~0.3 with one worker).
     // The RPC reader runs on the main thread (`block_on`), so commands are read and answered
@@ -113,6 +118,144 @@ fn main() {
     });
     procs::kill_all();
     std::process::exit(code);
+}
+
+/// `pi auth login|logout|check` for a provider an extension registers (upstream 1.6 resolves
+/// `pi auth` without extensions, so only its interactive `/login` reaches them; here the
+/// global extensions — agent dir and global settings, the project untrusted as upstream's
+/// auth commands load settings — are started first, so their providers are known). A login
+/// of a provider with an `oauth` config runs its `login(callbacks)` in the host: `onAuth`
+/// URLs and progress are printed, `onPrompt` answers are read from stdin one line each; the
+/// credential is stored as upstream stores it (`{...credentials, type: "oauth"}`), then its
+/// models are refreshed. `None`: not such a provider (the plain `pi auth` handles it).
+fn auth_with_extensions(
+    args: &[String],
+    cwd: &std::path::Path,
+    agent_dir: &std::path::Path,
+) -> Option<i32> {
+    let sub = args.get(1)?.as_str();
+    let rest = &args[2..];
+    let provider = match sub {
+        "login" | "logout" => rest.iter().find(|a| !a.starts_with('-'))?.clone(),
+        "check" => {
+            let at = rest.iter().position(|a| a == "--provider")?;
+            rest.get(at + 1)?.clone()
+        }
+        _ => return None,
+    };
+    if pi_ai::models::builtin_provider(&provider).is_some() {
+        return None;
+    }
+    let base = ModelRegistry::load(agent_dir);
+    if base.providers().contains(&provider) {
+        return None;
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .ok()?;
+    runtime.block_on(async {
+        let settings = Settings::load_with_trust(agent_dir, cwd, false);
+        let registry = Arc::new(RwLock::new(base));
+        let api_slot: extensions::api::RuntimeSlot = Arc::default();
+        let no_cli = Cli::parse::<&str>(&[]);
+        let start = ExtensionStart {
+            cli: &no_cli,
+            agent_dir,
+            launch_cwd: cwd,
+            mode: Mode::Print,
+            registry: &registry,
+            api_slot: &api_slot,
+        };
+        let (ext, _) = match start.start(cwd, &settings, false, Arc::new(|_| {})).await {
+            Ok((Some(e), p)) => (e, p),
+            Ok((None, _)) => return None,
+            Err(code) => return Some(code),
+        };
+        let snapshot = registry.read().ok()?.clone();
+        let known = snapshot.providers().contains(&provider)
+            || snapshot.extension_oauth(&provider);
+        if !known {
+            return None;
+        }
+        if sub != "login" || rest.iter().any(|a| a == "--api-key") || !snapshot.extension_oauth(&provider) {
+            let mut snapshot = snapshot;
+            // `check` resolves the credential as a request would (unless `--no-refresh`): an
+            // expired extension OAuth token is refreshed by the extension first.
+            if sub == "check"
+                && !rest.iter().any(|a| a == "--no-refresh")
+                && snapshot.extension_oauth(&provider)
+                && snapshot.auth().is_oauth(&provider)
+            {
+                let host = ext.host().clone();
+                let (dir, id) = (agent_dir.to_path_buf(), provider.clone());
+                let refreshed = tokio::spawn(async move {
+                    extensions::provider::oauth_request_key(&host, &dir, &id)
+                })
+                .await;
+                if !matches!(refreshed, Ok(Ok(Some(_)))) {
+                    // As a failed built-in refresh: the state is invalid.
+                    if rest.iter().any(|a| a == "--json") {
+                        let result = serde_json::json!({"status": "invalid", "provider": provider, "reason": "invalid_state"});
+                        println!("{result}");
+                    } else {
+                        println!("invalid");
+                    }
+                    return Some(2);
+                }
+                snapshot.reload(agent_dir);
+            }
+            let code = pi_coding_agent::auth_cmd::run_with(&args[1..], agent_dir, Some(snapshot));
+            return Some(code);
+        }
+        if rest.iter().filter(|a| !a.starts_with('-')).count() != 1
+            || rest.iter().any(|a| a.starts_with('-') && a != "--no-browser")
+        {
+            eprintln!("Usage: pi auth login <provider> [--api-key] [--no-browser]");
+            return Some(1);
+        }
+        let name = snapshot
+            .extension_login_name(&provider)
+            .unwrap_or_else(|| provider.clone());
+        let entry = match extensions::provider::oauth_login(ext.host(), &provider).await {
+            Ok(entry) => entry,
+            Err(message) if message == "Login cancelled" => {
+                eprintln!("Login cancelled.");
+                return Some(1);
+            }
+            Err(message) => {
+                eprintln!("Failed to log in to {name}: {message}");
+                return Some(1);
+            }
+        };
+        let stored = config::update_auth_file(agent_dir, |entries| {
+            entries.insert(provider.clone(), serde_json::Value::Object(entry));
+            true
+        });
+        match stored {
+            Ok(path) => println!("Logged in to {name}. Credentials saved to {}", path.display()),
+            Err(e) => {
+                eprintln!("Failed to log in to {name}: {e}");
+                return Some(1);
+            }
+        }
+        // Upstream refreshes the provider's catalog after a login.
+        if let Ok(mut reg) = registry.write() {
+            reg.reload(agent_dir);
+        }
+        let errors = extensions::provider::refresh_models(
+            ext.host(),
+            &registry,
+            Some(&provider),
+            std::env::var_os("PI_OFFLINE").is_none(),
+        )
+        .await;
+        if !errors.is_empty() {
+            println!("The {name} model catalog could not be refreshed; pi retries on next start.");
+        }
+        Some(0)
+    })
 }
 
 /// SIGTERM → exit 143, SIGHUP → exit 129, after killing running tool process groups
@@ -291,6 +434,20 @@ async fn run(cli: Cli) -> i32 {
         Ok(e) => e,
         Err(code) => return code,
     };
+    // A virtual model selected by the branch's last `model_change` holds over the physical
+    // models its responses name (upstream `getBranchSelection`); known once extensions
+    // registered their virtual models.
+    let session_model = match (session.resume_model_change(), registry.read()) {
+        (Some(mc), Ok(reg))
+            if has_messages
+                && reg
+                    .find(&mc.provider, &mc.model_id)
+                    .is_some_and(config::models::is_virtual) =>
+        {
+            Some((mc.provider, mc.model_id))
+        }
+        _ => session_model,
+    };
     // The registry is locked for the startup choice only (no await inside).
     let (scoped_models, initial) = {
         let mut registry_guard = match registry.write() {
@@ -377,8 +534,8 @@ async fn run(cli: Cli) -> i32 {
         let name = name.trim_start_matches(['+', '-']);
         // MCP tools are matched when their servers connect (mcp::ToolFilter).
         let mcp = name.starts_with("mcp__") || name.contains("mcp_resource");
-        let own =
-            name == pi_coding_agent::codemode::NAME || name == pi_coding_agent::mcp::search::NAME;
+        let own = name == pi_coding_agent::codemode::NAME
+            || name == pi_coding_agent::codemode::search::NAME;
         let known = tools::ALL_TOOLS.contains(&name) || ext_tool_names.iter().any(|t| t == name);
         if !name.contains('*') && !known && !mcp && !own {
             config::warn(&format!("Unknown tool \"{name}\" ignored"));
@@ -410,6 +567,10 @@ async fn run(cli: Cli) -> i32 {
 
     let reg_models = registry.clone();
     let reg_keys = registry.clone();
+    // Extension providers with an `oauth` login resolve their request key in the host
+    // (refreshToken / getApiKey, extensions::provider::oauth_request_key).
+    let oauth_host = extensions.as_ref().map(|e| e.host().clone());
+    let key_dir = agent_dir.clone();
     // Settings `httpProxy` (agent-dir settings only) for every provider request.
     pi_ai::providers::set_http_proxy(settings.http_proxy());
     let services = SessionServices {
@@ -418,8 +579,27 @@ async fn run(cli: Cli) -> i32 {
         }),
         scoped_models,
         api_key: Arc::new(move |m: &Model, key_use: KeyUse| {
+            let extension_oauth = {
+                let reg = reg_keys.read().map_err(|e| e.to_string())?;
+                reg.extension_oauth(&m.provider) && reg.auth().is_oauth(&m.provider)
+            };
+            // The registry lock is not held while the host works (it may register meanwhile).
+            let oauth_key = match (&oauth_host, extension_oauth && key_use == KeyUse::Request) {
+                (Some(host), true) => {
+                    match extensions::provider::oauth_request_key(host, &key_dir, &m.provider) {
+                        Ok(key) => key,
+                        Err(error) => {
+                            return Ok(RequestCredentials {
+                                error: Some(error),
+                                ..Default::default()
+                            })
+                        }
+                    }
+                }
+                _ => None,
+            };
             let reg = reg_keys.read().map_err(|e| e.to_string())?;
-            let auth = reg.request_auth_with(m, key_use == KeyUse::Request)?;
+            let auth = reg.request_auth_given(m, key_use == KeyUse::Request, oauth_key)?;
             Ok(RequestCredentials {
                 base_url: auth.base_url,
                 error: auth.error,
@@ -601,7 +781,7 @@ impl ExtensionStart<'_> {
             extensions::provider::handle_call(&registry, &slot, &method, &params)
                 .unwrap_or_else(|| extensions::api::handle(&slot, &method, &params))
         });
-        extensions::Extensions::start(
+        let extensions = extensions::Extensions::start(
             ext_sources,
             mode_name,
             cwd,
@@ -610,13 +790,20 @@ impl ExtensionStart<'_> {
             on_call,
         )
         .await
-        .map(|e| {
-            for w in e.warnings() {
-                config::warn(&w);
-            }
-            (Some(e), packages)
-        })
-        .map_err(|e| fail(&e.to_string()))
+        .map_err(|e| fail(&e.to_string()))?;
+        for w in extensions.warnings() {
+            config::warn(&w);
+        }
+        // A model refresh once the extensions registered (upstream awaits one before the
+        // session starts): `refreshModels` replaces its registration's models.
+        let offline = std::env::var_os("PI_OFFLINE").is_some_and(|v| !v.is_empty());
+        for (provider, error) in
+            extensions::provider::refresh_models(extensions.host(), self.registry, None, !offline)
+                .await
+        {
+            config::warn(&format!("Model refresh failed for {provider}: {error}"));
+        }
+        Ok((Some(extensions), packages))
     }
 }
 

@@ -28,7 +28,7 @@
 //!   most [`LOW_WATER`] are (a fast RPC `bash` then slows down to the reader's pace instead of
 //!   piling its output up in memory).
 
-use crate::rpc::protocol::{RpcEvent, RpcOutput, RpcResponse};
+use crate::protocol::rpc::{RpcEvent, RpcOutput, RpcResponse};
 use serde_json::Value;
 use std::cell::Cell;
 use std::io::Write;
@@ -78,7 +78,7 @@ pub fn on_worker_park() {
 }
 
 /// Marks this thread as no longer deferring records: called before it may leave the worker
-/// role (`block_in_place`), so a thread that ends up in the blocking pool never defers.
+/// role (`crate::tasks::block_in_place`, which runs it as its registered hook), so a thread that ends up in the blocking pool never defers.
 pub fn leaving_worker() {
     ON_WORKER.with(|w| w.set(false));
     if let Some(shared) = STDOUT.get() {
@@ -86,24 +86,6 @@ pub fn leaving_worker() {
         if st.deferred_since.take().is_some() {
             wake_writer(shared, &mut st);
         }
-    }
-}
-
-/// `tokio::task::block_in_place` for the rest of the crate (the only way to call it; clippy's
-/// `disallowed-methods` forbids the direct call): the thread may leave the worker role inside
-/// it and never park as a worker again, so it first stops deferring stdout records and hands
-/// what it deferred to the writer thread ([`leaving_worker`]). Without this, an event queued
-/// just before (an `agent_end`, an `agent_settled`) waited for a park that never came: seen
-/// with the OAuth refresh's blocking HTTP (auth/http.rs), where `agent_settled` never reached
-/// stdout. Outside a multi-threaded runtime `f` just runs.
-pub fn block_in_place<T>(f: impl FnOnce() -> T) -> T {
-    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
-        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => {
-            leaving_worker();
-            #[allow(clippy::disallowed_methods)]
-            tokio::task::block_in_place(f)
-        }
-        _ => f(),
     }
 }
 
@@ -281,6 +263,7 @@ impl Output {
             // A second stdout writer would not be flushed by the hooks: let it never defer.
             return Self::with_writer(Box::new(std::io::stdout()));
         }
+        crate::tasks::set_leaving_worker_hook(leaving_worker);
         out
     }
 

@@ -3,6 +3,27 @@
 
 use std::collections::HashSet;
 use std::sync::Mutex;
+use std::time::Duration;
+
+/// How long the processes of a finished, aborted or timed-out command get between `SIGTERM`
+/// and `SIGKILL` (README "Background processes").
+pub const KILL_GRACE: Duration = Duration::from_millis(500);
+
+/// Sends `SIGKILL` to a process group, falling back to the single process.
+pub fn kill_process_group(pid: u32) {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return;
+    };
+    if pid <= 0 {
+        return;
+    }
+    // SAFETY: plain kill(2) calls with a positive pid; no memory is shared.
+    unsafe {
+        if libc::kill(-pid, libc::SIGKILL) != 0 {
+            libc::kill(pid, libc::SIGKILL);
+        }
+    }
+}
 
 static GROUPS: Mutex<Option<HashSet<i32>>> = Mutex::new(None);
 
@@ -25,7 +46,7 @@ pub fn kill_all() {
     let g = GROUPS.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(set) = g.as_ref() {
         for pgid in set {
-            crate::tools::shell::kill_process_group(*pgid as u32);
+            kill_process_group(*pgid as u32);
         }
     }
 }

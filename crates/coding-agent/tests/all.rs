@@ -34,6 +34,9 @@ mod config_system_prompt;
 #[path = "all/export_html.rs"]
 mod export_html;
 
+#[path = "all/floors.rs"]
+mod floors;
+
 #[path = "all/extensions.rs"]
 mod extensions;
 #[path = "all/extensions_api.rs"]
@@ -44,6 +47,8 @@ mod extensions_fail_closed;
 #[path = "all/extension_events.rs"]
 mod extension_events;
 
+#[path = "all/extension_provider_auth.rs"]
+mod extension_provider_auth;
 #[path = "all/extension_providers.rs"]
 mod extension_providers;
 #[path = "all/hostile_input.rs"]

@@ -4,7 +4,7 @@
 
 use super::AgentSession;
 use crate::extensions::events::UserBash;
-use crate::rpc::protocol::RpcEvent;
+use crate::protocol::rpc::RpcEvent;
 use crate::tools::shell::{execute_user_bash, BashResult};
 use pi_ai::{now_ms, BashExecutionMessage, Message};
 use serde_json::Value;

@@ -7,7 +7,7 @@
 //! context is rebuilt; `continue` asks for one more model request.
 
 use super::AgentSession;
-use crate::rpc::protocol::RpcEvent;
+use crate::protocol::rpc::RpcEvent;
 use crate::session::{CustomMessageEntry, EntryKind, SessionEntry};
 use pi_ai::{Message, StopReason, ToolResultMessage};
 use serde::Deserialize;

@@ -2,8 +2,8 @@
 //! `/skill:name` and `/template` text, and the built-in `/mcp` and `/llama` commands.
 
 use super::AgentSession;
+use crate::protocol::rpc::RpcEvent;
 use crate::resources::commands::{self, Builtin};
-use crate::rpc::protocol::RpcEvent;
 use std::path::Path;
 
 impl AgentSession {
@@ -71,7 +71,7 @@ impl AgentSession {
     /// Emits one extension-UI `notify` request (`kind`: `info`, `warning`, `error`).
     fn notify(&self, message: String, kind: &str) {
         self.emit(RpcEvent::ExtensionUiRequest(
-            crate::rpc::protocol::ExtensionUiRequest {
+            crate::protocol::rpc::ExtensionUiRequest {
                 id: uuid::Uuid::new_v4().to_string(),
                 method: "notify".into(),
                 message: Some(message),

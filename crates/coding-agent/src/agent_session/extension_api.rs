@@ -4,7 +4,7 @@
 use super::factory::SessionFactory;
 use super::queues::QueueKind;
 use super::{AgentSession, Loadout, PromptOutcome};
-use crate::rpc::protocol::RpcEvent;
+use crate::protocol::rpc::RpcEvent;
 use crate::session::{CustomMessageEntry, EntryKind};
 use pi_agent::AgentTool;
 use pi_ai::{Message, UserContent};

@@ -85,7 +85,7 @@ impl SessionFactory {
                         .iter()
                         .any(|s| s.may_have(crate::mcp::config::Exposure::Codemode))
                 }));
-        let search_on = !ext_has(crate::mcp::search::NAME)
+        let search_on = !ext_has(crate::codemode::search::NAME)
             && mcp.as_ref().is_some_and(|m| {
                 m.servers()
                     .iter()
@@ -128,10 +128,10 @@ impl SessionFactory {
         }
         if let (true, Some(m)) = (search_on, &mcp) {
             let ts: std::sync::Arc<dyn pi_agent::AgentTool> =
-                std::sync::Arc::new(crate::mcp::search::ToolSearchTool::new(m.clone()));
+                std::sync::Arc::new(crate::codemode::search::ToolSearchTool::new(m.clone()));
             prompt_tools.push(PromptTool {
                 definition: ts.definition(),
-                snippet: Some(crate::mcp::search::SNIPPET.into()),
+                snippet: Some(crate::codemode::search::SNIPPET.into()),
                 guidelines: Vec::new(),
             });
             tools.push(ts);

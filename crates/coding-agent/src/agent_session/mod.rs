@@ -37,20 +37,20 @@ pub use run::PromptOutcome;
 pub use run_control::{RunControl, RunPhase};
 
 use crate::config::{ScopedModel, Settings};
-use crate::rpc::protocol::{QueueTexts, RpcEvent};
+use crate::protocol::rpc::{QueueTexts, RpcEvent};
 use crate::session::SessionManager;
 use crate::tools::shell::UserBashOptions;
 use parking_lot::Mutex;
 use pi_agent::{AgentTool, SharedMessages};
-use pi_ai::{Message, Model, Provider, SystemMessage, ThinkingLevel};
+use pi_ai::{Message, Model, SystemMessage, ThinkingLevel};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
-/// Receives every protocol event, in order.
-pub type EventSink = Arc<dyn Fn(RpcEvent) + Send + Sync>;
+pub use crate::config::models::ProviderResolver;
+pub use crate::protocol::rpc::EventSink;
 
 /// Credentials for one request: API key (if any) and extra headers.
 #[derive(Debug, Clone, Default)]
@@ -81,9 +81,6 @@ pub enum KeyUse {
 /// Looks up credentials for a model's provider; `Err` = none usable.
 pub type KeyResolver =
     Arc<dyn Fn(&Model, KeyUse) -> Result<RequestCredentials, String> + Send + Sync>;
-
-/// Finds the adapter for a model's `api`.
-pub type ProviderResolver = Arc<dyn Fn(&Model) -> Option<Arc<dyn Provider>> + Send + Sync>;
 
 /// Lists the models that have credentials, in registry order.
 pub type ModelLister = Arc<dyn Fn() -> Vec<Model> + Send + Sync>;

@@ -4,7 +4,7 @@
 use super::convert::context_tokens;
 use super::queues::QueueKind;
 use super::AgentSession;
-use crate::rpc::protocol::{
+use crate::protocol::rpc::{
     js_string, ContextUsage, EntriesData, ForkMessage, SessionState, SessionStats, TokenTotals,
     TreeData,
 };

@@ -7,7 +7,7 @@
 //!   follow-up), so `queue_update` comes right before the delivered message, after
 //!   `turn_start` (golden `queue_update_steer_follow_up`).
 
-use crate::rpc::protocol::QueueTexts;
+use crate::protocol::rpc::QueueTexts;
 use pi_ai::Message;
 use serde_json::Value;
 use std::collections::VecDeque;

@@ -5,7 +5,7 @@
 use super::queues::{message_text, QueueKind};
 use super::retry::{self, AfterRun, RetryPolicy, RETRY_CANCELLED};
 use super::{AgentSession, RunPhase};
-use crate::rpc::protocol::RpcEvent;
+use crate::protocol::rpc::RpcEvent;
 use futures::FutureExt;
 use pi_agent::{run_agent_loop, AgentEvent, EmitFn, RunHooks, TurnConfig};
 use pi_ai::{now_ms, AssistantMessage, ImageContent, Message, Model, Provider, StopReason};
@@ -531,7 +531,7 @@ impl AgentSession {
         match AssertUnwindSafe(run).catch_unwind().await {
             Ok(created) => Some(created),
             Err(panic) => {
-                let text = crate::rpc::panic_text(panic.as_ref());
+                let text = crate::tasks::panic_text(panic.as_ref());
                 tracing::error!("the agent loop panicked: {text}");
                 let model = self.model().unwrap_or_else(Model::unknown);
                 let mut m = AssistantMessage::empty(&model);
@@ -741,11 +741,26 @@ impl RunHooks for Hooks {
             )
         };
         let mut model = model;
+        let mut thinking_level = thinking_level;
+        // A virtual model is routed to a physical one for this request (docs/virtual-models.md).
+        let mut route_error = None;
+        if crate::config::models::is_virtual(&model) {
+            match self
+                .session
+                .route_virtual_model(&model, thinking_level, false)
+            {
+                Ok((m, level)) => {
+                    model = m;
+                    thinking_level = level;
+                }
+                Err(e) => route_error = Some(e),
+            }
+        }
         let creds = (inner.services.api_key)(&model, super::KeyUse::Request).unwrap_or_default();
         if let Some(base) = &creds.base_url {
             model.base_url = base.clone();
         }
-        let failed = creds.error.clone();
+        let failed = route_error.or_else(|| creds.error.clone());
         let loadout = inner.loadout.lock().clone();
         let (thinking_budgets, transport) = {
             let settings = inner.services.settings.lock();
@@ -770,7 +785,7 @@ impl RunHooks for Hooks {
                 .clone()
                 .unwrap_or(loadout.system_prompt),
             tools: with_mcp_tools(loadout.tools, inner.services.mcp.as_ref(), || {
-                crate::mcp::search::loaded_names(&self.session.transcript())
+                crate::codemode::search::loaded_names(&self.session.transcript())
             }),
             thinking_level,
             session_id: Some(inner.store.lock().session_id().to_string()),
@@ -868,10 +883,10 @@ fn with_mcp_tools(
     if let Some(m) = mcp {
         let mut taken: std::collections::HashSet<String> =
             tools.iter().map(|t| t.definition().name).collect();
-        let searching = taken.contains(crate::mcp::search::NAME);
+        let searching = taken.contains(crate::codemode::search::NAME);
         let mut extra = m.direct_tools();
         if searching {
-            extra.extend(crate::mcp::search::loaded_tools(m, &loaded()));
+            extra.extend(crate::codemode::search::loaded_tools(m, &loaded()));
         }
         for t in extra {
             if taken.insert(t.definition().name) {
@@ -943,5 +958,82 @@ fn set_section(sections: &mut serde_json::Map<String, Value>, key: &str, text: O
         None => {
             sections.shift_remove(key);
         }
+    }
+}
+
+impl AgentSession {
+    /// Routes one agent-loop request of virtual model `model` through its router in the
+    /// extension host ([`crate::extensions::provider::route_virtual`]): reason `user` when a
+    /// user message follows the latest assistant message, `retry` while a retry chain runs,
+    /// else `continuation`; the branch's latest router state
+    /// ([`crate::extensions::provider::VIRTUAL_STATE_ENTRY`]) goes along and a new one is
+    /// stored (`entry_appended`) before the request is sent. `direct`: a request outside the
+    /// agent loop (a compaction summary): reason `direct`, no state either way. `Err`: the
+    /// text the request then fails with.
+    pub(super) fn route_virtual_model(
+        &self,
+        model: &Model,
+        level: pi_ai::ThinkingLevel,
+        direct: bool,
+    ) -> Result<(Model, pi_ai::ThinkingLevel), String> {
+        use crate::extensions::provider::{self as xp, RouteReason};
+        let Some(ext) = self.inner.services.extensions.clone() else {
+            return Err(format!(
+                "Virtual model {}/{} is not registered.",
+                model.provider, model.id
+            ));
+        };
+        let messages = self.llm_messages(&self.transcript().clone());
+        let last_assistant = messages
+            .iter()
+            .rposition(|m| matches!(m, Message::Assistant(_)));
+        let user_turn = messages[last_assistant.map_or(0, |i| i + 1)..]
+            .iter()
+            .any(|m| matches!(m, Message::User(_)));
+        let reason = if direct {
+            RouteReason::Direct
+        } else if self.inner.retry.lock().attempt > 0 && !user_turn {
+            RouteReason::Retry
+        } else if user_turn {
+            RouteReason::User
+        } else {
+            RouteReason::Continuation
+        };
+        let state = {
+            let store = self.inner.store.lock();
+            store.branch().iter().rev().find_map(|e| match &e.kind {
+                crate::session::EntryKind::Custom {
+                    custom_type,
+                    data: Some(d),
+                } if custom_type == xp::VIRTUAL_STATE_ENTRY
+                    && d.get("provider").and_then(Value::as_str) == Some(&model.provider)
+                    && d.get("modelId").and_then(Value::as_str) == Some(&model.id) =>
+                {
+                    Some(d.get("state").cloned().unwrap_or(Value::Null))
+                }
+                _ => None,
+            })
+        };
+        let available = (self.inner.services.available_models)();
+        let routed = xp::route_virtual(
+            ext.host(),
+            model,
+            level,
+            reason,
+            state,
+            &messages,
+            available,
+        )?;
+        if let Some(state) = routed.new_state {
+            let data = serde_json::json!({
+                "provider": model.provider,
+                "modelId": model.id,
+                "state": state,
+            });
+            if let Err(e) = self.append_custom_entry(xp::VIRTUAL_STATE_ENTRY, Some(data)) {
+                tracing::warn!("virtual model state: {e}");
+            }
+        }
+        Ok((routed.model, routed.thinking_level))
     }
 }

@@ -310,6 +310,17 @@ impl AgentSessionRuntime {
             ));
         }
         let (context_model, context_level, _) = store.resume_settings();
+        // A virtual model's `model_change` holds over the physical models of its responses.
+        let context_model = store
+            .resume_model_change()
+            .filter(|mc| {
+                current.available_models().iter().any(|m| {
+                    m.provider == mc.provider
+                        && m.id == mc.model_id
+                        && crate::config::models::is_virtual(m)
+                })
+            })
+            .or(context_model);
         let model = context_model
             .as_ref()
             .and_then(|r| {

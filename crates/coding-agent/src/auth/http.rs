@@ -19,7 +19,7 @@ pub fn blocking<T: Send>(f: impl FnOnce() -> T + Send) -> Result<T, String> {
                 .map_err(|_| "credential thread panicked".to_string())
         })
     };
-    crate::output::block_in_place(run)
+    crate::tasks::block_in_place(run)
 }
 
 /// `url` with its origin replaced by `PI_TEST_OAUTH_ORIGIN` when that is set.

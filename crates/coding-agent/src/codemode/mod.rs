@@ -26,6 +26,7 @@
 
 pub mod catalog;
 pub mod sandbox;
+pub mod search;
 
 use crate::mcp::config::Exposure;
 use crate::mcp::McpManager;
@@ -38,7 +39,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// The tool's name.
-pub const NAME: &str = "codemode";
+pub const NAME: &str = crate::tools::CODEMODE_TOOL;
 /// Default `max_output_tokens`.
 pub const DEFAULT_MAX_OUTPUT_TOKENS: u64 = 10_000;
 /// Default `codemode.inlineBudget`, in estimated tokens.

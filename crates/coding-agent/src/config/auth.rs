@@ -311,22 +311,41 @@ pub fn update_auth_file(
     agent_dir: &Path,
     change: impl FnOnce(&mut Map<String, Value>) -> bool,
 ) -> Result<PathBuf, AuthFileError> {
+    update_locked_json(&agent_dir.join("auth.json"), change)
+}
+
+/// [`update_auth_file`] for any JSON-object file kept the way upstream keeps `auth.json`
+/// (`FileAuthStorageBackend`): `<path>.lock` directory lock, re-read, atomic 0600 rewrite.
+/// Upstream stores `models-store.json` (refreshed provider catalogs) this way too.
+pub fn update_locked_json(
+    path: &Path,
+    change: impl FnOnce(&mut Map<String, Value>) -> bool,
+) -> Result<PathBuf, AuthFileError> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    let path = agent_dir.join("auth.json");
+    let path = path.to_path_buf();
+    let agent_dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
     let _lock = super::lock::DirLock::acquire(&path, true, super::lock::LockTiming::AUTH_FILE)?;
-    let mut entries = read_auth_entries(agent_dir)?;
+    let mut entries = match read_json_file(&path) {
+        JsonFile::Missing => Map::new(),
+        JsonFile::Parsed(Value::Object(m)) => m,
+        _ => return Err(AuthFileError::Invalid(path)),
+    };
     if !change(&mut entries) {
         return Ok(path);
     }
-    // A symlinked auth.json is written through: the file it points to is replaced.
+    // A symlinked file is written through: the file it points to is replaced.
     let real = super::lock::resolve_symlinks(&path);
-    let dir = real.parent().unwrap_or(agent_dir).to_path_buf();
+    let dir = real.parent().unwrap_or(&agent_dir).to_path_buf();
     std::fs::create_dir_all(&dir).map_err(|source| AuthFileError::Io {
         path: dir.clone(),
         source,
     })?;
-    let tmp = dir.join(format!(".auth.json.{}.tmp", std::process::id()));
+    let stem = real
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "auth.json".into());
+    let tmp = dir.join(format!(".{stem}.{}.tmp", std::process::id()));
     let io = |p: &Path| {
         let p = p.to_path_buf();
         move |source| AuthFileError::Io { path: p, source }

@@ -17,8 +17,8 @@ pub mod settings;
 pub mod value;
 
 pub use auth::{
-    read_auth_entries, update_auth_file, AuthCredential, AuthFileError, AuthStorage, OAuthAccess,
-    RefreshError,
+    read_auth_entries, update_auth_file, update_locked_json, AuthCredential, AuthFileError,
+    AuthStorage, OAuthAccess, RefreshError,
 };
 pub use models::{
     discover_local_models, is_keyless, ModelRegistry, ModelsConfig, ProviderConfig, RequestAuth,

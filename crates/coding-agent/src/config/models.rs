@@ -42,6 +42,11 @@ use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+/// Finds the adapter for a model's `api` (built by the composition root from `crate::ai`'s
+/// adapters and the extension providers; `None`: no adapter for that API).
+pub type ProviderResolver =
+    std::sync::Arc<dyn Fn(&Model) -> Option<std::sync::Arc<dyn pi_ai::Provider>> + Send + Sync>;
+
 /// Defaults for custom models (spec config.md §4).
 pub const DEFAULT_CONTEXT_WINDOW: u64 = 128_000;
 /// Default `maxTokens` of a custom model.
@@ -68,6 +73,69 @@ pub const LOCAL_MAX_OUTPUT_TOKENS: u64 = 4096;
 /// Whether `model` runs in-process (api [`LOCAL_API`]) and therefore needs no credentials.
 pub fn is_keyless(model: &Model) -> bool {
     model.api == LOCAL_API
+}
+
+/// The `api` of virtual models (upstream 1.6 `core/virtual-models.js` `VIRTUAL_MODEL_API`):
+/// catalog entries that a router maps to a physical model per request.
+pub const VIRTUAL_API: &str = "pi-virtual";
+
+/// Whether `model` is a virtual model ([`VIRTUAL_API`]).
+pub fn is_virtual(model: &Model) -> bool {
+    model.api == VIRTUAL_API
+}
+
+/// Upstream's thinking levels, in order (the keys of a virtual model's `thinkingLevelMap`).
+const VIRTUAL_LEVELS: [&str; 7] = ["off", "minimal", "low", "medium", "high", "xhigh", "max"];
+
+/// The catalog entry of a virtual model (upstream `createVirtualModel`): api `pi-virtual`,
+/// empty `baseUrl`, `reasoning` when a level other than `off` is offered, a `thinkingLevelMap`
+/// naming the offered levels (others `null`), input default text and images, zero cost,
+/// limits 0 when unset.
+pub fn virtual_model(
+    provider: &str,
+    id: &str,
+    name: Option<&str>,
+    levels: Option<&[String]>,
+    context_window: Option<f64>,
+    max_tokens: Option<f64>,
+    input: Option<&[String]>,
+) -> Model {
+    let off = ["off".to_string()];
+    let levels = levels.unwrap_or(&off);
+    let map: Map<String, Value> = VIRTUAL_LEVELS
+        .iter()
+        .map(|l| {
+            let v = if levels.iter().any(|x| x == l) {
+                Value::String((*l).to_string())
+            } else {
+                Value::Null
+            };
+            ((*l).to_string(), v)
+        })
+        .collect();
+    let mut m = Model::unknown();
+    m.id = id.to_string();
+    m.name = name.unwrap_or(id).to_string();
+    m.api = VIRTUAL_API.to_string();
+    m.provider = provider.to_string();
+    m.base_url = String::new();
+    m.reasoning = levels.iter().any(|l| l != "off");
+    m.thinking_level_map = Some(map);
+    m.input = input
+        .map(<[String]>::to_vec)
+        .unwrap_or_else(|| vec!["text".into(), "image".into()]);
+    m.cost = Default::default();
+    m.context_window = context_window
+        .filter(|n| n.is_finite() && *n > 0.0)
+        .map_or(0, |n| n as u64);
+    m.max_tokens = max_tokens
+        .filter(|n| n.is_finite() && *n > 0.0)
+        .map_or(0, |n| n as u64);
+    m.headers = None;
+    m.compat = None;
+    m.input_limits = None;
+    m.extra = Map::new();
+    m
 }
 
 /// The local GGUF models in `models_dir` (`pi_local::discover_models`: every `*.gguf`, sorted
@@ -579,6 +647,12 @@ pub struct ModelRegistry {
     /// The extension providers registered with `streamSimple` (their models of the
     /// provider's `api` stream from the extension).
     extension_streams: Vec<String>,
+    /// The extension providers registered with an `oauth` login, with its display name.
+    extension_oauth: Vec<(String, Option<String>)>,
+    /// The extension providers registered with `refreshModels`.
+    extension_refreshes: Vec<String>,
+    /// Virtual models (`pi.registerVirtualModel`), in registration order.
+    virtual_models: Vec<Model>,
     /// `models.json` and extension header configs of individual models, by (provider, id).
     model_headers: HashMap<(String, String), Map<String, Value>>,
     auth: AuthStorage,
@@ -635,6 +709,9 @@ impl ModelRegistry {
             config,
             extension: Vec::new(),
             extension_streams: Vec::new(),
+            extension_oauth: Vec::new(),
+            extension_refreshes: Vec::new(),
+            virtual_models: Vec::new(),
             model_headers: HashMap::new(),
             auth,
             error: None,
@@ -699,12 +776,134 @@ impl ModelRegistry {
         Ok(())
     }
 
+    /// [`ModelRegistry::register_extension_provider`] with what the registration carries besides
+    /// its data: `oauth` = `Some(login name)` when it has an `oauth` login (it then counts as an
+    /// authentication method, upstream `composeOAuthAuth`), `refreshes` when it has
+    /// `refreshModels`.
+    pub fn register_extension_provider_full(
+        &mut self,
+        name: &str,
+        config: ProviderConfig,
+        streams: bool,
+        oauth: Option<Option<String>>,
+        refreshes: bool,
+    ) -> Result<(), String> {
+        let previous = self.extension_oauth.clone();
+        self.extension_oauth.retain(|(n, _)| n != name);
+        if let Some(login) = oauth {
+            self.extension_oauth.push((name.to_string(), login));
+        }
+        if let Err(e) = self.register_extension_provider(name, config, streams) {
+            self.extension_oauth = previous;
+            return Err(e);
+        }
+        self.extension_refreshes.retain(|n| n != name);
+        if refreshes {
+            self.extension_refreshes.push(name.to_string());
+        }
+        Ok(())
+    }
+
+    /// Replaces the models of extension provider `name` with `models` (what its
+    /// `refreshModels` returned: upstream replaces that registration's live models). `Err`:
+    /// upstream's message for a definition that cannot be composed (the registry is then
+    /// unchanged), or no such registration.
+    pub fn set_extension_models(
+        &mut self,
+        name: &str,
+        models: Vec<ModelConfig>,
+    ) -> Result<(), String> {
+        let Some(config) = self
+            .extension
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, c)| c.clone())
+        else {
+            return Err(format!("Provider {name} is not registered."));
+        };
+        let streams = self.extension_streams.iter().any(|n| n == name);
+        let next = ProviderConfig {
+            models: Some(models),
+            ..config
+        };
+        self.register_extension_provider(name, next, streams)
+    }
+
+    /// Whether extension provider `provider` has an `oauth` login.
+    pub fn extension_oauth(&self, provider: &str) -> bool {
+        self.extension_oauth.iter().any(|(n, _)| n == provider)
+    }
+
+    /// The display name of extension provider `provider`'s login: `oauth.name`, else the
+    /// provider's `name`, else its id (upstream `composeModelProvider` `name`, with the OAuth
+    /// name first as `/login` shows it).
+    pub fn extension_login_name(&self, provider: &str) -> Option<String> {
+        let (_, login) = self.extension_oauth.iter().find(|(n, _)| n == provider)?;
+        let config_name = self
+            .extension
+            .iter()
+            .find(|(n, _)| n == provider)
+            .and_then(|(_, c)| c.name.clone());
+        Some(
+            config_name
+                .or_else(|| login.clone())
+                .unwrap_or_else(|| provider.to_string()),
+        )
+    }
+
+    /// The extension providers with `refreshModels`, in registration order.
+    pub fn extension_refreshes(&self) -> Vec<String> {
+        self.extension_refreshes.clone()
+    }
+
+    /// Registers (or replaces) a virtual model (`pi.registerVirtualModel`, upstream
+    /// `ModelRuntime.registerVirtualModel`). `Err`: upstream's message when `provider`/`id` is
+    /// a physical model.
+    pub fn register_virtual_model(&mut self, model: Model) -> Result<(), String> {
+        if model.provider.trim().is_empty() || model.id.trim().is_empty() {
+            return Err("Virtual model provider and id must not be empty.".into());
+        }
+        let physical = self
+            .find(&model.provider, &model.id)
+            .is_some_and(|m| !is_virtual(m));
+        if physical {
+            return Err(format!(
+                "Virtual model {}/{} conflicts with a physical model.",
+                model.provider, model.id
+            ));
+        }
+        self.virtual_models
+            .retain(|m| !(m.provider == model.provider && m.id == model.id));
+        self.virtual_models.push(model);
+        self.rebuild_slots();
+        Ok(())
+    }
+
+    /// Removes a virtual model; `false` when there was none.
+    pub fn unregister_virtual_model(&mut self, provider: &str, id: &str) -> bool {
+        let before = self.virtual_models.len();
+        self.virtual_models
+            .retain(|m| !(m.provider == provider && m.id == id));
+        let removed = before != self.virtual_models.len();
+        if removed {
+            self.rebuild_slots();
+        }
+        removed
+    }
+
+    /// The physical (non-virtual) model `provider`/`id`.
+    pub fn find_physical(&self, provider: &str, id: &str) -> Option<&Model> {
+        self.find(provider, id).filter(|m| !is_virtual(m))
+    }
+
     /// Removes the extension provider `name` (`pi.unregisterProvider`): what it replaced
     /// (built-in models, `models.json` values) is back. `false` when none was registered.
     pub fn unregister_extension_provider(&mut self, name: &str) -> bool {
         let before = self.extension.len();
         self.extension.retain(|(n, _)| n != name);
         self.extension_streams.retain(|n| n != name);
+        self.extension_oauth.retain(|(n, _)| n != name);
+        self.extension_refreshes.retain(|n| n != name);
         let removed = self.extension.len() != before;
         if removed {
             self.collect_model_headers();
@@ -715,6 +914,12 @@ impl ModelRegistry {
 
     /// Removes every extension provider (before the extensions are loaded again).
     pub fn clear_extension_providers(&mut self) {
+        self.extension_oauth.clear();
+        self.extension_refreshes.clear();
+        if !self.virtual_models.is_empty() {
+            self.virtual_models.clear();
+            self.rebuild_slots();
+        }
         if !self.extension.is_empty() {
             self.extension.clear();
             self.extension_streams.clear();
@@ -793,7 +998,13 @@ impl ModelRegistry {
                 .config
                 .provider(name)
                 .is_some_and(|c| c.api_key.is_some());
-        if !builtin && !keyed && !self.auth.has_entry(name) && !pi_ai::env_has_credentials(name) {
+        let oauth = self.extension_oauth.iter().any(|(n, _)| n == name);
+        if !builtin
+            && !keyed
+            && !oauth
+            && !self.auth.has_entry(name)
+            && !pi_ai::env_has_credentials(name)
+        {
             return Err(format!(
                 "Provider {name}: no authentication method configured."
             ));
@@ -867,6 +1078,9 @@ impl ModelRegistry {
             add(provider, false, &mut slots);
         }
         for m in &self.local {
+            add(&m.provider, false, &mut slots);
+        }
+        for m in &self.virtual_models {
             add(&m.provider, false, &mut slots);
         }
         self.slots = slots;
@@ -948,6 +1162,14 @@ impl ModelRegistry {
                 models.push(((2, i, 0), m.clone()));
             }
         }
+        // Virtual models follow the provider's physical ones and hide one of the same id
+        // (upstream `withVirtualModels`).
+        for (i, v) in self.virtual_models.iter().enumerate() {
+            if v.provider == provider {
+                models.retain(|(_, m)| m.id != v.id);
+                models.push(((3, i, 0), v.clone()));
+            }
+        }
         models
     }
 
@@ -967,11 +1189,22 @@ impl ModelRegistry {
     pub fn reload(&mut self, agent_dir: &Path) {
         let extension = std::mem::take(&mut self.extension);
         let streams = std::mem::take(&mut self.extension_streams);
+        let oauth = std::mem::take(&mut self.extension_oauth);
+        let refreshes = std::mem::take(&mut self.extension_refreshes);
+        let virtual_models = std::mem::take(&mut self.virtual_models);
         *self = Self::load(agent_dir);
         self.extension = extension;
         self.extension_streams = streams;
+        self.extension_oauth = oauth;
+        self.extension_refreshes = refreshes;
+        self.virtual_models = virtual_models;
         self.collect_model_headers();
         self.rebuild_slots();
+    }
+
+    /// The agent directory this registry was loaded from (`None` for [`ModelRegistry::from_parts`]).
+    pub fn agent_dir(&self) -> Option<&Path> {
+        self.agent_dir.as_deref()
     }
 
     /// The `models.json` error of the last load, if any.
@@ -1004,7 +1237,16 @@ impl ModelRegistry {
     /// Whether `model` can be used without asking for credentials: it is a local GGUF model
     /// ([`is_keyless`]) or its provider [`has_auth`](ModelRegistry::has_auth).
     pub fn model_has_auth(&self, model: &Model) -> bool {
-        is_keyless(model) || self.has_auth(&model.provider)
+        is_keyless(model)
+            || self.has_auth(&model.provider)
+            || (is_virtual(model) && self.virtual_only(&model.provider))
+    }
+
+    /// Whether every model of `provider` is virtual (a provider of only virtual models needs no
+    /// credentials, upstream `withVirtualModels` without a provider).
+    fn virtual_only(&self, provider: &str) -> bool {
+        let own = self.provider_models(provider);
+        !own.is_empty() && own.into_iter().all(is_virtual)
     }
 
     /// The model `provider`/`id` (exact, case-sensitive); assembles that provider only.
@@ -1087,10 +1329,25 @@ impl ModelRegistry {
     /// first when it is about to expire ([`AuthStorage::oauth_access`]); a failed refresh
     /// gives `Ok` with [`RequestAuth::error`] set.
     pub fn request_auth_with(&self, model: &Model, refresh: bool) -> Result<RequestAuth, String> {
-        let keyless = is_keyless(model);
+        self.request_auth_given(model, refresh, None)
+    }
+
+    /// [`ModelRegistry::request_auth_with`], with `oauth_key` (when given) as the key an
+    /// extension provider's OAuth login resolved (`getApiKey` of the refreshed credential),
+    /// used in place of the stored entry's access token. A virtual model needs no
+    /// credentials itself (its route's model does): it counts as keyless.
+    pub fn request_auth_given(
+        &self,
+        model: &Model,
+        refresh: bool,
+        oauth_key: Option<String>,
+    ) -> Result<RequestAuth, String> {
+        let keyless = is_keyless(model) || is_virtual(model);
         let mut api_key = self.api_key(&model.provider);
         let mut base_url = None;
-        if self.auth.is_oauth(&model.provider) {
+        if let Some(key) = oauth_key {
+            api_key = Some(key);
+        } else if self.auth.is_oauth(&model.provider) {
             match self.auth.oauth_access(&model.provider, None, refresh) {
                 Ok(Some(a)) => {
                     api_key = Some(a.access);
@@ -1160,5 +1417,86 @@ impl ModelRegistry {
             base_url,
             error: None,
         })
+    }
+}
+
+#[cfg(test)]
+mod extension_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn chat(provider: &str, id: &str) -> Model {
+        let mut m = Model::unknown();
+        m.provider = provider.into();
+        m.id = id.into();
+        m.api = "openai-completions".into();
+        m
+    }
+
+    fn registry() -> ModelRegistry {
+        ModelRegistry::from_parts(
+            vec![chat("base", "b1")],
+            ModelsConfig::default(),
+            AuthStorage::from_entries(Map::new()),
+        )
+    }
+
+    #[test]
+    fn a_virtual_model_is_listed_under_its_provider_and_cannot_shadow_a_registered_physical_one() {
+        let mut reg = registry();
+        let v = virtual_model("router", "auto", Some("Auto"), None, None, None, None);
+        assert!(!v.reasoning);
+        assert_eq!(v.thinking_level_map.as_ref().unwrap()["off"], "off");
+        reg.register_virtual_model(v).unwrap();
+        // A provider of only virtual models needs no credentials.
+        let available: Vec<String> = reg.available().iter().map(|m| m.id.clone()).collect();
+        assert_eq!(available, vec!["auto".to_string()]);
+        assert_eq!(reg.find("router", "auto").unwrap().api, VIRTUAL_API);
+        assert!(reg.find_physical("router", "auto").is_none());
+        let err = reg
+            .register_virtual_model(virtual_model("base", "b1", None, None, None, None, None))
+            .unwrap_err();
+        assert_eq!(
+            err,
+            "Virtual model base/b1 conflicts with a physical model."
+        );
+        assert!(reg.unregister_virtual_model("router", "auto"));
+        assert!(reg.find("router", "auto").is_none());
+    }
+
+    #[test]
+    fn an_oauth_login_counts_as_authentication_and_refreshed_models_replace_the_registration() {
+        let mut reg = registry();
+        let config: ProviderConfig = serde_json::from_value(serde_json::json!({
+            "baseUrl": "http://127.0.0.1:1/v1", "api": "openai-completions",
+            "models": [{"id": "m1"}]
+        }))
+        .unwrap();
+        let err = reg
+            .register_extension_provider_full("corp", config.clone(), false, None, true)
+            .unwrap_err();
+        assert_eq!(err, "Provider corp: no authentication method configured.");
+        assert!(!reg.extension_oauth("corp"));
+        reg.register_extension_provider_full("corp", config, false, Some(Some("SSO".into())), true)
+            .unwrap();
+        assert!(reg.extension_oauth("corp"));
+        assert_eq!(reg.extension_login_name("corp").as_deref(), Some("SSO"));
+        assert_eq!(reg.extension_refreshes(), vec!["corp".to_string()]);
+        // Without a stored credential it is not available (as upstream).
+        assert!(!reg.has_auth("corp"));
+        let live: Vec<ModelConfig> =
+            serde_json::from_value(serde_json::json!([{"id": "live-1"}, {"id": "live-2"}]))
+                .unwrap();
+        reg.set_extension_models("corp", live).unwrap();
+        let ids: Vec<&str> = reg
+            .provider_models("corp")
+            .iter()
+            .map(|m| m.id.as_str())
+            .collect();
+        assert_eq!(ids, vec!["live-1", "live-2"]);
+        assert!(reg.set_extension_models("none", Vec::new()).is_err());
+        reg.unregister_extension_provider("corp");
+        assert!(!reg.extension_oauth("corp"));
+        assert!(reg.extension_refreshes().is_empty());
     }
 }

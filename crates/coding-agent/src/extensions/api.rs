@@ -47,7 +47,7 @@ pub fn state(runtime: &AgentSessionRuntime, entries_from: Option<&str>) -> Value
     let all = || {
         session
             .entries(None)
-            .unwrap_or_else(|_| crate::rpc::protocol::EntriesData {
+            .unwrap_or_else(|_| crate::protocol::rpc::EntriesData {
                 entries: vec![],
                 leaf_id: None,
             })

@@ -8,7 +8,7 @@
 
 use super::wire::ToHost;
 use super::Extensions;
-use crate::rpc::protocol::RpcEvent;
+use crate::protocol::rpc::RpcEvent;
 use crate::tools::shell::BashResult;
 use pi_ai::{ImageContent, Message, Model};
 use serde_json::{json, Value};
@@ -92,7 +92,7 @@ impl Extensions {
             id: Some(id),
             event,
         };
-        let r = crate::output::block_in_place(|| {
+        let r = crate::tasks::block_in_place(|| {
             handle.block_on(self.host.request(id, &msg, Some(self.hook_timeout)))
         });
         if let Err(e) = r {
@@ -187,10 +187,10 @@ impl Extensions {
         // runtime): awaited asynchronously here, the records the run queued afterwards
         // (`turn_end`, `agent_end`, `agent_settled`) stayed deferred on a worker that never
         // parked again when no handler wrote anything (seen after an abort; see
-        // `output::block_in_place`).
+        // `tasks::block_in_place`).
         let reply = match tokio::runtime::Handle::try_current() {
             Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-                crate::output::block_in_place(|| {
+                crate::tasks::block_in_place(|| {
                     h.block_on(
                         self.host
                             .request_until(id, &msg, Some(self.hook_timeout), cancel),
@@ -246,7 +246,7 @@ impl Extensions {
         // Waited for as `boundary` is (see there).
         let reply = match tokio::runtime::Handle::try_current() {
             Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-                crate::output::block_in_place(|| {
+                crate::tasks::block_in_place(|| {
                     h.block_on(
                         self.host
                             .request_until(id, &msg, Some(self.hook_timeout), cancel),

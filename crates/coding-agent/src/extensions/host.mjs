@@ -750,6 +750,16 @@ const modelRegistry = {
 		return m ? { ...m } : undefined;
 	},
 	hasConfiguredAuth: (model) => piState.availableModels.some((m) => sameModel(m, model)),
+	// No image or classifier models in this build's catalog mirror.
+	findOfType: (type, provider, modelId) => {
+		if (type !== "chat") return undefined;
+		const m = piState.availableModels.find((x) => x.provider === provider && x.id === modelId);
+		return m ? { ...m } : undefined;
+	},
+	getAllOfType: (type) => (type === "chat" ? piState.availableModels.map((m) => ({ ...m })) : []),
+	classify: async () => {
+		throw new Error("classifier models are not supported by this pi build");
+	},
 	isUsingOAuth: () => false,
 	getError: () => undefined,
 	refresh: async () => ({}),
@@ -807,6 +817,8 @@ function makeApi(ext) {
 		registerEntryRenderer: noop,
 		registerProvider: (name, config) => registerProvider(ext, name, config),
 		unregisterProvider: (name) => unregisterProvider(name),
+		registerVirtualModel: (definition) => registerVirtualModel(ext, definition),
+		unregisterVirtualModel: (provider, id) => unregisterVirtualModel(provider, id),
 		sendMessage: (message, o) => firePi("sendMessage", { message, options: o }),
 		sendUserMessage: (content, o) => firePi("sendUserMessage", { content, options: o }),
 		appendEntry: (customType, data) => firePi("appendEntry", { customType, data }),
@@ -885,15 +897,60 @@ function execCmd(command, args, o) {
 // `streamSimple`/`stream` stay here and serve `stream` requests. Calls made in the factory reach
 // pi before the load reply, so startup model selection sees them; later calls apply at once.
 const providers = new Map(); // name -> {ext, config}
-function registerProvider(ext, name, config) {
-	if (typeof name !== "string") {
-		reportError(ext.path, "register_provider", new Error("registering a complete Provider object is not supported by this pi build; use pi.registerProvider(name, config)"));
-		return;
+// A complete pi-ai `Provider` object (upstream docs/custom-provider.md "Register a provider",
+// object form) as far as headless use needs it: its id, name, baseUrl, models (`getModels()`
+// or `models`), api id, `auth.oauth` / `auth.apiKey`, `refreshModels` and `streamSimple`/`stream`
+// map onto the legacy config that pi applies.
+function providerObjectConfig(obj) {
+	let models = [];
+	try {
+		models = typeof obj.getModels === "function" ? obj.getModels() : Array.isArray(obj.models) ? obj.models : [];
+	} catch {
+		models = [];
 	}
+	const api = typeof obj.api === "string" ? obj.api : obj.api && typeof obj.api.api === "string" ? obj.api.api : (models[0] && models[0].api) || obj.id;
+	const auth = obj.auth || {};
+	const config = { name: obj.name, baseUrl: obj.baseUrl, headers: obj.headers, api, models: models.map((m) => ({ ...m, api: m.api ?? api })) };
+	if (auth.oauth) {
+		const o = auth.oauth;
+		config.oauth = {
+			name: o.name ?? obj.name,
+			login: (cb) => o.login({
+				signal: cb.signal,
+				notify: (ev) => (ev && ev.type === "auth_url" ? cb.onAuth(ev) : ev && ev.type === "device_code" ? cb.onDeviceCode(ev) : cb.onProgress(ev && ev.message)),
+				prompt: (pr) => (pr && pr.type === "select" ? cb.onSelect(pr) : cb.onPrompt(pr)),
+			}),
+			refreshToken: (c, signal) => o.refresh(c, signal),
+			getApiKey: async (c) => {
+				const a = typeof o.toAuth === "function" ? await o.toAuth(c) : undefined;
+				return a && a.apiKey !== undefined ? a.apiKey : c.access;
+			},
+		};
+	}
+	if (typeof obj.refreshModels === "function") {
+		// The native contract: refreshModels returns nothing; getModels() then lists the latest.
+		config.refreshModels = async (ctx) => {
+			await obj.refreshModels(ctx);
+			return typeof obj.getModels === "function" ? obj.getModels() : undefined;
+		};
+	}
+	const stream = typeof obj.streamSimple === "function" ? obj.streamSimple : typeof obj.stream === "function" ? obj.stream : undefined;
+	if (stream) config.streamSimple = (model, context, options) => stream.call(obj, model, context, options);
+	return config;
+}
+function registerProvider(ext, name, config) {
+	if (name && typeof name === "object" && config === undefined) {
+		if (typeof name.id !== "string" || !name.id.trim()) throw new Error("Provider id must not be empty.");
+		config = providerObjectConfig(name);
+		name = name.id;
+	}
+	if (typeof name !== "string") throw new Error("Provider name must be a string");
 	if (!config || typeof config !== "object") throw new Error("Provider config is required when registering by name");
 	const streams = typeof config.streamSimple === "function" || typeof config.stream === "function";
 	providers.set(name, { ext, config });
-	callPi("registerProvider", { name, config, streams }).then((r) => {
+	const oauth = config.oauth && typeof config.oauth === "object" ? { name: typeof config.oauth.name === "string" ? config.oauth.name : undefined } : undefined;
+	const refreshes = typeof config.refreshModels === "function";
+	callPi("registerProvider", { name, config, streams, oauth, refreshes }).then((r) => {
 		if (r && r.error !== undefined) {
 			if (providers.get(name) && providers.get(name).config === config) providers.delete(name);
 			reportError(ext.path, "register_provider", new Error(r.error));
@@ -903,6 +960,137 @@ function registerProvider(ext, name, config) {
 function unregisterProvider(name) {
 	providers.delete(name);
 	firePi("unregisterProvider", { name });
+}
+
+// ---- OAuth of extension providers (the legacy `oauth` config; upstream provider-composer) ----
+// pi asks for `login` (the callbacks become pi calls: `authNotify` events are printed,
+// `authPrompt` answers a line read by `pi auth login`), `refresh` (the stored credential, as
+// auth.json holds it, through `refreshToken(credential, signal)`) and `apiKey`
+// (`getApiKey(credential)`).
+function oauthOf(name) {
+	const p = providers.get(name);
+	const o = p && p.config.oauth;
+	if (!o || typeof o !== "object") throw new Error(`Provider ${name} has no OAuth login`);
+	return o;
+}
+async function runProviderAuth(msg) {
+	const o = oauthOf(msg.provider);
+	const ac = new AbortController();
+	aborters.set(msg.id, ac);
+	try {
+		if (msg.op === "refresh") {
+			const next = await o.refreshToken(msg.credentials, ac.signal);
+			return { credentials: { ...next, type: "oauth" } };
+		}
+		if (msg.op === "apiKey") {
+			const key = await o.getApiKey(msg.credentials);
+			return { apiKey: key === undefined || key === null ? null : String(key) };
+		}
+		if (msg.op === "login") {
+			const notify = (event) => firePi("authNotify", { id: msg.id, event });
+			const prompt = async (p) => {
+				const r = (await callPi("authPrompt", { id: msg.id, prompt: p })) || {};
+				if (r.cancelled || typeof r.value !== "string") throw new Error("Login cancelled");
+				return r.value;
+			};
+			const cred = await o.login({
+				onAuth: (info) => notify({ type: "auth_url", ...info }),
+				onDeviceCode: (info) => notify({ type: "device_code", ...info }),
+				onPrompt: (p) => prompt({ type: "text", ...p }),
+				onProgress: (message) => notify({ type: "progress", message: String(message ?? "") }),
+				onManualCodeInput: () => prompt({ type: "manual_code", message: "Paste the authorization code" }),
+				onSelect: async (p) => {
+					const options = Array.isArray(p && p.options) ? p.options : [];
+					const answer = await prompt({ type: "select", message: p && p.message, options });
+					const n = Number(String(answer).trim());
+					const pick = Number.isInteger(n) && n >= 1 && n <= options.length ? options[n - 1] : options.find((x) => x && (x.id === answer || x.label === answer));
+					return pick ? (pick.id ?? pick.value ?? pick.label) : answer;
+				},
+				signal: ac.signal,
+			});
+			return { credentials: { ...cred, type: "oauth" }, name: o.name };
+		}
+		throw new Error(`unknown auth operation ${msg.op}`);
+	} finally {
+		aborters.delete(msg.id);
+	}
+}
+
+// ---- refreshModels (legacy config and object form) ----
+// `context` as upstream passes it: {credential, stored, publish, allowNetwork, force, signal,
+// baseUrl}. `publish({persist})` goes to pi, which writes models-store.json (persist: null
+// deletes the provider's snapshot); the returned models replace the registration's models.
+async function runRefreshModels(msg) {
+	const p = providers.get(msg.provider);
+	const fn = p && p.config.refreshModels;
+	if (typeof fn !== "function") return { models: null };
+	const ac = new AbortController();
+	aborters.set(msg.id, ac);
+	let published = false;
+	try {
+		const models = await fn.call(p.config, {
+			credential: msg.credential ?? undefined,
+			stored: msg.stored ?? undefined,
+			allowNetwork: msg.allowNetwork,
+			force: undefined,
+			signal: ac.signal,
+			baseUrl: p.config.baseUrl,
+			publish: async (publication) => {
+				const pub = publication || {};
+				if ("persist" in pub) {
+					const r = (await callPi("publishModels", { provider: msg.provider, persist: pub.persist === undefined ? undefined : pub.persist })) || {};
+					if (r.error !== undefined) throw new Error(r.error);
+				}
+				if (typeof pub.update === "function") pub.update();
+				published = true;
+				return !ac.signal.aborted;
+			},
+		});
+		return { models: Array.isArray(models) ? models : null, published };
+	} finally {
+		aborters.delete(msg.id);
+	}
+}
+
+// ---- virtual models (pi.registerVirtualModel; upstream docs/virtual-models.md) ----
+// pi lists the catalog entry; `route` requests run the router with the request pi describes
+// (reason, thinkingLevel, state, previous, failed, messages) and a context whose
+// ctx.modelRegistry sees the models pi sent along.
+const virtualModels = new Map(); // "provider/id" -> {ext, definition}
+function registerVirtualModel(ext, definition) {
+	const d = definition || {};
+	if (typeof d.provider !== "string" || typeof d.id !== "string" || !d.provider.trim() || !d.id.trim()) {
+		throw new Error("Virtual model provider and id must not be empty.");
+	}
+	if (typeof d.route !== "function") throw new Error(`Virtual model ${d.provider}/${d.id} needs a route function.`);
+	const key = `${d.provider}/${d.id}`;
+	virtualModels.set(key, { ext, definition: d });
+	const { route: _route, ...data } = d;
+	callPi("registerVirtualModel", { definition: JSON.parse(JSON.stringify(data)) }).then((r) => {
+		if (r && r.error !== undefined) {
+			if (virtualModels.get(key) && virtualModels.get(key).definition === d) virtualModels.delete(key);
+			reportError(ext.path, "register_virtual_model", new Error(r.error));
+		}
+	});
+}
+function unregisterVirtualModel(provider, id) {
+	virtualModels.delete(`${provider}/${id}`);
+	firePi("unregisterVirtualModel", { provider, id });
+}
+async function runRoute(msg) {
+	const v = virtualModels.get(`${msg.request.model.provider}/${msg.request.model.id}`);
+	if (!v) throw new Error(`Virtual model ${msg.request.model.provider}/${msg.request.model.id} is not registered.`);
+	if (Array.isArray(msg.models)) piState.availableModels = msg.models;
+	const ac = new AbortController();
+	aborters.set(msg.id, ac);
+	try {
+		const route = await v.definition.route({ ...msg.request, signal: ac.signal }, context());
+		if (!route || typeof route !== "object" || !route.model) throw new Error(`Virtual model ${msg.request.model.provider}/${msg.request.model.id} returned no model.`);
+		const state = route.state === undefined || route.state === msg.request.state ? undefined : JSON.parse(JSON.stringify(route.state));
+		return { provider: route.model.provider, id: route.model.id, thinkingLevel: route.thinkingLevel ?? null, state: state === undefined ? null : state, stateChanged: state !== undefined };
+	} finally {
+		aborters.delete(msg.id);
+	}
 }
 
 // Upstream AssistantMessageEvent -> the normalised event pi reads (wire.rs ProviderStreamEvent).
@@ -1030,6 +1218,8 @@ async function reloadAll() {
 	loadDone = false;
 	for (const name of providers.keys()) firePi("unregisterProvider", { name });
 	providers.clear();
+	for (const v of virtualModels.values()) firePi("unregisterVirtualModel", { provider: v.definition.provider, id: v.definition.id });
+	virtualModels.clear();
 	extensions.length = 0;
 	commands.clear();
 	tools.clear();
@@ -1438,6 +1628,12 @@ async function handle(msg) {
 			return runTool(msg);
 		case "stream":
 			return runStream(msg);
+		case "provider_auth":
+			return runProviderAuth(msg);
+		case "refresh_models":
+			return runRefreshModels(msg);
+		case "route":
+			return runRoute(msg);
 		case "ping":
 			return null;
 		case "reload":

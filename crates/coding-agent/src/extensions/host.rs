@@ -1,8 +1,8 @@
 //! The Node child process that runs extensions, and the request/reply plumbing to it.
 
 use super::wire::{FromHost, LoadResult, ProviderStreamEvent, ToHost};
-use crate::agent_session::EventSink;
-use crate::rpc::protocol::RpcEvent;
+use crate::protocol::rpc::EventSink;
+use crate::protocol::rpc::RpcEvent;
 use parking_lot::Mutex;
 use serde_json::Value;
 use std::collections::HashMap;

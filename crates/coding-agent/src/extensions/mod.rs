@@ -26,8 +26,8 @@ pub mod tool;
 pub mod typescript;
 pub mod wire;
 
-use crate::agent_session::EventSink;
-use crate::rpc::protocol::{RpcEvent, SlashCommand};
+use crate::protocol::rpc::EventSink;
+use crate::protocol::rpc::{RpcEvent, SlashCommand};
 use host::{CallHandler, ExtensionHost, HostError};
 use parking_lot::{Mutex, RwLock};
 use pi_agent::{BeforeToolCall, ToolCallHooks, ToolOutput};

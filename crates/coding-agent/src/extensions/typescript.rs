@@ -77,7 +77,7 @@ pub fn transpile_file(path: &Path) -> Result<String, String> {
         Err(format!(
             "{}: the TypeScript transpiler failed: {}",
             path.display(),
-            crate::rpc::panic_text(p.as_ref())
+            crate::tasks::panic_text(p.as_ref())
         ))
     })
 }

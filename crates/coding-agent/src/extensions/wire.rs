@@ -4,7 +4,7 @@
 //! `pi`: [`FromHost`]. Requests carry a numeric `id`; the host answers each with exactly one
 //! [`FromHost::Reply`] of the same id.
 
-use crate::rpc::protocol::ExtensionUiRequest;
+use crate::protocol::rpc::ExtensionUiRequest;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -138,6 +138,50 @@ pub enum ToHost {
         context: TranscriptContext,
         /// Upstream `SimpleStreamOptions` (the `signal` is added by the host).
         options: StreamRequestOptions,
+    },
+    /// An OAuth operation of an extension provider registered with `oauth` (upstream
+    /// docs/custom-provider.md "Provide authentication"; the legacy config is adapted as
+    /// upstream's `provider-composer` does). `op`: `login` (the extension's `login(callbacks)`;
+    /// the callbacks arrive as `authNotify` / `authPrompt` calls carrying this id; reply
+    /// `{credentials, name}`), `refresh` (`refreshToken(credentials, signal)`; reply
+    /// `{credentials}`) or `apiKey` (`getApiKey(credentials)`; reply `{apiKey}`). Credentials are
+    /// the `auth.json` entry (`{type: "oauth", refresh, access, expires, …}`).
+    ProviderAuth {
+        /// Request id ([`ToHost::Abort`] of it fires the callback's `signal`).
+        id: u64,
+        /// The registered provider's name.
+        provider: String,
+        /// `login`, `refresh` or `apiKey`.
+        op: String,
+        /// The stored credential (`null` for `login`).
+        credentials: Value,
+    },
+    /// Run the `refreshModels(context)` of extension provider `provider` (upstream
+    /// docs/extensions.md "pi.registerProvider"). Reply: `{models}` (the model definitions that
+    /// replace the registration's models; `null` = unchanged).
+    #[serde(rename_all = "camelCase")]
+    RefreshModels {
+        /// Request id.
+        id: u64,
+        /// The registered provider's name.
+        provider: String,
+        /// `context.allowNetwork`.
+        allow_network: bool,
+        /// `context.credential`: the stored or resolved credential (`null` = none).
+        credential: Value,
+        /// `context.stored`: the provider's `models-store.json` snapshot (`null` = none).
+        stored: Value,
+    },
+    /// Ask a virtual model's router for one request's model (upstream docs/virtual-models.md
+    /// "Route requests"). Reply: [`RouteResult`].
+    Route {
+        /// Request id.
+        id: u64,
+        /// `{model, thinkingLevel, reason, state, previous?, failed?, messages}` (the signal is
+        /// added by the host).
+        request: Value,
+        /// The models `ctx.modelRegistry` answers from (those with credentials).
+        models: Vec<pi_ai::Model>,
     },
     /// A client's `extension_ui_response` (rpc-protocol.md §6.2), forwarded as is.
     UiResponse {
@@ -540,6 +584,26 @@ pub enum ProviderCall {
         /// The provider's name.
         name: String,
     },
+    /// `registerVirtualModel`: `{definition}`.
+    RegisterVirtual(Box<VirtualModelDefinition>),
+    /// `unregisterVirtualModel`: `{provider, id}`.
+    UnregisterVirtual {
+        /// The provider it is listed under.
+        provider: String,
+        /// Its id.
+        id: String,
+    },
+}
+
+#[derive(Deserialize)]
+struct RegisterVirtualParams {
+    definition: VirtualModelDefinition,
+}
+
+#[derive(Deserialize)]
+struct UnregisterVirtualParams {
+    provider: String,
+    id: String,
 }
 
 /// The params of a `registerProvider` call.
@@ -554,6 +618,65 @@ pub struct RegisterProvider {
     /// Whether the config has `streamSimple` (or `stream`).
     #[serde(default)]
     pub streams: bool,
+    /// `{name}` when the config has an `oauth` login (its functions stay in the host).
+    #[serde(default)]
+    pub oauth: Option<OAuthInfo>,
+    /// Whether the config has `refreshModels`.
+    #[serde(default)]
+    pub refreshes: bool,
+}
+
+/// What pi knows of an extension provider's `oauth` config.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct OAuthInfo {
+    /// The display name of the login (`oauth.name`).
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+/// A `pi.registerVirtualModel(definition)` minus `route` (upstream docs/virtual-models.md
+/// "Register a virtual model").
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VirtualModelDefinition {
+    /// The provider it is listed under.
+    pub provider: String,
+    /// Its id.
+    pub id: String,
+    /// Display name (defaults to the id).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Levels offered for selection (default `["off"]`).
+    #[serde(default)]
+    pub thinking_levels: Option<Vec<String>>,
+    /// Shown before the first response (0 = unknown).
+    #[serde(default)]
+    pub context_window: Option<f64>,
+    /// Shown before the first response (0 = unknown).
+    #[serde(default)]
+    pub max_tokens: Option<f64>,
+    /// Input types offered (default text and images).
+    #[serde(default)]
+    pub input: Option<Vec<String>>,
+}
+
+/// The reply to [`ToHost::Route`].
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteResult {
+    /// The physical model's provider.
+    pub provider: String,
+    /// The physical model's id.
+    pub id: String,
+    /// The thinking level the router chose (`null` = none given).
+    #[serde(default)]
+    pub thinking_level: Option<String>,
+    /// New router state (only meaningful with `state_changed`).
+    #[serde(default)]
+    pub state: Value,
+    /// Whether the router returned a new state object.
+    #[serde(default)]
+    pub state_changed: bool,
 }
 
 #[derive(Deserialize)]
@@ -574,6 +697,19 @@ impl ProviderCall {
             "unregisterProvider" => Some(
                 UnregisterParams::deserialize(params)
                     .map(|p| ProviderCall::Unregister { name: p.name })
+                    .map_err(|e| e.to_string()),
+            ),
+            "registerVirtualModel" => Some(
+                RegisterVirtualParams::deserialize(params)
+                    .map(|p| ProviderCall::RegisterVirtual(Box::new(p.definition)))
+                    .map_err(|e| e.to_string()),
+            ),
+            "unregisterVirtualModel" => Some(
+                UnregisterVirtualParams::deserialize(params)
+                    .map(|p| ProviderCall::UnregisterVirtual {
+                        provider: p.provider,
+                        id: p.id,
+                    })
                     .map_err(|e| e.to_string()),
             ),
             _ => None,

@@ -17,7 +17,6 @@ pub mod convert;
 pub mod log;
 pub mod manager;
 pub mod oauth;
-pub mod search;
 pub mod tools;
 
 pub use manager::{McpManager, ServerState, ToolFilter, DIRECT_WAIT};

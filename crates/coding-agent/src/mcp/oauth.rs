@@ -280,7 +280,7 @@ impl AuthStore {
     /// another process holds it.
     fn lock(&self) -> Result<crate::config::lock::DirLock, OAuthError> {
         use crate::config::lock::{DirLock, LockTiming};
-        crate::output::block_in_place(|| DirLock::acquire(&self.path, true, LockTiming::AUTH_FILE))
+        crate::tasks::block_in_place(|| DirLock::acquire(&self.path, true, LockTiming::AUTH_FILE))
             .map_err(|e| OAuthError::Store(e.to_string()))
     }
 

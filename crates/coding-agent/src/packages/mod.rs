@@ -60,15 +60,7 @@ pub enum ChildOutput {
     Stderr,
 }
 
-/// A resource a package provides, with the `sourceInfo` upstream reports for it
-/// (`source` = the settings entry, `origin: "package"`, `baseDir` = package root).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PackageResource {
-    /// The file (absolute).
-    pub path: PathBuf,
-    /// Where it came from.
-    pub info: SourceInfo,
-}
+pub use crate::resources::PackageResource;
 
 /// A configured package that could not be installed at start-up (warned about, skipped).
 #[derive(Debug, Clone, PartialEq, Eq)]

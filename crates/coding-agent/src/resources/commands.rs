@@ -8,7 +8,7 @@
 //! setting for its command discovery; typed `/skill:name` input is expanded either way).
 
 use super::{skills, templates, PromptTemplate, Skill, SourceInfo};
-use crate::rpc::protocol::SlashCommand;
+use crate::protocol::rpc::SlashCommand;
 use pi_ai::Model;
 use std::path::Path;
 

@@ -117,6 +117,17 @@ pub struct Resources {
     pub append_prompt: Option<String>,
 }
 
+/// A resource a package provides, with the `sourceInfo` upstream reports for it
+/// (`source` = the settings entry, `origin: "package"`, `baseDir` = package root). The
+/// packages floor (`crate::packages`) finds them; this floor only consumes them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PackageResource {
+    /// The file (absolute).
+    pub path: std::path::PathBuf,
+    /// Where it came from.
+    pub info: SourceInfo,
+}
+
 /// What [`Resources::load`] should do.
 #[derive(Debug, Clone, Default)]
 pub struct ResourceOptions {
@@ -139,10 +150,11 @@ pub struct ResourceOptions {
     /// `.pi/SYSTEM.md`, `.pi/APPEND_SYSTEM.md`, project settings entries, skills (`.pi/skills`,
     /// `.agents/skills` up to the git root) and prompt templates (`.pi/prompts`) are skipped.
     pub trust: Option<crate::trust::TrustPolicy>,
-    /// Skills the configured and `-e` packages provide ([`crate::packages`]).
-    pub package_skills: Vec<crate::packages::PackageResource>,
+    /// Skills the configured and `-e` packages provide (found by `crate::packages`, the floor
+    /// above).
+    pub package_skills: Vec<PackageResource>,
     /// Prompt templates the configured and `-e` packages provide.
-    pub package_prompts: Vec<crate::packages::PackageResource>,
+    pub package_prompts: Vec<PackageResource>,
 }
 
 impl ResourceOptions {
@@ -161,7 +173,7 @@ impl Resources {
         let trusted = opts.project_trusted(cwd);
         // An untrusted project contributes no `.pi/` prompt files: look in the agent dir only.
         let prompt_cwd = if trusted { Some(cwd) } else { None };
-        let candidates = |list: &[crate::packages::PackageResource]| -> Vec<discover::Candidate> {
+        let candidates = |list: &[PackageResource]| -> Vec<discover::Candidate> {
             list.iter()
                 .map(|r| discover::Candidate {
                     path: r.path.clone(),

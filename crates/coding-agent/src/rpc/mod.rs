@@ -10,11 +10,13 @@
 //! settle. stdout has exactly one writer, which writes each record as one whole line and
 //! flushes it.
 
-pub mod protocol;
+/// The RPC wire types, kept under their old path as well (they live in [`crate::protocol::rpc`]).
+pub use crate::protocol::rpc as protocol;
 
 use crate::agent_session::runtime::AgentSessionRuntime;
 use crate::agent_session::{AgentSession, PromptOutcome, QueueKind};
 use crate::output::Output;
+use crate::tasks::panic_text;
 use futures::FutureExt;
 use pi_ai::{ImageContent, ThinkingLevel};
 use protocol::{
@@ -579,15 +581,6 @@ fn answer_later_then<F>(
             let _ = tx.send(());
         }
     });
-}
-
-/// The message of a panic payload.
-pub fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "unknown panic".into())
 }
 
 /// `steer` / `follow_up` (§4.1): queues the message and answers `queued`.

@@ -254,6 +254,9 @@ struct Slot {
 #[derive(Debug, Default)]
 struct PathSettings {
     model: Option<ModelRef>,
+    /// The last `model_change` on the path (a virtual model's selection holds over the
+    /// physical models its responses name).
+    model_change: Option<ModelRef>,
     thinking_level: String,
     has_messages: bool,
     has_level_entry: bool,
@@ -943,7 +946,13 @@ impl SessionManager {
                     out.thinking_level = thinking_level.clone();
                     out.has_level_entry = true;
                 }
-                EntryKind::ModelChange { .. } => model_at = Some(i as usize),
+                EntryKind::ModelChange { provider, model_id } => {
+                    model_at = Some(i as usize);
+                    out.model_change = Some(ModelRef {
+                        provider: provider.clone(),
+                        model_id: model_id.clone(),
+                    });
+                }
                 EntryKind::Message(m) => {
                     out.has_messages = true;
                     if matches!(m, Message::Assistant(_)) {
@@ -974,6 +983,14 @@ impl SessionManager {
             _ => None,
         });
         out
+    }
+
+    /// The last `model_change` on the active branch: a virtual model's selection holds there
+    /// over the physical models of later responses (upstream `getBranchSelection`, decided by
+    /// the caller, which knows which models are virtual).
+    pub fn resume_model_change(&self) -> Option<ModelRef> {
+        self.path_settings(&self.path_slots(self.leaf_id.as_deref()))
+            .model_change
     }
 
     /// Model, thinking level and whether there are messages on the active branch, without

@@ -34,6 +34,10 @@ use std::sync::Arc;
 /// Tools active by default, in the order upstream offers them to the model.
 pub const DEFAULT_TOOLS: [&str; 4] = ["read", "bash", "edit", "write"];
 
+/// The name of the `codemode` tool (built in `crate::codemode`, a higher floor; named here so
+/// that tool selection needs nothing from above).
+pub const CODEMODE_TOOL: &str = "codemode";
+
 /// Every built-in tool name, in upstream's order.
 pub const ALL_TOOLS: [&str; 7] = ["read", "bash", "edit", "write", "grep", "find", "ls"];
 

@@ -145,7 +145,7 @@ impl ToolSelection {
                 .is_some_and(|ex| matches_any(ex, name))
         };
         let usable = |name: &str| {
-            (ALL_TOOLS.contains(&name) || name == crate::codemode::NAME)
+            (ALL_TOOLS.contains(&name) || name == super::CODEMODE_TOOL)
                 && !excluded(name)
                 && allowed.as_ref().is_none_or(|a| matches_any(a, name))
         };

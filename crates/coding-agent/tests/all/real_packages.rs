@@ -1,20 +1,33 @@
 //! Four real third-party pi packages (issue 22's first "done when"): `pi-aliases`,
 //! `pi-subagents`, `pi-mcp-adapter` and `pi-prompt-template-model` at the versions pinned in
 //! `scripts/fetch-test-packages.sh`, in an agent dir laid out as upstream 1.6's `pi install
-//! npm:<name>` leaves it (`<agent>/npm/`, `packages` in settings.json). Each alone and all four
-//! together load; the commands, tools and skills, and one use of each, are what upstream 1.6
-//! gives over the same agent dir against the fake model (measured by hand; the expectations
-//! below are upstream's results).
+//! npm:<name>@<version>` leaves it (`<agent>/npm/`, `packages` in settings.json), and again in
+//! an agent dir that **our** `pi install` filled (the real npm, offline, from the npm cache the
+//! script filled). Each alone and all four together load; the commands, tools and skills, and
+//! one use of each, are what upstream 1.6 gives over the same agent dir against the fake model
+//! (measured by hand; the expectations below are upstream's results).
 
 use crate::common::*;
 use pi_fakellm::{Script, Turn};
 use serde_json::{json, Value};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
-const ALIASES: &str = "npm:pi-aliases";
-const SUBAGENTS: &str = "npm:pi-subagents";
-const MCP: &str = "npm:pi-mcp-adapter";
-const TEMPLATES: &str = "npm:pi-prompt-template-model";
+/// The packages at the versions `scripts/fetch-test-packages.sh` pins, as `pi install` is
+/// given them and records them in `packages`.
+const ALIASES: &str = "npm:pi-aliases@1.0.7";
+const SUBAGENTS: &str = "npm:pi-subagents@0.67.0";
+const MCP: &str = "npm:pi-mcp-adapter@2.36.0";
+const TEMPLATES: &str = "npm:pi-prompt-template-model@0.12.2";
+
+/// Who filled the agent dir's `npm/` folder.
+#[derive(Clone, Copy, Debug)]
+enum Installer {
+    /// Upstream 1.6's `pi install` (the cached layout, linked in).
+    Upstream,
+    /// Our `pi install`, run here with the real npm against the cached npm cache, offline.
+    Ours,
+}
 
 /// The package cache (`PI_TEST_PACKAGES`, set by `.ci/run` from
 /// `scripts/fetch-test-packages.sh`; it holds `npm/` as an agent dir's). Missing: a failure with
@@ -34,16 +47,86 @@ fn test_packages() -> Option<PathBuf> {
     dir
 }
 
-/// A run root whose agent dir has the cached `npm/` (linked) and `packages` = `list`.
+/// A run root whose agent dir holds `list` installed by `installer`, with `packages` = `list`.
 fn packages_root(
-    cache: &std::path::Path,
+    cache: &Path,
     script: Script,
     list: &[&str],
+    installer: Installer,
 ) -> (pi_fakellm::FakeLlm, RunRoot) {
     let (fake, root) = setup(script, DEFAULT_MODEL);
-    std::os::unix::fs::symlink(cache.join("npm"), root.agent_dir.join("npm")).unwrap();
-    root.merge_settings(json!({ "packages": list }));
+    match installer {
+        Installer::Upstream => {
+            std::os::unix::fs::symlink(cache.join("npm"), root.agent_dir.join("npm")).unwrap();
+            root.merge_settings(json!({ "packages": list }));
+        }
+        Installer::Ours => {
+            for spec in list {
+                our_install(cache, &root, spec);
+            }
+            let settings: Value = serde_json::from_str(
+                &std::fs::read_to_string(root.agent_dir.join("settings.json")).unwrap(),
+            )
+            .unwrap();
+            assert_eq!(settings["packages"], json!(list), "{settings}");
+        }
+    }
     (fake, root)
+}
+
+/// Runs our `pi install <spec>` in `root` with the real npm, offline, against the npm cache
+/// that `scripts/fetch-test-packages.sh` filled (npm's offline mode answers from the cache only
+/// and fails rather than ask the registry); asserts upstream's output and exit code.
+fn our_install(cache: &Path, root: &RunRoot, spec: &str) {
+    let bin = std::env::var_os("PI_TEST_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_pi")));
+    let out = Command::new(bin)
+        .args(["install", spec])
+        .current_dir(&root.cwd)
+        .env_clear()
+        .envs(root.env())
+        .env("npm_config_cache", cache.join("npm-cache"))
+        .env("npm_config_offline", "true")
+        .env("npm_config_update_notifier", "false")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "pi install {spec}: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.starts_with(&format!("Installing {spec}...\n"))
+            && stdout.ends_with(&format!("Installed {spec}\n")),
+        "{stdout}"
+    );
+}
+
+/// The installed folders under `npm/node_modules` (scoped ones as `@scope/name`), sorted.
+fn installed(npm: &Path) -> Vec<String> {
+    let mut names = vec![];
+    for e in std::fs::read_dir(npm.join("node_modules")).unwrap() {
+        let name = e.unwrap().file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') {
+            continue;
+        }
+        if name.starts_with('@') {
+            for s in std::fs::read_dir(npm.join("node_modules").join(&name)).unwrap() {
+                names.push(format!(
+                    "{name}/{}",
+                    s.unwrap().file_name().to_string_lossy()
+                ));
+            }
+        } else {
+            names.push(name);
+        }
+    }
+    names.sort();
+    names
 }
 
 fn command_names(agent: &mut RpcAgent) -> Vec<(String, String)> {
@@ -91,10 +174,14 @@ fn tool_result_text(agent: &RpcAgent) -> String {
         .to_string()
 }
 
-#[test]
-fn pi_aliases_alone_clear_starts_a_new_session() {
+fn pi_aliases_alone_clear_starts_a_new_session(installer: Installer) {
     let Some(cache) = test_packages() else { return };
-    let (_fake, root) = packages_root(&cache, Script::new([Turn::text("ok")]), &[ALIASES]);
+    let (_fake, root) = packages_root(
+        &cache,
+        Script::new([Turn::text("ok")]),
+        &[ALIASES],
+        installer,
+    );
     let mut agent = root.spawn();
     let cmds = command_names(&mut agent);
     assert!(
@@ -111,14 +198,13 @@ fn pi_aliases_alone_clear_starts_a_new_session() {
     assert_eq!(agent.stderr(), "");
 }
 
-#[test]
-fn pi_subagents_alone_tools_skills_and_a_list_call() {
+fn pi_subagents_alone_tools_skills_and_a_list_call(installer: Installer) {
     let Some(cache) = test_packages() else { return };
     let script = Script::new([
         Turn::tool_call("subagent", json!({"action": "list"})),
         Turn::text("done"),
     ]);
-    let (fake, root) = packages_root(&cache, script, &[SUBAGENTS]);
+    let (fake, root) = packages_root(&cache, script, &[SUBAGENTS], installer);
     let mut agent = root.spawn();
     let cmds = command_names(&mut agent);
     for c in ["subagents", "subagents-doctor", "run"] {
@@ -153,11 +239,10 @@ fn pi_subagents_alone_tools_skills_and_a_list_call() {
     );
 }
 
-#[test]
-fn pi_mcp_adapter_alone_replaces_the_builtin_mcp_and_its_tool_answers() {
+fn pi_mcp_adapter_alone_replaces_the_builtin_mcp_and_its_tool_answers(installer: Installer) {
     let Some(cache) = test_packages() else { return };
     let script = Script::new([Turn::tool_call("mcp", json!({})), Turn::text("done")]);
-    let (fake, root) = packages_root(&cache, script, &[MCP]);
+    let (fake, root) = packages_root(&cache, script, &[MCP], installer);
     let mut agent = root.spawn();
     let cmds = command_names(&mut agent);
     assert_eq!(
@@ -185,10 +270,14 @@ fn pi_mcp_adapter_alone_replaces_the_builtin_mcp_and_its_tool_answers() {
     );
 }
 
-#[test]
-fn pi_prompt_template_model_alone_runs_a_template_on_its_model() {
+fn pi_prompt_template_model_alone_runs_a_template_on_its_model(installer: Installer) {
     let Some(cache) = test_packages() else { return };
-    let (fake, root) = packages_root(&cache, Script::new([Turn::text("ok")]), &[TEMPLATES]);
+    let (fake, root) = packages_root(
+        &cache,
+        Script::new([Turn::text("ok")]),
+        &[TEMPLATES],
+        installer,
+    );
     std::fs::create_dir_all(root.agent_dir.join("prompts")).unwrap();
     std::fs::write(
         root.agent_dir.join("prompts/rev.md"),
@@ -224,14 +313,30 @@ fn pi_prompt_template_model_alone_runs_a_template_on_its_model() {
     );
 }
 
-#[test]
-fn all_four_packages_together() {
+fn all_four_packages_together(installer: Installer) {
     let Some(cache) = test_packages() else { return };
     let (fake, root) = packages_root(
         &cache,
         Script::new([Turn::text("ok")]),
         &[ALIASES, SUBAGENTS, MCP, TEMPLATES],
+        installer,
     );
+    if let Installer::Ours = installer {
+        // Our install leaves what upstream's leaves: the same package.json and the same
+        // installed folders (the cached `npm/` is upstream's layout, see the script).
+        let ours = root.agent_dir.join("npm");
+        let upstream = cache.join("npm");
+        assert_eq!(installed(&ours), installed(&upstream));
+        let pj = |d: &Path| -> Value {
+            serde_json::from_str(&std::fs::read_to_string(d.join("package.json")).unwrap()).unwrap()
+        };
+        assert_eq!(pj(&ours), pj(&upstream));
+        assert_eq!(
+            pj(&ours)["dependencies"]["pi-aliases"],
+            "^1.0.7",
+            "npm saved the range upstream's install saves"
+        );
+    }
     let mut agent = root.spawn();
     let cmds = command_names(&mut agent);
     let names: Vec<&str> = cmds.iter().map(|(n, _)| n.as_str()).collect();
@@ -303,3 +408,29 @@ fn all_four_packages_together() {
         "{stderr}"
     );
 }
+
+/// Both installers for each case.
+macro_rules! both {
+    ($($case:ident),* $(,)?) => {
+        mod upstream_installed {
+            $(#[test]
+            fn $case() {
+                super::$case(super::Installer::Upstream)
+            })*
+        }
+        mod ours_installed {
+            $(#[test]
+            fn $case() {
+                super::$case(super::Installer::Ours)
+            })*
+        }
+    };
+}
+
+both!(
+    pi_aliases_alone_clear_starts_a_new_session,
+    pi_subagents_alone_tools_skills_and_a_list_call,
+    pi_mcp_adapter_alone_replaces_the_builtin_mcp_and_its_tool_answers,
+    pi_prompt_template_model_alone_runs_a_template_on_its_model,
+    all_four_packages_together,
+);

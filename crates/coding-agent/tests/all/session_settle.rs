@@ -12,7 +12,7 @@ use pi_coding_agent::agent_session::{
     SessionServices,
 };
 use pi_coding_agent::config::Settings;
-use pi_coding_agent::rpc::protocol::RpcEvent;
+use pi_coding_agent::protocol::rpc::RpcEvent;
 use pi_coding_agent::session::SessionManager;
 use pi_coding_agent::system_prompt::{build_system_message, PromptTool, SystemPromptInput};
 use pi_fakellm::{FakeLlm, Script, Turn};

@@ -569,7 +569,7 @@ fn protocol_error(raw: &str, value: Option<&Value>) -> Option<String> {
     let Some(value) = value else {
         return Some(format!("not JSON: {raw}"));
     };
-    match serde_json::from_value::<pi_coding_agent::rpc::protocol::RpcOutput>(value.clone()) {
+    match serde_json::from_value::<pi_coding_agent::protocol::rpc::RpcOutput>(value.clone()) {
         Err(e) => Some(format!("does not decode ({e}): {raw}")),
         Ok(decoded) => {
             let again = serde_json::to_value(&decoded).ok();

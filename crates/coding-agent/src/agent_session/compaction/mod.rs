@@ -27,7 +27,7 @@ pub mod summarize;
 use super::convert::convert_to_llm;
 use super::AgentSession;
 use crate::config::CompactionSettings;
-use crate::rpc::protocol::{CompactionReason, CompactionResult, RpcEvent};
+use crate::protocol::rpc::{CompactionReason, CompactionResult, RpcEvent};
 use crate::session::{EntryKind, SessionEntry};
 use parking_lot::Mutex;
 use pi_ai::{AssistantMessage, Message, Model, StopReason};
@@ -193,16 +193,23 @@ impl AgentSession {
         reason: CompactionReason,
         cancel: CancellationToken,
     ) -> Result<Summarizer, CompactionError> {
-        let provider = (self.inner.services.provider)(model)
+        // A virtual model's summary goes where its router sends a `direct` request.
+        let (model, thinking_level) = if crate::config::models::is_virtual(model) {
+            self.route_virtual_model(model, self.thinking_level(), true)
+                .map_err(|e| CompactionError::Summary(format!("Summarization failed: {e}")))?
+        } else {
+            (model.clone(), self.thinking_level())
+        };
+        let provider = (self.inner.services.provider)(&model)
             .ok_or_else(|| CompactionError::NoApiKey(model.provider.clone()))?;
-        let creds = (self.inner.services.api_key)(model, super::KeyUse::Request)
+        let creds = (self.inner.services.api_key)(&model, super::KeyUse::Request)
             .map_err(|_| CompactionError::NoApiKey(model.provider.clone()))?;
         if let Some(e) = creds.error {
             return Err(CompactionError::Summary(format!(
                 "Summarization failed: {e}"
             )));
         }
-        let mut model = model.clone();
+        let mut model = model;
         if let Some(base) = creds.base_url {
             model.base_url = base;
         }
@@ -211,7 +218,7 @@ impl AgentSession {
             provider,
             api_key: creds.api_key,
             headers: creds.headers,
-            thinking_level: self.thinking_level(),
+            thinking_level,
             retry: self.retry_policy(),
             cancel,
             sink: self.inner.sink.clone(),

@@ -9,7 +9,7 @@ use super::CompactionError;
 use crate::agent_session::convert::estimate_tokens;
 use crate::agent_session::retry::RetryPolicy;
 use crate::agent_session::EventSink;
-use crate::rpc::protocol::{CompactionReason, RpcEvent, SummarizationSource};
+use crate::protocol::rpc::{CompactionReason, RpcEvent, SummarizationSource};
 use futures::StreamExt;
 use pi_ai::{
     AssistantMessage, AssistantMessageEvent, CacheRetention, Content, Context, Message, Model,

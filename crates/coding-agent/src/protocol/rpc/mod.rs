@@ -20,6 +20,10 @@ mod response;
 pub use event::*;
 pub use response::*;
 
+/// Receives every protocol event, in order (the session runtime emits into it; each mode
+/// decides where the events go: stdout in RPC and json mode, the extension host, a test).
+pub type EventSink = std::sync::Arc<dyn Fn(RpcEvent) + Send + Sync>;
+
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};

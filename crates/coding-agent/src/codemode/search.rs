@@ -8,9 +8,9 @@
 //! Input `{query: string, limit?: number}` (default 8). Result text: the loaded tools, one
 //! `- name: description` line each; `details: {loaded: [names]}`.
 
-use super::config::Exposure;
-use super::McpManager;
-use crate::codemode::{catalog, mcp_entries, SERVER_WAIT};
+use super::{catalog, mcp_entries, SERVER_WAIT};
+use crate::mcp::config::Exposure;
+use crate::mcp::McpManager;
 use async_trait::async_trait;
 use pi_agent::{AgentTool, ToolContext, ToolError, ToolOutput};
 use pi_ai::{Message, ToolDefinition};
