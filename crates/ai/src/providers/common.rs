@@ -275,6 +275,25 @@ pub(crate) async fn hooked_headers(hooks: Option<&RequestHooks>, headers: &mut H
     }
 }
 
+/// The response headers as a `fetch` `Headers` object lists them (what upstream's
+/// `after_provider_response` handlers see): lower-case names in sorted order, the values of a
+/// repeated header joined with `", "`; a value that is not visible ASCII is left out.
+fn response_headers(headers: &HeaderMap) -> Vec<(String, String)> {
+    let mut out: std::collections::BTreeMap<String, String> = std::collections::BTreeMap::new();
+    for (k, v) in headers {
+        let Ok(v) = v.to_str() else {
+            continue;
+        };
+        out.entry(k.as_str().to_owned())
+            .and_modify(|cur| {
+                cur.push_str(", ");
+                cur.push_str(v);
+            })
+            .or_insert_with(|| v.to_owned());
+    }
+    out.into_iter().collect()
+}
+
 /// [`send_streaming_request`] calling the `response` hook of `hooks` for every response
 /// (each attempt's, errors included) before its body is read.
 pub(crate) async fn send_hooked_request(
@@ -412,11 +431,7 @@ async fn send_once(
     })?;
     let status = response.status();
     if let Some(h) = hooks {
-        let headers: Vec<(String, String)> = response
-            .headers()
-            .iter()
-            .filter_map(|(k, v)| Some((k.as_str().to_owned(), v.to_str().ok()?.to_owned())))
-            .collect();
+        let headers = response_headers(response.headers());
         tokio::select! {
             _ = cancel.cancelled() => return Err(aborted()),
             () = h.0.response(status.as_u16(), headers) => {}
