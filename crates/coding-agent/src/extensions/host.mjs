@@ -763,6 +763,15 @@ const modelRegistry = {
 	isUsingOAuth: () => false,
 	getError: () => undefined,
 	refresh: async () => ({}),
+	// One request with pi's credentials for `model`; resolves to the final assistant message
+	// (stopReason "error" when the request failed), rejects when the model has no credentials.
+	complete: (model, ctx, options) =>
+		callApi("complete", {
+			provider: model && model.provider,
+			id: model && model.id,
+			context: { systemPrompt: ctx && ctx.systemPrompt, messages: (ctx && ctx.messages) || [], tools: ctx && ctx.tools },
+			options: options ? { maxTokens: options.maxTokens, reasoning: options.reasoning, sessionId: options.sessionId, cacheRetention: options.cacheRetention } : {},
+		}),
 };
 
 // The command context (upstream ExtensionCommandContext): session control through pi's session
@@ -1293,6 +1302,9 @@ async function emitInput(event) {
 
 async function emitGeneric(event) {
 	const ctx = context();
+	// session_before_compact: the branch from the mirror pi pushed just before, and a signal
+	// (never aborted here: pi's own cancellation ends the compaction without the handler).
+	if (event.type === "session_before_compact") event = { ...event, branchEntries: branchOf(piState.leafId), signal: new AbortController().signal };
 	let result;
 	for (const ext of extensions) {
 		for (const h of ext.handlers.get(event.type) || []) {
