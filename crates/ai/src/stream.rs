@@ -179,8 +179,10 @@ pub trait ProviderRequestHooks: Send + Sync {
     ) -> futures::future::BoxFuture<'static, Vec<(String, Option<String>)>>;
     /// The provider-specific JSON body, right before it is sent; returns the body to send
     /// (the same value when unchanged).
-    fn payload(&self, payload: serde_json::Value)
-        -> futures::future::BoxFuture<'static, serde_json::Value>;
+    fn payload(
+        &self,
+        payload: serde_json::Value,
+    ) -> futures::future::BoxFuture<'static, serde_json::Value>;
     /// The HTTP status and response headers (lower-case names), before the body is read; for
     /// every response, errors included.
     fn response(

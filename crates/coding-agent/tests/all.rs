@@ -39,12 +39,12 @@ mod floors;
 
 #[path = "all/extensions.rs"]
 mod extensions;
-#[path = "all/upstream_examples.rs"]
-mod upstream_examples;
 #[path = "all/extensions_api.rs"]
 mod extensions_api;
 #[path = "all/extensions_fail_closed.rs"]
 mod extensions_fail_closed;
+#[path = "all/upstream_examples.rs"]
+mod upstream_examples;
 
 #[path = "all/extension_events.rs"]
 mod extension_events;

@@ -13,8 +13,7 @@
 use super::common::{
     anthropic_http_error, apply_headers, compat_bool, effective_max_tokens, end_event,
     event_stream, extra_headers, finish_usage, joined_text, json_u64, mapped_level, next_sse_event,
-    parse_streaming_json, push_block, requested_reasoning, resolve_api_key,
-    Emitter, StreamEnd,
+    parse_streaming_json, push_block, requested_reasoning, resolve_api_key, Emitter, StreamEnd,
 };
 use super::{common, HttpOptions};
 use crate::error::ProviderError;
@@ -835,6 +834,8 @@ const MESSAGE_EVENTS: [&str; 6] = [
     "content_block_stop",
 ];
 
+// One request's parts as the stream entry point gathered them; a struct would only rename them.
+#[allow(clippy::too_many_arguments)]
 async fn run(
     em: Emitter,
     client: common::LazyClient,
@@ -914,9 +915,14 @@ async fn run(
     let body = common::hooked_payload(hooks.as_ref(), body).await;
     let payload = serde_json::to_vec(&body).unwrap_or_default();
     let request = client.post(url).headers(headers).body(payload);
-    let sent =
-        common::send_hooked_request(request, &cancel, anthropic_http_error, &http, hooks.as_ref())
-            .await;
+    let sent = common::send_hooked_request(
+        request,
+        &cancel,
+        anthropic_http_error,
+        &http,
+        hooks.as_ref(),
+    )
+    .await;
     let response = match sent {
         Ok(r) => r,
         Err(error) => {

@@ -212,7 +212,9 @@ impl AgentSession {
     /// directory, or a session written by another build): when any differ, a system message
     /// `{role: "system", content: "", sections: {<changed>: text, <gone>: null}, timestamp}`
     /// goes before the prompt and into the session, so the file records what the model is
-    /// sent while earlier messages and the tool declarations stay as they were.
+    /// sent while earlier messages stay as they were. Tools whose declaration changed (an
+    /// extension's `setActiveTools`, another build's definitions) are declared on the same
+    /// message as `toolsAdded` / `toolsRemoved` ([`AgentSession::tool_changes`]).
     pub(super) fn refresh_system_sections(&self, prompts: &mut Vec<Message>) {
         const MCP: &str = "mcp_servers";
         let mcp_now = self

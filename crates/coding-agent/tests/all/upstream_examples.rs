@@ -34,7 +34,12 @@ fn openai_tools(body: &Value) -> Vec<String> {
         .as_array()
         .map(|a| {
             a.iter()
-                .map(|t| t["function"]["name"].as_str().unwrap_or_default().to_string())
+                .map(|t| {
+                    t["function"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string()
+                })
                 .collect()
         })
         .unwrap_or_default()
@@ -77,12 +82,20 @@ fn upstream_provider_payload_logs_the_request_as_sent() {
     let mut agent = root.spawn_with(false, &["-e", &ext]);
     agent.send(json!({"id": "p", "type": "prompt", "message": "hi"}));
     agent.wait_event("agent_settled");
-    assert!(events_of(&agent, "extension_error").is_empty(), "{}", agent.dump());
+    assert!(
+        events_of(&agent, "extension_error").is_empty(),
+        "{}",
+        agent.dump()
+    );
     let log = std::fs::read_to_string(root.cwd.join(".pi/provider-payload.log")).unwrap();
     let blocks: Vec<&str> = log.split("\n\n").filter(|b| !b.trim().is_empty()).collect();
     assert_eq!(blocks.len(), 2, "{log}");
     let payload: Value = serde_json::from_str(blocks[0]).unwrap();
-    assert_eq!(payload, fake.requests()[0].body, "the payload is the body sent");
+    assert_eq!(
+        payload,
+        fake.requests()[0].body,
+        "the payload is the body sent"
+    );
     let headers = blocks[1].strip_prefix("[200] ").expect("status first");
     let headers: serde_json::Map<String, Value> = serde_json::from_str(headers).unwrap();
     let names: Vec<&String> = headers.keys().collect();
@@ -98,11 +111,24 @@ fn upstream_provider_payload_logs_the_request_as_sent() {
     let mut agent = root.spawn_with(false, &["-e", &ext]);
     agent.send(json!({"id": "p", "type": "prompt", "message": "hi"}));
     let end = agent.wait_event("agent_end");
-    assert_eq!(end["messages"].as_array().unwrap().last().unwrap()["content"][0]["text"], "hello");
+    assert_eq!(
+        end["messages"].as_array().unwrap().last().unwrap()["content"][0]["text"],
+        "hello"
+    );
     let errors = events_of(&agent, "extension_error");
-    let failed: Vec<&str> = errors.iter().map(|e| e["event"].as_str().unwrap()).collect();
-    assert_eq!(failed, ["before_provider_request", "after_provider_response"], "{errors:?}");
-    assert!(errors[0]["error"].as_str().unwrap().starts_with("ENOENT"), "{errors:?}");
+    let failed: Vec<&str> = errors
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        failed,
+        ["before_provider_request", "after_provider_response"],
+        "{errors:?}"
+    );
+    assert!(
+        errors[0]["error"].as_str().unwrap().starts_with("ENOENT"),
+        "{errors:?}"
+    );
     assert_eq!(fake.llm_requests().len(), 1);
 }
 
@@ -168,7 +194,10 @@ fn upstream_dynamic_resources_adds_a_skill_and_a_prompt() {
         "Summarize the current repository structure and mention any build or test commands."
     );
     let second = requests[1].body["messages"].as_array().unwrap().clone();
-    let text = second.last().unwrap()["content"][0]["text"].as_str().unwrap().to_string();
+    let text = second.last().unwrap()["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert!(
         text.starts_with("<skill name=\"dynamic-resources\"")
             && text.contains("This skill is provided by the dynamic-resources extension.")
@@ -242,9 +271,16 @@ fn upstream_custom_compaction_stores_the_extensions_summary() {
         .expect("a compaction entry");
     assert_eq!(compaction["summary"], "## Goals\nFULL SUMMARY");
     assert_eq!(compaction["fromHook"], true);
-    assert_eq!(compaction["firstKeptEntryId"], r["data"]["firstKeptEntryId"]);
+    assert_eq!(
+        compaction["firstKeptEntryId"],
+        r["data"]["firstKeptEntryId"]
+    );
     assert!(compaction.get("details").is_none(), "{compaction}");
-    assert_eq!(fake.llm_requests().len(), 3, "pi's own summary is not asked for");
+    assert_eq!(
+        fake.llm_requests().len(),
+        3,
+        "pi's own summary is not asked for"
+    );
 }
 
 /// A `session_before_compact` handler that cancels: `compact` fails with "Compaction
@@ -284,7 +320,10 @@ fn session_before_compact_can_cancel_and_session_compact_follows() {
     assert_eq!(end["aborted"], true, "{end}");
     let r = agent.request(json!({"id": "k2", "type": "compact"}));
     assert_eq!(r["success"], true, "{}", agent.dump());
-    assert!(r["data"]["summary"].as_str().unwrap().starts_with("PI SUMMARY"));
+    assert!(r["data"]["summary"]
+        .as_str()
+        .unwrap()
+        .starts_with("PI SUMMARY"));
     agent.request(json!({"id": "s", "type": "get_state"}));
     let entries = session_entries(&root);
     let custom = |t: &str| {
@@ -401,7 +440,11 @@ fn upstream_preset_flag_and_command_switch_model_and_tools() {
     assert_eq!(systems.len(), 2, "{systems:?}");
     let names = |v: &Value| -> Vec<String> {
         v.as_array()
-            .map(|a| a.iter().map(|t| t["name"].as_str().unwrap().to_string()).collect())
+            .map(|a| {
+                a.iter()
+                    .map(|t| t["name"].as_str().unwrap().to_string())
+                    .collect()
+            })
             .unwrap_or_default()
     };
     assert_eq!(names(&systems[0]["toolsAdded"]), ["read", "grep"]);
@@ -450,7 +493,11 @@ fn upstream_plan_mode_restricts_tools_then_executes_the_plan() {
     assert_eq!(select["options"][0], "Execute the plan (track progress)");
     agent.send(json!({"type": "extension_ui_response", "id": select["id"], "value": "Execute the plan (track progress)"}));
     agent.wait_for(
-        |v| kind(v) == "entry_appended" && v["entry"]["data"]["executing"] == false && v["entry"]["data"]["todos"] == json!([]),
+        |v| {
+            kind(v) == "entry_appended"
+                && v["entry"]["data"]["executing"] == false
+                && v["entry"]["data"]["todos"] == json!([])
+        },
         LIVENESS,
     );
     agent.wait_event("agent_settled");
@@ -487,10 +534,16 @@ fn upstream_plan_mode_restricts_tools_then_executes_the_plan() {
     assert!(texts(3).last().unwrap().contains("Execute the plan."));
     // Our system prompt is current at request #3 (upstream's still lists grep/find/ls).
     let system = requests[2].body["messages"][0]["content"].as_str().unwrap();
-    assert!(system.contains("- edit:") && !system.contains("- grep:"), "{system}");
+    assert!(
+        system.contains("- edit:") && !system.contains("- grep:"),
+        "{system}"
+    );
     let last = texts(4);
     assert!(last[last.len() - 2].contains("thanks"));
-    assert!(last[last.len() - 1].contains("**Plan Complete!**"), "{last:?}");
+    assert!(
+        last[last.len() - 1].contains("**Plan Complete!**"),
+        "{last:?}"
+    );
 
     let entries = session_entries(&root);
     let kinds: Vec<String> = entries
@@ -539,8 +592,11 @@ fn upstream_subagent_tool_runs_a_child_pi() {
     }
     let (fake, root) = setup(
         Script::new([
-            Turn::tool_call("subagent", json!({"agent": "scout", "task": "find the config"}))
-                .api(Api::Openai),
+            Turn::tool_call(
+                "subagent",
+                json!({"agent": "scout", "task": "find the config"}),
+            )
+            .api(Api::Openai),
             Turn::text("CONFIG IS IN a.toml")
                 .api(Api::Anthropic)
                 .matching("Task: find the config"),
@@ -580,7 +636,9 @@ fn upstream_subagent_tool_runs_a_child_pi() {
         .expect("the child's request");
     assert_eq!(child.body["model"], "fake-claude-haiku");
     assert_eq!(anthropic_tools(&child.body), ["read", "ls"]);
-    assert!(child.body["system"].to_string().contains("You are a SCOUT."));
+    assert!(child.body["system"]
+        .to_string()
+        .contains("You are a SCOUT."));
     assert_eq!(
         child.body["messages"][0]["content"][0]["text"],
         "Task: find the config"
@@ -654,7 +712,12 @@ fn upstream_custom_provider_anthropic_registers_its_models() {
         .map(|m| m["id"].as_str().unwrap())
         .collect();
     ids.sort();
-    assert_eq!(ids, ["claude-opus-4-5", "claude-sonnet-4-5"], "{}", agent.dump());
+    assert_eq!(
+        ids,
+        ["claude-opus-4-5", "claude-sonnet-4-5"],
+        "{}",
+        agent.dump()
+    );
     let r = agent.request(json!({"id": "s", "type": "set_model", "provider": "custom-anthropic", "modelId": "claude-sonnet-4-5"}));
     assert_eq!(r["success"], true, "{r}");
     assert_eq!(r["data"]["api"], "custom-anthropic-api");
