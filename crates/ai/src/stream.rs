@@ -160,8 +160,8 @@ pub struct RequestTuning {
     pub transport: Transport,
     /// Hooks around the HTTP request (extensions' `before_provider_headers`,
     /// `before_provider_request`, `after_provider_response`); `None` = none. The
-    /// `openai-completions`, `anthropic-messages`, `openai-responses` family, Google and
-    /// Mistral adapters call them.
+    /// `openai-completions`, `anthropic-messages` and `openai-responses` family (Azure,
+    /// Codex) adapters call them; the Google, Mistral and Bedrock adapters do not yet.
     pub hooks: Option<RequestHooks>,
 }
 

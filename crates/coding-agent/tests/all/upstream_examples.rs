@@ -132,6 +132,44 @@ fn upstream_provider_payload_logs_the_request_as_sent() {
     assert_eq!(fake.llm_requests().len(), 1);
 }
 
+/// The replacement `provider-payload.ts` shows commented out (`return {...event.payload,
+/// temperature: 0}`) reaches the fake in the body, for OpenAI and Anthropic requests alike;
+/// a `before_provider_headers` handler adds a header and drops one models.json set (both
+/// seen as upstream 1.6 sends them).
+#[test]
+fn provider_hooks_change_the_body_and_headers_sent() {
+    let ext = r#"export default function (pi) {
+      pi.on("before_provider_headers", (event) => {
+        event.headers["x-extra"] = "yes";
+        if ("x-drop" in event.headers) event.headers["x-drop"] = null;
+      });
+      pi.on("before_provider_request", (event) => ({ ...event.payload, temperature: 0 }));
+    }"#;
+    for model in [DEFAULT_MODEL, "fake-anthropic/fake-claude-haiku"] {
+        let (fake, root) = setup(Script::new([Turn::text("hello")]), model);
+        let mut models = models_json(fake.port());
+        for p in ["fake-openai", "fake-anthropic"] {
+            models["providers"][p]["headers"] = json!({"x-drop": "1", "x-keep": "2"});
+        }
+        root.write_agent_file("models.json", &models);
+        root.write_cwd_file("h.js", ext);
+        let mut agent = root.spawn_with(false, &["-e", "h.js"]);
+        agent.send(json!({"id": "p", "type": "prompt", "message": "hi"}));
+        agent.wait_event("agent_settled");
+        let requests = fake.llm_requests();
+        assert_eq!(requests.len(), 1, "{model}: {}", agent.dump());
+        let q = &requests[0];
+        assert_eq!(q.body["temperature"], 0, "{model}: {}", q.body);
+        assert_eq!(
+            q.body["messages"].as_array().unwrap().last().unwrap()["content"][0]["text"],
+            "hi"
+        );
+        assert_eq!(q.header("x-extra"), Some("yes"), "{model}");
+        assert_eq!(q.header("x-drop"), None, "{model}");
+        assert_eq!(q.header("x-keep"), Some("2"), "{model}");
+    }
+}
+
 /// `dynamic-resources/index.ts`: its `resources_discover` skill and prompt template are
 /// listed by `get_commands` (source `extension:index`, as upstream), `/dynamic` sends the
 /// template, the skill is in the system prompt and `/skill:dynamic-resources` expands it.
