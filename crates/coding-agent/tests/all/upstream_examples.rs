@@ -322,15 +322,19 @@ fn upstream_custom_compaction_stores_the_extensions_summary() {
 }
 
 /// A `session_before_compact` handler that cancels: `compact` fails with "Compaction
-/// cancelled", `compaction_end` says aborted, nothing is written (upstream agent-session
-/// `compact`); `session_compact` runs after a compaction pi summarized itself.
+/// cancelled", `compaction_end` and `session_compact_failed` say aborted, nothing is written
+/// (upstream agent-session `compact`); `session_compact` runs after a compaction pi
+/// summarized itself.
 #[test]
-fn session_before_compact_can_cancel_and_session_compact_follows() {
+fn session_before_compact_can_cancel_and_session_compact_events_follow() {
     let ext = r#"export default function (pi) {
       let cancel = true;
       pi.on("session_before_compact", async (e) => {
         if (cancel) { cancel = false; return { cancel: true }; }
         pi.appendEntry("seen", { reason: e.reason, kept: e.preparation.firstKeptEntryId, n: e.branchEntries.length });
+      });
+      pi.on("session_compact_failed", async (e) => {
+        pi.appendEntry("failed", { reason: e.reason, aborted: e.aborted, willRetry: e.willRetry, fromExtension: e.fromExtension, errorMessage: e.errorMessage ?? null });
       });
       pi.on("session_compact", async (e) => {
         pi.appendEntry("compacted", { fromExtension: e.fromExtension, summary: e.compactionEntry.summary });
@@ -371,6 +375,10 @@ fn session_before_compact_can_cancel_and_session_compact_follows() {
             .unwrap_or_else(|| panic!("no {t}: {entries:?}"))["data"]
             .clone()
     };
+    assert_eq!(
+        custom("failed"),
+        json!({"reason": "manual", "aborted": true, "willRetry": false, "fromExtension": false, "errorMessage": null})
+    );
     let seen = custom("seen");
     assert_eq!(seen["reason"], "manual");
     assert_eq!(seen["kept"], r["data"]["firstKeptEntryId"]);

@@ -298,6 +298,33 @@ impl AgentSession {
         })
     }
 
+    /// Runs the extensions' `session_compact_failed` handlers (upstream docs/extensions.md:
+    /// `{reason, errorMessage?, aborted, willRetry, fromExtension}`; `errorMessage` is the
+    /// `compaction_end` one, absent when aborted or cancelled). `fromExtension` is always
+    /// `false`: a compaction an extension supplied fails only on an abort or a write error.
+    async fn compaction_failed(
+        &self,
+        reason: CompactionReason,
+        error_message: Option<String>,
+        aborted: bool,
+        will_retry: bool,
+    ) {
+        let Some(ext) = self.extensions().cloned() else {
+            return;
+        };
+        let mut event = serde_json::json!({
+            "type": "session_compact_failed",
+            "reason": reason,
+            "aborted": aborted,
+            "willRetry": will_retry,
+            "fromExtension": false,
+        });
+        if let Some(m) = error_message {
+            event["errorMessage"] = Value::String(m);
+        }
+        ext.emit_session_event(event).await;
+    }
+
     /// Runs the extensions' `session_before_compact` handlers (upstream docs/extensions.md
     /// "session_before_compact"): the event carries `preparation` (`firstKeptEntryId`,
     /// `messagesToSummarize`, `turnPrefixMessages`, `isSplitTurn`, `tokensBefore`,
@@ -508,13 +535,16 @@ impl AgentSession {
             }
             Err(e) => {
                 let aborted = e == CompactionError::Aborted;
+                let error_message = (!aborted).then(|| format!("Compaction failed: {e}"));
                 self.emit(RpcEvent::CompactionEnd {
                     reason: CompactionReason::Manual,
                     result: None,
                     aborted,
                     will_retry: false,
-                    error_message: (!aborted).then(|| format!("Compaction failed: {e}")),
+                    error_message: error_message.clone(),
                 });
+                self.compaction_failed(CompactionReason::Manual, error_message, aborted, false)
+                    .await;
                 Err(e.to_string())
             }
         }
@@ -580,8 +610,10 @@ impl AgentSession {
                     result: None,
                     aborted,
                     will_retry: false,
-                    error_message,
+                    error_message: error_message.clone(),
                 });
+                self.compaction_failed(reason, error_message, aborted, will_retry)
+                    .await;
                 AutoOutcome::default()
             }
         }
