@@ -24,7 +24,6 @@ use pi_ai::ImageContent;
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// Where a prompt's text comes from: the `source` its `input` event carries (upstream
@@ -275,10 +274,13 @@ impl AgentSession {
         struct Counted(AgentSession);
         impl Drop for Counted {
             fn drop(&mut self) {
-                self.0.inner.admitting.fetch_sub(1, Ordering::SeqCst);
+                self.0
+                    .inner
+                    .admitting
+                    .send_modify(|n| *n = n.saturating_sub(1));
             }
         }
-        self.inner.admitting.fetch_add(1, Ordering::SeqCst);
+        self.inner.admitting.send_modify(|n| *n += 1);
         let counted = Counted(self.clone());
         Admitting::Pending(Box::pin(async move {
             let _counted = counted;
@@ -290,11 +292,10 @@ impl AgentSession {
     /// flight (`ctx.waitForIdle()`: a `sendUserMessage` just made is admitted, and its run
     /// settled, before this resolves; upstream docs/extensions.md "ctx.waitForIdle()").
     pub async fn wait_idle(&self) {
+        let mut admitting = self.inner.admitting.subscribe();
         loop {
-            if self.inner.admitting.load(Ordering::SeqCst) > 0 {
-                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-                continue;
-            }
+            // The sender lives as long as the session, so this only ends at 0.
+            let _ = admitting.wait_for(|n| *n == 0).await;
             if !self.phase().is_streaming() {
                 return;
             }
@@ -312,7 +313,7 @@ impl AgentSession {
             if let Some(ext) = self.extensions() {
                 ext.quiesce().await;
             }
-            if self.inner.admitting.load(Ordering::SeqCst) == 0 && !self.phase().is_streaming() {
+            if *self.inner.admitting.borrow() == 0 && !self.phase().is_streaming() {
                 return;
             }
             self.wait_idle().await;

@@ -204,8 +204,9 @@ struct Inner {
     /// The system prompt of the run in flight when a `before_agent_start` handler replaced it
     /// (cleared when the run settles).
     run_system_prompt: Mutex<Option<String>>,
-    /// Prompts being admitted that wait on extensions (a command, `input` handlers).
-    admitting: std::sync::atomic::AtomicUsize,
+    /// How many prompts are being admitted through `input` handlers ([`admit`]); a watch, so
+    /// `wait_idle` is woken when it drops to 0 instead of polling.
+    admitting: tokio::sync::watch::Sender<usize>,
     /// The last admission that ran `input` handlers: a later one queues or starts only once
     /// it has (admissions keep arrival order; [`admit`]).
     admit_turn: Mutex<Option<tokio::sync::oneshot::Receiver<()>>>,
@@ -258,7 +259,7 @@ impl AgentSession {
                 store: Mutex::new(config.store),
                 messages: Arc::new(std::sync::Mutex::new(context)),
                 system_recorded: AtomicBool::new(system_recorded),
-                admitting: std::sync::atomic::AtomicUsize::new(0),
+                admitting: tokio::sync::watch::Sender::new(0),
                 admit_turn: Mutex::new(None),
                 write_failed: AtomicBool::new(false),
                 bash: UserBash::default(),

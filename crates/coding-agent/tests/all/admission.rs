@@ -446,27 +446,7 @@ fn print_mode_runs_commands_input_handlers_templates_and_before_agent_start() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), "answer four\n");
 
-    let reqs = fake.llm_requests();
-    assert_eq!(reqs.len(), 4);
-    assert_expanded(&reqs[..3], &root, "HI");
-    assert_eq!(last_user_text(&reqs[3]), "from command user");
-    assert_eq!(
-        log_lines(&root, "bas.log").last().unwrap(),
-        "from command user"
-    );
-    let sources: Vec<Value> = inputs(&root).iter().map(|e| e["source"].clone()).collect();
-    assert_eq!(
-        sources,
-        [
-            "interactive",
-            "interactive",
-            "interactive",
-            "interactive",
-            "extension"
-        ],
-        "{:?}",
-        inputs(&root)
-    );
+    assert_one_shot_requests(&fake, &root);
 }
 
 /// The JSON-mode lines after the session header, each decoded into the protocol types.
@@ -540,15 +520,22 @@ fn json_mode_runs_commands_input_handlers_templates_and_before_agent_start() {
     assert_eq!(kinds[3], "agent_start", "{kinds:?}");
     assert_eq!(kinds.last().unwrap(), "agent_settled", "{kinds:?}");
 
+    assert_one_shot_requests(&fake, &root);
+}
+
+/// What the four one-shot runs of the print and JSON tests sent and logged: three expanded
+/// prompts, then the command's `sendUserMessage`, with `input` sources `interactive` ×4 and
+/// `extension`.
+fn assert_one_shot_requests(fake: &pi_fakellm::FakeLlm, root: &RunRoot) {
     let reqs = fake.llm_requests();
     assert_eq!(reqs.len(), 4);
-    assert_expanded(&reqs[..3], &root, "HI");
+    assert_expanded(&reqs[..3], root, "HI");
     assert_eq!(last_user_text(&reqs[3]), "from command user");
     assert_eq!(
-        log_lines(&root, "bas.log").last().unwrap(),
+        log_lines(root, "bas.log").last().unwrap(),
         "from command user"
     );
-    let sources: Vec<Value> = inputs(&root).iter().map(|e| e["source"].clone()).collect();
+    let sources: Vec<Value> = inputs(root).iter().map(|e| e["source"].clone()).collect();
     assert_eq!(
         sources,
         [
@@ -559,6 +546,6 @@ fn json_mode_runs_commands_input_handlers_templates_and_before_agent_start() {
             "extension"
         ],
         "{:?}",
-        inputs(&root)
+        inputs(root)
     );
 }

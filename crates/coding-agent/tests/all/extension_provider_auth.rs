@@ -7,6 +7,8 @@
 //! with router state on the branch, and upstream's own `jev-router.ts` routing.
 
 use crate::common::*;
+use crate::extension_providers::model_ids;
+use crate::extensions::upstream_examples;
 use pi_fakellm::{Script, Turn};
 use serde_json::{json, Value};
 use std::io::Write;
@@ -112,22 +114,6 @@ fn prompt(agent: &mut RpcAgent, id: &str, text: &str) -> Vec<Value> {
         .iter()
         .filter(|v| kind(v) == "message_end" && v["message"]["role"] == "assistant")
         .map(|v| v["message"].clone())
-        .collect()
-}
-
-fn model_ids(agent: &mut RpcAgent, id: &str) -> Vec<String> {
-    let r = agent.request(json!({"id": id, "type": "get_available_models"}));
-    r["data"]["models"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{r}"))
-        .iter()
-        .map(|m| {
-            format!(
-                "{}/{}",
-                m["provider"].as_str().unwrap(),
-                m["id"].as_str().unwrap()
-            )
-        })
         .collect()
 }
 
@@ -529,21 +515,6 @@ fn a_virtual_model_routes_each_request_and_keeps_router_state_on_the_branch() {
         "Virtual model router/bad routed to nope/none, which has no credentials."
     );
     assert_eq!(fake.llm_requests().len(), sent);
-}
-
-fn upstream_examples() -> Option<std::path::PathBuf> {
-    let dir = std::env::var_os("PI_UPSTREAM_EXAMPLES")
-        .map(std::path::PathBuf::from)
-        .filter(|d| d.join("jev-router.ts").is_file());
-    if dir.is_none() {
-        let what = "upstream 1.6's example extensions (PI_UPSTREAM_EXAMPLES)";
-        let how = "run PI_UPSTREAM_EXAMPLES=$(scripts/fetch-upstream-examples.sh) cargo test";
-        if std::env::var_os("PI_REQUIRE_TEST_RESOURCES").is_some_and(|v| v == "1") {
-            panic!("missing test resource: {what}; {how} (PI_REQUIRE_TEST_RESOURCES=1 is set)");
-        }
-        eprintln!("SKIP: {what}; {how}");
-    }
-    dir
 }
 
 /// A Codex access token carrying an account id (as the `openai-codex-responses` recording).

@@ -38,7 +38,8 @@ fn endpoint_root(script: Script) -> (pi_fakellm::FakeLlm, RunRoot) {
     (fake, root)
 }
 
-fn model_ids(agent: &mut RpcAgent, id: &str) -> Vec<String> {
+/// `provider/id` of every model `get_available_models` lists, in its order.
+pub(crate) fn model_ids(agent: &mut RpcAgent, id: &str) -> Vec<String> {
     let r = agent.request(json!({"id": id, "type": "get_available_models"}));
     r["data"]["models"]
         .as_array()
