@@ -282,6 +282,22 @@ impl ThinkingBudgets {
 /// The event stream of one request.
 pub type AssistantStream = BoxStream<'static, AssistantMessageEvent>;
 
+/// Drives `stream` to its end and returns the final assistant message: the one of its `done`
+/// or `error` event (stop reason as the adapter set it), or `None` when the stream ended
+/// without either (spec agent-loop.md: every stream ends in exactly one of them; the caller
+/// decides what a missing one means). Events before the final one are dropped.
+pub async fn final_message(mut stream: AssistantStream) -> Option<AssistantMessage> {
+    use futures::StreamExt;
+    while let Some(ev) = stream.next().await {
+        match ev {
+            AssistantMessageEvent::Done { message, .. }
+            | AssistantMessageEvent::Error { message, .. } => return Some(*message),
+            _ => {}
+        }
+    }
+    None
+}
+
 /// A wire-API adapter (one per `api` value).
 pub trait Provider: Send + Sync {
     /// The `api` value this adapter speaks, e.g. `"openai-completions"`.

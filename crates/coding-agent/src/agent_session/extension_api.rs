@@ -223,7 +223,6 @@ impl AgentSession {
         context: &Value,
         options: &Value,
     ) -> Result<Value, String> {
-        use futures::StreamExt;
         let model = self
             .available_models()
             .into_iter()
@@ -296,19 +295,13 @@ impl AgentSession {
             },
             ..Default::default()
         };
-        let mut stream = adapter.stream_tuned(&model, &request, stream_options, tuning);
-        while let Some(ev) = stream.next().await {
-            match ev {
-                pi_ai::AssistantMessageEvent::Done { message, .. }
-                | pi_ai::AssistantMessageEvent::Error { message, .. } => {
-                    return serde_json::to_value(*message).map_err(|e| e.to_string());
-                }
-                _ => {}
-            }
-        }
-        let mut m = pi_ai::AssistantMessage::empty(&model);
-        m.stop_reason = pi_ai::StopReason::Error;
-        m.error_message = Some("Stream ended without a final message".into());
+        let stream = adapter.stream_tuned(&model, &request, stream_options, tuning);
+        let m = pi_ai::final_message(stream).await.unwrap_or_else(|| {
+            let mut m = pi_ai::AssistantMessage::empty(&model);
+            m.stop_reason = pi_ai::StopReason::Error;
+            m.error_message = Some("Stream ended without a final message".into());
+            m
+        });
         serde_json::to_value(m).map_err(|e| e.to_string())
     }
 }

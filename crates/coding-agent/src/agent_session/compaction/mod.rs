@@ -146,6 +146,21 @@ fn over_threshold(tokens: u64, window: u64, reserve: u64) -> bool {
     i128::from(tokens) > i128::from(window) - i128::from(reserve)
 }
 
+/// What a `compaction` entry records, from pi's own summary or an extension's
+/// `session_before_compact` reply.
+struct Summarized {
+    /// The summary text.
+    summary: String,
+    /// The entry the kept context starts at.
+    first_kept_entry_id: String,
+    /// Estimated context tokens before the compaction.
+    tokens_before: u64,
+    /// `details` of the entry (pi's: the file lists; an extension's: whatever it gave).
+    details: Option<Value>,
+    /// Usage of the summary requests (none for an extension's summary without one).
+    usage: Option<pi_ai::Usage>,
+}
+
 impl AgentSession {
     fn compaction_settings(&self, model: &Model) -> CompactionSettings {
         let mut s = settings_for(&self.inner.services.settings.lock(), model);
@@ -243,19 +258,25 @@ impl AgentSession {
             .compaction_from_extensions(&prep, reason, custom, will_retry)
             .await?;
         let from_extension = hooked.is_some();
-        let (summary, first_kept_entry_id, tokens_before, details, usage) = match hooked {
+        let Summarized {
+            summary,
+            first_kept_entry_id,
+            tokens_before,
+            details,
+            usage,
+        } = match hooked {
             Some(c) => c,
             None => {
                 let (summary, usage) = self
                     .default_summary(model, &prep, reason, custom, cancel)
                     .await?;
-                (
+                Summarized {
                     summary,
-                    prep.first_kept_entry_id.clone(),
-                    prep.tokens_before,
-                    Some(prep.file_ops.details()),
-                    Some(usage),
-                )
+                    first_kept_entry_id: prep.first_kept_entry_id.clone(),
+                    tokens_before: prep.tokens_before,
+                    details: Some(prep.file_ops.details()),
+                    usage: Some(usage),
+                }
             }
         };
         if cancel.is_cancelled() {
@@ -332,17 +353,15 @@ impl AgentSession {
     /// `reason` and `willRetry` (the host adds `branchEntries` and `signal`). `{cancel: true}`
     /// is [`CompactionError::Aborted`] ("Compaction cancelled", as upstream); `{compaction:
     /// {summary, firstKeptEntryId?, tokensBefore?, usage?, details?}}` with a string summary is
-    /// `(summary, firstKeptEntryId, tokensBefore, details, usage)` (missing fields from the
-    /// preparation); anything else (no handler, a failed host) is `None`: pi summarizes.
-    #[allow(clippy::type_complexity)]
+    /// a [`Summarized`] (missing fields from the preparation); anything else (no handler, a
+    /// failed host) is `None`: pi summarizes.
     async fn compaction_from_extensions(
         &self,
         prep: &Preparation,
         reason: CompactionReason,
         custom: Option<&str>,
         will_retry: bool,
-    ) -> Result<Option<(String, String, u64, Option<Value>, Option<pi_ai::Usage>)>, CompactionError>
-    {
+    ) -> Result<Option<Summarized>, CompactionError> {
         const KIND: &str = "session_before_compact";
         let Some(ext) = self.extensions().cloned() else {
             return Ok(None);
@@ -405,13 +424,13 @@ impl AgentSession {
             .cloned()
             .and_then(|u| serde_json::from_value::<pi_ai::Usage>(u).ok());
         let details = c.get("details").cloned().filter(|d| !d.is_null());
-        Ok(Some((
-            summary.to_string(),
-            first_kept,
+        Ok(Some(Summarized {
+            summary: summary.to_string(),
+            first_kept_entry_id: first_kept,
             tokens_before,
             details,
             usage,
-        )))
+        }))
     }
 
     /// pi's own summary of `prep` (one request, or two for a split turn) with the file

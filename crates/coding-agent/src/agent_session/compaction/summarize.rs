@@ -10,10 +10,9 @@ use crate::agent_session::convert::estimate_tokens;
 use crate::agent_session::retry::RetryPolicy;
 use crate::agent_session::EventSink;
 use crate::protocol::rpc::{CompactionReason, RpcEvent, SummarizationSource};
-use futures::StreamExt;
 use pi_ai::{
-    AssistantMessage, AssistantMessageEvent, CacheRetention, Content, Context, Message, Model,
-    Provider, RequestTuning, StopReason, StreamOptions, ThinkingLevel, Usage,
+    AssistantMessage, CacheRetention, Content, Context, Message, Model, Provider, RequestTuning,
+    StopReason, StreamOptions, ThinkingLevel, Usage,
 };
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -115,15 +114,11 @@ impl Summarizer {
             cache_retention: CacheRetention::None,
             ..Default::default()
         };
-        let mut stream = self
+        let stream = self
             .provider
             .stream_tuned(&self.model, context, options, tuning);
-        while let Some(ev) = stream.next().await {
-            match ev {
-                AssistantMessageEvent::Done { message, .. }
-                | AssistantMessageEvent::Error { message, .. } => return *message,
-                _ => {}
-            }
+        if let Some(m) = pi_ai::final_message(stream).await {
+            return m;
         }
         let mut m = AssistantMessage::empty(&self.model);
         if self.cancel.is_cancelled() {
