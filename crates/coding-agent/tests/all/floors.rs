@@ -45,13 +45,10 @@ const FLOORS: &[(&str, &[&str])] = &[
 ];
 
 /// Upward imports not cut yet: (file under `src/`, imported module). Each is a known debt:
-/// `config/auth.rs` refreshes OAuth through `crate::auth` inside the synchronous key
-/// resolver (goes with async credentials); `extensions/api.rs` carries out extension API
-/// calls on the session runtime (belongs on the runtime's floor).
-const NOT_YET: &[(&str, &str)] = &[
-    ("config/auth.rs", "auth"),
-    ("extensions/api.rs", "agent_session"),
-];
+/// `extensions/api.rs` carries out extension API calls on the session runtime (belongs on the
+/// runtime's floor; `extensions/mod.rs` and `provider.rs` reach the runtime through its
+/// `RuntimeSlot` too).
+const NOT_YET: &[(&str, &str)] = &[("extensions/api.rs", "agent_session")];
 
 fn floor_of(module: &str) -> Option<usize> {
     FLOORS.iter().position(|(_, mods)| mods.contains(&module))
