@@ -12,9 +12,9 @@
 //! refreshes (see [`super::oauth`]) and keeps the refreshed entry in memory too. Runtime keys
 //! (`--api-key`) live only in memory and win over the file.
 
+pub use super::oauth::refresh::RefreshError;
 use super::value::resolve_config_value_with;
 use super::{read_json_file, warn, JsonFile};
-pub use super::oauth::refresh::RefreshError;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
