@@ -158,6 +158,48 @@ pub struct RequestTuning {
     /// Preferred transport where a provider has several (settings `transport`; today only
     /// `openai-codex-responses`). Default [`Transport::Auto`].
     pub transport: Transport,
+    /// Hooks around the HTTP request (extensions' `before_provider_headers`,
+    /// `before_provider_request`, `after_provider_response`); `None` = none. The
+    /// `openai-completions`, `anthropic-messages` and `openai-responses` family (Azure,
+    /// Codex) adapters call them; the Google, Mistral and Bedrock adapters do not yet.
+    pub hooks: Option<RequestHooks>,
+}
+
+/// What runs around one provider HTTP request (upstream pi-ai `onPayload` / `onResponse` and
+/// the coding agent's header hook; upstream docs/extensions.md "before_provider_headers",
+/// "before_provider_request", "after_provider_response"). Each is awaited; none may fail the
+/// request (an implementation reports its own errors and answers "unchanged").
+pub trait ProviderRequestHooks: Send + Sync {
+    /// The assembled request headers (`name → value`, names as sent); returns the changes:
+    /// `(name, Some(value))` sets or overrides, `(name, None)` removes. Called once per
+    /// request (provider-level retries reuse the result).
+    fn headers(
+        &self,
+        headers: Vec<(String, String)>,
+    ) -> futures::future::BoxFuture<'static, Vec<(String, Option<String>)>>;
+    /// The provider-specific JSON body, right before it is sent; returns the body to send
+    /// (the same value when unchanged).
+    fn payload(
+        &self,
+        payload: serde_json::Value,
+    ) -> futures::future::BoxFuture<'static, serde_json::Value>;
+    /// The HTTP status and response headers (lower-case names), before the body is read; for
+    /// every response, errors included.
+    fn response(
+        &self,
+        status: u16,
+        headers: Vec<(String, String)>,
+    ) -> futures::future::BoxFuture<'static, ()>;
+}
+
+/// A shared [`ProviderRequestHooks`] (the field of [`RequestTuning`]).
+#[derive(Clone)]
+pub struct RequestHooks(pub std::sync::Arc<dyn ProviderRequestHooks>);
+
+impl std::fmt::Debug for RequestHooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RequestHooks")
+    }
 }
 
 /// Settings `transport` (upstream `Transport`, default `auto`; spec config.md). Only the

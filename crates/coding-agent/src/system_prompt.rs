@@ -17,8 +17,9 @@
 //! | `cwd` | always | `<cwd>\n<cwd with \ → />\n</cwd>` |
 //!
 //! The text sent to the model is `content` (when non-empty) followed by the section texts,
-//! joined with blank lines. `toolsAdded` lists every tool definition with
-//! `constrainedSampling: {"type":"json_schema","strict":"prefer"}` appended.
+//! joined with blank lines. `toolsAdded` lists every tool definition, those of `read`, `bash`,
+//! `edit` and `write` with `constrainedSampling: {"type":"json_schema","strict":"prefer"}`
+//! appended (as upstream 1.6).
 //!
 //! The wording is this implementation's own; the facts (tool names, context files, skills,
 //! cwd) match upstream's.
@@ -436,15 +437,23 @@ pub fn build_sections(input: &SystemPromptInput) -> Vec<(String, String)> {
         .collect()
 }
 
-/// A tool definition as listed in `toolsAdded`: `{name, description, parameters,
-/// constrainedSampling: {type: "json_schema", strict: "prefer"}}`.
+/// The built-in tools whose definitions carry `constrainedSampling` (upstream 1.6 sets it on
+/// `read`, `bash`, `edit` and `write` only; `grep`, `find`, `ls` and extension tools have none).
+const CONSTRAINED_TOOLS: [&str; 4] = ["read", "bash", "edit", "write"];
+
+/// A tool definition as listed in `toolsAdded`: `{name, description, parameters}`, plus
+/// `constrainedSampling: {type: "json_schema", strict: "prefer"}` for the tools of
+/// [`CONSTRAINED_TOOLS`].
 pub fn tool_added_entry(def: &ToolDefinition) -> Value {
-    json!({
+    let mut v = json!({
         "name": def.name,
         "description": def.description,
         "parameters": def.parameters,
-        "constrainedSampling": {"type": "json_schema", "strict": "prefer"},
-    })
+    });
+    if CONSTRAINED_TOOLS.contains(&def.name.as_str()) {
+        v["constrainedSampling"] = json!({"type": "json_schema", "strict": "prefer"});
+    }
+    v
 }
 
 /// The text a system message stands for: `content` (when non-empty) and the string values of

@@ -43,6 +43,8 @@ mod extensions;
 mod extensions_api;
 #[path = "all/extensions_fail_closed.rs"]
 mod extensions_fail_closed;
+#[path = "all/upstream_examples.rs"]
+mod upstream_examples;
 
 #[path = "all/extension_events.rs"]
 mod extension_events;

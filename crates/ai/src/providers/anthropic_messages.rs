@@ -13,8 +13,7 @@
 use super::common::{
     anthropic_http_error, apply_headers, compat_bool, effective_max_tokens, end_event,
     event_stream, extra_headers, finish_usage, joined_text, json_u64, mapped_level, next_sse_event,
-    parse_streaming_json, push_block, requested_reasoning, resolve_api_key, send_streaming_request,
-    Emitter, StreamEnd,
+    parse_streaming_json, push_block, requested_reasoning, resolve_api_key, Emitter, StreamEnd,
 };
 use super::{common, HttpOptions};
 use crate::error::ProviderError;
@@ -134,7 +133,8 @@ impl Provider for AnthropicMessages {
         let body = build_body(&model, context, &options, &tuning, oauth);
         let tools = context.tools.clone();
         let client = self.client.clone();
-        event_stream(move |em| run(em, client, model, body, options, api_key, tools))
+        let hooks = tuning.hooks;
+        event_stream(move |em| run(em, client, model, body, options, api_key, tools, hooks))
     }
 }
 
@@ -834,6 +834,8 @@ const MESSAGE_EVENTS: [&str; 6] = [
     "content_block_stop",
 ];
 
+// One request's parts as the stream entry point gathered them; a struct would only rename them.
+#[allow(clippy::too_many_arguments)]
 async fn run(
     em: Emitter,
     client: common::LazyClient,
@@ -842,6 +844,7 @@ async fn run(
     options: StreamOptions,
     api_key: Option<String>,
     tools: Vec<ToolDefinition>,
+    hooks: Option<crate::stream::RequestHooks>,
 ) {
     let http = client.options();
     let client = client.get();
@@ -908,10 +911,19 @@ async fn run(
         "{}/v1/messages?beta=true",
         model.base_url.trim_end_matches('/')
     );
+    common::hooked_headers(hooks.as_ref(), &mut headers).await;
+    let body = common::hooked_payload(hooks.as_ref(), body).await;
     let payload = serde_json::to_vec(&body).unwrap_or_default();
     let request = client.post(url).headers(headers).body(payload);
-    let response = match send_streaming_request(request, &cancel, anthropic_http_error, &http).await
-    {
+    let sent = common::send_hooked_request(
+        request,
+        &cancel,
+        anthropic_http_error,
+        &http,
+        hooks.as_ref(),
+    )
+    .await;
+    let response = match sent {
         Ok(r) => r,
         Err(error) => {
             em.fail(output, error, started);

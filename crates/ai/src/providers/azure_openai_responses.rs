@@ -136,11 +136,14 @@ impl Provider for AzureOpenAiResponses {
         model: &Model,
         context: &Context,
         options: StreamOptions,
-        _tuning: RequestTuning,
+        tuning: RequestTuning,
     ) -> AssistantStream {
         let model = model.clone();
         let env = self.env;
-        let prepared = prepare(&model, context, &options, env);
+        let prepared = prepare(&model, context, &options, env).map(|mut r| {
+            r.hooks = tuning.hooks;
+            r
+        });
         let client = self.client.clone();
         event_stream(move |em| async move {
             match prepared {
@@ -239,6 +242,7 @@ fn prepare(
         body: Value::Object(body),
         flavor: Flavor::Azure,
         zstd: false,
+        hooks: None,
     })
 }
 

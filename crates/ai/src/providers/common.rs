@@ -5,11 +5,12 @@
 use super::HttpOptions;
 use crate::env_keys::env_api_key;
 use crate::error::{parse_retry_after, ProviderError};
-use crate::stream::{AssistantMessageEvent, AssistantStream, StreamOptions};
+use crate::stream::{AssistantMessageEvent, AssistantStream, RequestHooks, StreamOptions};
 use crate::types::{AssistantMessage, Content, Model, StopReason, ThinkingLevel, Usage};
 use eventsource_stream::{Event, EventStreamError};
 use futures::channel::mpsc::{unbounded, UnboundedSender};
 use futures::{Stream, StreamExt};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value};
 use std::future::Future;
 use std::sync::{Arc, OnceLock};
@@ -236,12 +237,79 @@ pub(crate) async fn send_streaming_request(
     http_error: fn(u16, &str) -> String,
     http: &HttpOptions,
 ) -> Result<reqwest::Response, ProviderError> {
+    send_hooked_request(request, cancel, http_error, http, None).await
+}
+
+/// The body to send after the `payload` hook of `hooks` (unchanged without hooks).
+pub(crate) async fn hooked_payload(hooks: Option<&RequestHooks>, body: Value) -> Value {
+    match hooks {
+        Some(h) => h.0.payload(body).await,
+        None => body,
+    }
+}
+
+/// Applies the `headers` hook of `hooks` to `headers` (nothing without hooks): a change to a
+/// value that is not a valid header name or value is ignored.
+pub(crate) async fn hooked_headers(hooks: Option<&RequestHooks>, headers: &mut HeaderMap) {
+    let Some(h) = hooks else {
+        return;
+    };
+    let given: Vec<(String, String)> = headers
+        .iter()
+        .filter_map(|(k, v)| Some((k.as_str().to_owned(), v.to_str().ok()?.to_owned())))
+        .collect();
+    for (name, value) in h.0.headers(given).await {
+        let Ok(name) = HeaderName::from_bytes(name.as_bytes()) else {
+            continue;
+        };
+        match value {
+            Some(v) => {
+                if let Ok(v) = HeaderValue::from_str(&v) {
+                    headers.insert(name, v);
+                }
+            }
+            None => {
+                headers.remove(name);
+            }
+        }
+    }
+}
+
+/// The response headers as a `fetch` `Headers` object lists them (what upstream's
+/// `after_provider_response` handlers see): lower-case names in sorted order, the values of a
+/// repeated header joined with `", "`; a value that is not visible ASCII is left out.
+fn response_headers(headers: &HeaderMap) -> Vec<(String, String)> {
+    let mut out: std::collections::BTreeMap<String, String> = std::collections::BTreeMap::new();
+    for (k, v) in headers {
+        let Ok(v) = v.to_str() else {
+            continue;
+        };
+        out.entry(k.as_str().to_owned())
+            .and_modify(|cur| {
+                cur.push_str(", ");
+                cur.push_str(v);
+            })
+            .or_insert_with(|| v.to_owned());
+    }
+    out.into_iter().collect()
+}
+
+/// [`send_streaming_request`] calling the `response` hook of `hooks` for every response
+/// (each attempt's, errors included) before its body is read.
+pub(crate) async fn send_hooked_request(
+    request: reqwest::RequestBuilder,
+    cancel: &CancellationToken,
+    http_error: fn(u16, &str) -> String,
+    http: &HttpOptions,
+    hooks: Option<&RequestHooks>,
+) -> Result<reqwest::Response, ProviderError> {
     let mut retry_index: u32 = 0;
     let mut next = Some(request);
     while let Some(request) = next.take() {
         // A body that cannot be cloned (never the case for our JSON bodies) is sent once.
         next = request.try_clone();
-        let error = match send_once(request, cancel, http_error, http.request_timeout_ms).await {
+        let sent = send_once(request, cancel, http_error, http.request_timeout_ms, hooks).await;
+        let error = match sent {
             Ok(response) => return Ok(response),
             Err(error) => error,
         };
@@ -335,6 +403,7 @@ async fn send_once(
     cancel: &CancellationToken,
     http_error: fn(u16, &str) -> String,
     headers_timeout_ms: u64,
+    hooks: Option<&RequestHooks>,
 ) -> Result<reqwest::Response, ProviderError> {
     let timed_out = || ProviderError::Timeout {
         message: REQUEST_TIMEOUT_MESSAGE.to_owned(),
@@ -361,6 +430,13 @@ async fn send_once(
         }
     })?;
     let status = response.status();
+    if let Some(h) = hooks {
+        let headers = response_headers(response.headers());
+        tokio::select! {
+            _ = cancel.cancelled() => return Err(aborted()),
+            () = h.0.response(status.as_u16(), headers) => {}
+        }
+    }
     if status.is_success() {
         return Ok(response);
     }

@@ -289,6 +289,7 @@ fn prepare(
         body,
         flavor: Flavor::Codex,
         zstd: true,
+        hooks: None,
     };
     Ok((sse, ws))
 }

@@ -15,7 +15,7 @@ use super::common::{
     apply_headers, compact, compat_bool, compat_str, effective_max_tokens, end_event, event_stream,
     extra_headers, finish_usage, joined_text, json_u64, mapped_level, next_sse_event,
     openai_http_error, parse_streaming_json, push_block, requested_reasoning, resolve_api_key,
-    send_streaming_request, Emitter, StreamEnd,
+    Emitter, StreamEnd,
 };
 use super::{common, HttpOptions};
 use crate::error::ProviderError;
@@ -91,7 +91,8 @@ impl Provider for OpenAiCompletions {
         let model = model.clone();
         let body = build_request_body(&model, context, &options, &tuning);
         let client = self.client.clone();
-        event_stream(move |em| run(em, client, model, body, options))
+        let hooks = tuning.hooks;
+        event_stream(move |em| run(em, client, model, body, options, hooks))
     }
 }
 
@@ -941,6 +942,7 @@ async fn run(
     model: Model,
     body: Value,
     options: StreamOptions,
+    hooks: Option<crate::stream::RequestHooks>,
 ) {
     let http = client.options();
     let client = client.get();
@@ -963,10 +965,15 @@ async fn run(
     }
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     apply_headers(&mut headers, extra_headers(&model, &options));
+    common::hooked_headers(hooks.as_ref(), &mut headers).await;
+    let body = common::hooked_payload(hooks.as_ref(), body).await;
     let payload = serde_json::to_vec(&body).unwrap_or_default();
     let request = client.post(url).headers(headers).body(payload);
 
-    let response = match send_streaming_request(request, &cancel, openai_http_error, &http).await {
+    let sent =
+        common::send_hooked_request(request, &cancel, openai_http_error, &http, hooks.as_ref())
+            .await;
+    let response = match sent {
         Ok(r) => r,
         Err(error) => {
             em.fail(output, error, started);

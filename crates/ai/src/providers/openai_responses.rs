@@ -30,7 +30,7 @@
 use super::common::{
     apply_headers, compact, compat_bool, compat_str, effective_max_tokens, event_stream,
     extra_headers, json_u64, mapped_level, next_sse_event, parse_streaming_json, push_block,
-    requested_reasoning, resolve_api_key, send_streaming_request, Emitter, StreamEnd,
+    requested_reasoning, resolve_api_key, Emitter, StreamEnd,
 };
 use super::{common, HttpOptions};
 use crate::error::ProviderError;
@@ -141,6 +141,7 @@ impl Provider for OpenAiResponses {
             body,
             flavor: Flavor::OpenAi { prefix },
             zstd: false,
+            hooks: tuning.hooks,
         };
         let client = self.client.clone();
         event_stream(move |em| run(em, client, model, request, options))
@@ -193,6 +194,8 @@ pub(crate) struct ResponsesRequest {
     /// Send the body zstd-compressed with `content-encoding: zstd` (the Codex SSE path; see
     /// [`zstd_body`]).
     pub(crate) zstd: bool,
+    /// Hooks around the request ([`RequestTuning::hooks`]).
+    pub(crate) hooks: Option<crate::stream::RequestHooks>,
 }
 
 /// zstd level of compressed request bodies (upstream `REQUEST_COMPRESSION_ZSTD_LEVEL`).
@@ -1347,8 +1350,11 @@ pub(crate) async fn run(
         em.fail(output, common::aborted(), started);
         return;
     }
-    let mut payload = serde_json::to_vec(&request.body).unwrap_or_default();
+    let hooks = request.hooks;
     let mut headers = request.headers;
+    common::hooked_headers(hooks.as_ref(), &mut headers).await;
+    let body = common::hooked_payload(hooks.as_ref(), request.body).await;
+    let mut payload = serde_json::to_vec(&body).unwrap_or_default();
     if request.zstd {
         if let Some(compressed) = zstd_body(&payload) {
             payload = compressed;
@@ -1360,7 +1366,9 @@ pub(crate) async fn run(
     }
     let builder = client.post(&request.url).headers(headers).body(payload);
     let flavor = request.flavor;
-    let response = match send_streaming_request(builder, &cancel, raw_http_error, &http).await {
+    let sent =
+        common::send_hooked_request(builder, &cancel, raw_http_error, &http, hooks.as_ref()).await;
+    let response = match sent {
         Ok(r) => r,
         Err(mut error) => {
             if let ProviderError::Http {

@@ -113,8 +113,10 @@ impl AgentSession {
     /// `pi.sendMessage(message, {deliverAs, triggerTurn})` (upstream docs/extensions.md):
     /// idle, the message is entered at once (`custom_message` entry, `message_start` /
     /// `message_end`) and, with `triggerTurn` (not for `nextTurn`), a run starts that answers
-    /// it — returned to be spawned. While streaming, `steer` (default) and `followUp` queue it;
-    /// `nextTurn` or `triggerTurn: false` enter it once the run has settled.
+    /// it — returned to be spawned. While streaming, `steer` (default) and `followUp` queue it
+    /// (without `queue_update`), `triggerTurn: false` enters it once the run has settled.
+    /// `nextTurn` (idle or not) holds it until the next run, which enters it right after its
+    /// prompt (upstream `sendCustomMessage`).
     pub fn send_custom_message(
         &self,
         message: Message,
@@ -123,6 +125,10 @@ impl AgentSession {
     ) -> Option<futures::future::BoxFuture<'static, ()>> {
         use futures::FutureExt;
         let deliver = deliver_as.unwrap_or("steer");
+        if deliver == "nextTurn" {
+            self.inner.next_turn.lock().push(message);
+            return None;
+        }
         if self.is_streaming() {
             match deliver {
                 "steer" | "followUp" if trigger_turn || deliver_as.is_some() => {
@@ -131,7 +137,9 @@ impl AgentSession {
                     } else {
                         QueueKind::Steering
                     };
-                    self.enqueue(kind, message);
+                    // Upstream queues it on the agent directly: no `queue_update` (the
+                    // client's queue lists only its own prompts).
+                    self.inner.queues.lock().push(kind, message);
                     return None;
                 }
                 _ => {
@@ -194,5 +202,113 @@ impl SessionFactory {
             .tools
             .retain(|t| names.iter().any(|n| *n == t.definition().name));
         loadout
+    }
+}
+
+impl AgentSession {
+    /// `ctx.modelRegistry.complete(model, context, options)` (upstream ModelRegistry: one
+    /// request to `model` with the session's credentials for it, the final assistant message
+    /// returned). `provider`/`model_id` name a model with credentials (as `get_available_models`
+    /// lists them); `context` is `{systemPrompt?, messages, tools?}` in pi's message shapes;
+    /// `options` reads `maxTokens` (output cap; default the model's `maxTokens`) and
+    /// `reasoning` (a thinking level). Returns the assistant message as JSON — with
+    /// `stopReason: "error"` and `errorMessage` when the request failed, as upstream resolves
+    /// (it does not throw) — or `Err` when the model is unknown, has no credentials, or the
+    /// context cannot be read. Unlike an agent run it calls no extension hooks and records
+    /// nothing in the session.
+    pub async fn complete_for_extension(
+        &self,
+        provider: &str,
+        model_id: &str,
+        context: &Value,
+        options: &Value,
+    ) -> Result<Value, String> {
+        use futures::StreamExt;
+        let model = self
+            .available_models()
+            .into_iter()
+            .find(|m| m.provider == provider && m.id == model_id)
+            .ok_or_else(|| format!("Model not found: {provider}/{model_id}"))?;
+        let adapter = (self.inner.services.provider)(&model)
+            .ok_or_else(|| format!("No API provider for {}", model.api))?;
+        let creds = (self.inner.services.api_key)(&model, super::KeyUse::Request)
+            .map_err(|_| crate::config::no_api_key_message(Some(&model.provider)))?;
+        if let Some(e) = creds.error {
+            return Err(e);
+        }
+        let mut model = model;
+        if let Some(base) = creds.base_url {
+            model.base_url = base;
+        }
+        let messages = context
+            .get("messages")
+            .cloned()
+            .map(serde_json::from_value::<Vec<Message>>)
+            .transpose()
+            .map_err(|e| format!("complete: bad messages: {e}"))?
+            .unwrap_or_default();
+        let tools = context
+            .get("tools")
+            .cloned()
+            .filter(|t| !t.is_null())
+            .map(serde_json::from_value::<Vec<pi_ai::ToolDefinition>>)
+            .transpose()
+            .map_err(|e| format!("complete: bad tools: {e}"))?
+            .unwrap_or_default();
+        let request = pi_ai::Context {
+            system_prompt: context
+                .get("systemPrompt")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+            messages,
+            tools,
+        };
+        let reasoning = options
+            .get("reasoning")
+            .and_then(Value::as_str)
+            .and_then(pi_ai::ThinkingLevel::parse)
+            .filter(|l| *l != pi_ai::ThinkingLevel::Off && model.reasoning);
+        let stream_options = pi_ai::StreamOptions {
+            api_key: creds.api_key,
+            reasoning,
+            max_tokens: Some(
+                options
+                    .get("maxTokens")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(model.max_tokens)
+                    .max(1),
+            ),
+            session_id: options
+                .get("sessionId")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            headers: creds.headers,
+            cancel: tokio_util::sync::CancellationToken::new(),
+        };
+        let tuning = pi_ai::RequestTuning {
+            cache_retention: if options.get("cacheRetention").and_then(Value::as_str)
+                == Some("none")
+            {
+                pi_ai::CacheRetention::None
+            } else {
+                pi_ai::RequestTuning::default().cache_retention
+            },
+            ..Default::default()
+        };
+        let mut stream = adapter.stream_tuned(&model, &request, stream_options, tuning);
+        while let Some(ev) = stream.next().await {
+            match ev {
+                pi_ai::AssistantMessageEvent::Done { message, .. }
+                | pi_ai::AssistantMessageEvent::Error { message, .. } => {
+                    return serde_json::to_value(*message).map_err(|e| e.to_string());
+                }
+                _ => {}
+            }
+        }
+        let mut m = pi_ai::AssistantMessage::empty(&model);
+        m.stop_reason = pi_ai::StopReason::Error;
+        m.error_message = Some("Stream ended without a final message".into());
+        serde_json::to_value(m).map_err(|e| e.to_string())
     }
 }

@@ -184,6 +184,9 @@ struct Inner {
     model: Mutex<ModelState>,
     toggles: Mutex<Toggles>,
     queues: Mutex<MessageQueues>,
+    /// Custom messages of `pi.sendMessage(…, {deliverAs: "nextTurn"})`: they enter the context
+    /// with the next run's prompt, right after it (upstream `_pendingNextTurnMessages`).
+    next_turn: Mutex<Vec<Message>>,
     run: RunControl,
     retry: Mutex<retry::RetryState>,
     store: Mutex<SessionManager>,
@@ -242,6 +245,7 @@ impl AgentSession {
                 }),
                 toggles: Mutex::new(toggles),
                 queues: Mutex::new(MessageQueues::new(steering_mode, follow_up_mode)),
+                next_turn: Mutex::new(Vec::new()),
                 run: RunControl::default(),
                 retry: Mutex::new(retry::RetryState::default()),
                 store: Mutex::new(config.store),

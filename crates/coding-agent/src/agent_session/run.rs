@@ -144,6 +144,7 @@ impl AgentSession {
                 .map(|_| prompt_parts(user))
         });
         prompts.extend(user);
+        prompts.append(&mut self.inner.next_turn.lock());
         let this = self.clone();
         let started = OnStarted(on_started);
         Ok(PromptOutcome::Started(Box::pin(async move {
@@ -211,7 +212,9 @@ impl AgentSession {
     /// directory, or a session written by another build): when any differ, a system message
     /// `{role: "system", content: "", sections: {<changed>: text, <gone>: null}, timestamp}`
     /// goes before the prompt and into the session, so the file records what the model is
-    /// sent while earlier messages and the tool declarations stay as they were.
+    /// sent while earlier messages stay as they were. Tools whose declaration changed (an
+    /// extension's `setActiveTools`, another build's definitions) are declared on the same
+    /// message as `toolsAdded` / `toolsRemoved` ([`AgentSession::tool_changes`]).
     pub(super) fn refresh_system_sections(&self, prompts: &mut Vec<Message>) {
         const MCP: &str = "mcp_servers";
         let mcp_now = self
@@ -242,9 +245,12 @@ impl AgentSession {
         if matches!(prompts.first(), Some(Message::System(_))) {
             return;
         }
-        let held = crate::session::current_system_message(&self.transcript())
-            .and_then(|s| s.sections)
+        let held_message = crate::session::current_system_message(&self.transcript());
+        let held_tools = held_message
+            .as_ref()
+            .and_then(|s| s.tools_added.clone())
             .unwrap_or_default();
+        let held = held_message.and_then(|s| s.sections).unwrap_or_default();
         let mut patch = serde_json::Map::new();
         for (name, text) in &current {
             if held.get(name) != Some(text) {
@@ -256,21 +262,51 @@ impl AgentSession {
                 patch.insert(name.clone(), Value::Null);
             }
         }
-        if patch.is_empty() {
+        let (added, removed) = self.tool_changes(&held_tools);
+        if patch.is_empty() && added.is_empty() && removed.is_empty() {
             return;
         }
         prompts.insert(
             0,
             Message::System(pi_ai::SystemMessage {
                 content: pi_ai::UserContent::Text(String::new()),
-                sections: Some(patch),
+                sections: (!patch.is_empty()).then_some(patch),
                 timestamp: now_ms(),
-                tools_added: None,
-                tools_removed: None,
+                tools_added: (!added.is_empty()).then_some(added),
+                tools_removed: (!removed.is_empty()).then_some(removed),
                 replace: None,
                 extra: Default::default(),
             }),
         );
+    }
+
+    /// How the active tools differ from `held` (the `toolsAdded` entries the transcript's
+    /// system messages add up to): the entries of tools that are new or whose definition
+    /// changed, in the order offered to the model, and `{name}` of each held tool no longer
+    /// active, in held order (upstream 1.6 records a tool loadout change such as an
+    /// extension's `pi.setActiveTools` this way; observed with upstream's `preset.ts`).
+    fn tool_changes(&self, held: &[Value]) -> (Vec<Value>, Vec<Value>) {
+        let name_of = |t: &Value| t.get("name").and_then(Value::as_str).map(str::to_owned);
+        let current: Vec<Value> = self
+            .inner
+            .loadout
+            .lock()
+            .tools
+            .iter()
+            .map(|t| crate::system_prompt::tool_added_entry(&t.definition()))
+            .collect();
+        let added = current
+            .iter()
+            .filter(|t| !held.contains(t))
+            .cloned()
+            .collect();
+        let removed = held
+            .iter()
+            .filter_map(name_of)
+            .filter(|n| !current.iter().any(|t| name_of(t).as_deref() == Some(n)))
+            .map(|n| serde_json::json!({ "name": n }))
+            .collect();
+        (added, removed)
     }
 
     fn queue_while_streaming(
@@ -376,8 +412,30 @@ impl AgentSession {
             else {
                 break;
             };
-            let proceed =
+            let mut proceed =
                 !cancel.is_cancelled() && self.check_compaction(last, true, &cancel).await;
+            // Messages queued after the loop stopped looking (an `agent_end` handler's
+            // `pi.sendMessage(…, {deliverAs: "followUp"})`): another low-level run delivers
+            // them, steering first, as upstream's session continues while any are queued.
+            if !proceed && !cancel.is_cancelled() {
+                let next = {
+                    let mut queues = self.inner.queues.lock();
+                    let steering = queues.drain(QueueKind::Steering);
+                    if steering.is_empty() {
+                        queues.drain(QueueKind::FollowUp)
+                    } else {
+                        steering
+                    }
+                };
+                if !next.is_empty() {
+                    prompts = next;
+                    // A tool loadout or prompt changed by the handler that queued them
+                    // (plan-mode.ts restores its tools there) is recorded before them, as
+                    // upstream records it when it delivers them.
+                    self.refresh_system_sections(&mut prompts);
+                    proceed = true;
+                }
+            }
             // A reply cut at the output limit that the check left in the context (not
             // recoverable, or auto-compaction off) is hidden all the same (1.6 notes §5).
             if let Some(Message::Assistant(cut)) = created.last() {
@@ -773,6 +831,11 @@ impl RunHooks for Hooks {
             tuning: pi_ai::RequestTuning {
                 thinking_budgets,
                 transport,
+                hooks: inner
+                    .services
+                    .extensions
+                    .as_ref()
+                    .and_then(|e| e.request_hooks()),
                 ..Default::default()
             },
         }

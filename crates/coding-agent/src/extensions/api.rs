@@ -1,7 +1,8 @@
 //! API calls from extensions that act on the session (upstream docs/extensions.md
 //! "ExtensionAPI", "ExtensionContext", "ExtensionCommandContext"): `pi.sendUserMessage`,
 //! `pi.setSessionName`, `pi.appendEntry`, `pi.setLabel`, `pi.setActiveTools`, `pi.setModel`,
-//! `pi.setThinkingLevel`, `ctx.abort`, `ctx.shutdown`, `ctx.compact`, and the command context's
+//! `pi.setThinkingLevel`, `ctx.abort`, `ctx.shutdown`, `ctx.compact`, `ctx.modelRegistry.complete`,
+//! and the command context's
 //! `waitForIdle`, `newSession`, `fork`, `switchSession`, `reload`.
 //!
 //! Session replacements go through [`AgentSessionRuntime`], the same path as the RPC commands
@@ -242,6 +243,21 @@ pub fn handle(slot: &RuntimeSlot, method: &str, params: &Value) -> CallReply {
             return later(async move {
                 match session.compact(custom).await {
                     Ok(r) => answer(&runtime, serde_json::to_value(r).unwrap_or(Value::Null)),
+                    Err(e) => failure(&runtime, e),
+                }
+            });
+        }
+        "complete" => {
+            let provider = str_param("provider").unwrap_or_default();
+            let id = str_param("id").unwrap_or_default();
+            let context = params.get("context").cloned().unwrap_or(Value::Null);
+            let options = params.get("options").cloned().unwrap_or(Value::Null);
+            return later(async move {
+                match session
+                    .complete_for_extension(&provider, &id, &context, &options)
+                    .await
+                {
+                    Ok(m) => answer(&runtime, m),
                     Err(e) => failure(&runtime, e),
                 }
             });

@@ -763,6 +763,15 @@ const modelRegistry = {
 	isUsingOAuth: () => false,
 	getError: () => undefined,
 	refresh: async () => ({}),
+	// One request with pi's credentials for `model`; resolves to the final assistant message
+	// (stopReason "error" when the request failed), rejects when the model has no credentials.
+	complete: (model, ctx, options) =>
+		callApi("complete", {
+			provider: model && model.provider,
+			id: model && model.id,
+			context: { systemPrompt: ctx && ctx.systemPrompt, messages: (ctx && ctx.messages) || [], tools: ctx && ctx.tools },
+			options: options ? { maxTokens: options.maxTokens, reasoning: options.reasoning, sessionId: options.sessionId, cacheRetention: options.cacheRetention } : {},
+		}),
 };
 
 // The command context (upstream ExtensionCommandContext): session control through pi's session
@@ -1293,6 +1302,9 @@ async function emitInput(event) {
 
 async function emitGeneric(event) {
 	const ctx = context();
+	// session_before_compact: the branch from the mirror pi pushed just before, and a signal
+	// (never aborted here: pi's own cancellation ends the compaction without the handler).
+	if (event.type === "session_before_compact") event = { ...event, branchEntries: branchOf(piState.leafId), signal: new AbortController().signal };
 	let result;
 	for (const ext of extensions) {
 		for (const h of ext.handlers.get(event.type) || []) {
@@ -1554,7 +1566,50 @@ async function emitMessageEnd(base) {
 	return { message };
 }
 
+// ---- provider hooks (upstream docs/extensions.md "Provider Events") ----
+
+// before_provider_request: handlers in load order; a value other than undefined replaces the
+// payload for later handlers and the request. Reply: {payload} when one was returned, else null.
+async function emitProviderRequest(base) {
+	let payload = base.payload;
+	let replaced = false;
+	for (const ext of extensions) {
+		for (const h of ext.handlers.get("before_provider_request") || []) {
+			try {
+				const r = await h({ type: "before_provider_request", payload }, context());
+				if (r !== undefined) {
+					payload = r;
+					replaced = true;
+				}
+			} catch (e) {
+				reportError(ext.path, "before_provider_request", e);
+			}
+		}
+	}
+	return replaced ? { payload } : null;
+}
+
+// before_provider_headers: handlers mutate `event.headers` in place (a string sets, null
+// deletes). Reply: {headers} as the handlers left them (non-string values read as null).
+async function emitProviderHeaders(base) {
+	const headers = { ...(base.headers || {}) };
+	for (const ext of extensions) {
+		for (const h of ext.handlers.get("before_provider_headers") || []) {
+			try {
+				await h({ type: "before_provider_headers", headers }, context());
+			} catch (e) {
+				reportError(ext.path, "before_provider_headers", e);
+			}
+		}
+	}
+	const out = {};
+	for (const [k, v] of Object.entries(headers)) out[k] = typeof v === "string" ? v : null;
+	return { headers: out };
+}
+
 const RUN_EVENTS = {
+	before_provider_request: emitProviderRequest,
+	before_provider_headers: emitProviderHeaders,
 	message_end: emitMessageEnd,
 	turn_end: emitBoundary,
 	agent_before_settle: emitBoundary,

@@ -20,6 +20,7 @@ pub mod api;
 pub mod events;
 pub mod host;
 pub mod provider;
+pub mod provider_hooks;
 pub mod sdk;
 pub mod tool;
 pub mod typescript;

@@ -52,7 +52,7 @@ fn ext_root(script: Script, file: &str, source: &str) -> (pi_fakellm::FakeLlm, R
     (fake, root)
 }
 
-fn ui_request(agent: &RpcAgent, from: usize, method: &str) -> (usize, Value) {
+pub(crate) fn ui_request(agent: &RpcAgent, from: usize, method: &str) -> (usize, Value) {
     agent.wait_from(from, LIVENESS, |v| {
         kind(v) == "extension_ui_request" && v["method"] == method
     })
@@ -152,7 +152,7 @@ fn gate_script(command: &str) -> Script {
     ])
 }
 
-fn tool_end(agent: &RpcAgent) -> Value {
+pub(crate) fn tool_end(agent: &RpcAgent) -> Value {
     agent
         .events()
         .into_iter()
@@ -503,7 +503,7 @@ fn registered_tool_is_offered_called_and_listed_in_the_prompt() {
 /// Upstream 1.6's `examples/extensions` folder (`PI_UPSTREAM_EXAMPLES`, set by `.ci/run` from
 /// `scripts/fetch-upstream-examples.sh`). Missing: a failure with `PI_REQUIRE_TEST_RESOURCES=1`,
 /// else a notice on stderr and the test passes without running.
-fn upstream_examples() -> Option<std::path::PathBuf> {
+pub(crate) fn upstream_examples() -> Option<std::path::PathBuf> {
     let dir = std::env::var_os("PI_UPSTREAM_EXAMPLES")
         .map(std::path::PathBuf::from)
         .filter(|d| d.join("hello.ts").is_file());
@@ -591,7 +591,7 @@ fn upstream_hello_example_tool_runs() {
 }
 
 /// One of upstream 1.6's example extensions, or `None` (see [`upstream_examples`]).
-fn upstream_example(name: &str) -> Option<String> {
+pub(crate) fn upstream_example(name: &str) -> Option<String> {
     upstream_examples().map(|d| d.join(name).to_string_lossy().into_owned())
 }
 
@@ -992,7 +992,7 @@ fn gates_see_the_calls_of_codemode_scripts() {
 /// src/extensions/sdk.rs): upstream's real modules behind the extensions' imports. Missing: a
 /// failure with `PI_REQUIRE_TEST_RESOURCES=1`, else a notice on stderr and the test passes
 /// without running.
-fn upstream_sdk() -> bool {
+pub(crate) fn upstream_sdk() -> bool {
     let ok = std::env::var_os("PI_SDK_DIR")
         .map(std::path::PathBuf::from)
         .is_some_and(|d| d.join(".complete").is_file());

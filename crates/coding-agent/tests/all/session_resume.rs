@@ -149,7 +149,21 @@ fn upstream_session_resumes_its_model_and_level_and_opening_writes_nothing() {
     assert_eq!(patch["content"], "", "{patch}");
     // Upstream's preamble is in its own words, ours in ours.
     assert!(patch["sections"]["preamble"].is_string(), "{patch}");
-    assert!(patch.get("toolsAdded").is_none(), "{patch}");
+    // Our tool descriptions are in our words too: the tools whose declaration differs from
+    // the recorded one are declared again (upstream pi-ai `getToolStateChanges` compares
+    // whole declarations), none is removed.
+    let added: Vec<&str> = patch["toolsAdded"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|t| t["name"].as_str()).collect())
+        .unwrap_or_default();
+    assert!(
+        !added.is_empty()
+            && added
+                .iter()
+                .all(|n| ["read", "bash", "edit", "write"].contains(n)),
+        "{patch}"
+    );
+    assert!(patch.get("toolsRemoved").is_none(), "{patch}");
 }
 
 #[test]

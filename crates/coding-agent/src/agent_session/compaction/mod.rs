@@ -226,16 +226,204 @@ impl AgentSession {
         })
     }
 
-    /// Summarizes per `prep`, appends the `compaction` entry, rebuilds the context and returns
-    /// the result (`estimatedTokensAfter` over the rebuilt context).
+    /// Summarizes per `prep` — or takes the compaction an extension's `session_before_compact`
+    /// handler returned ([`AgentSession::compaction_from_extensions`]) — appends the
+    /// `compaction` entry, rebuilds the context, runs the `session_compact` handlers and
+    /// returns the result (`estimatedTokensAfter` over the rebuilt context).
     async fn summarize_and_append(
         &self,
         model: &Model,
         prep: Preparation,
         reason: CompactionReason,
         custom: Option<&str>,
+        will_retry: bool,
         cancel: &CancellationToken,
     ) -> Result<CompactionResult, CompactionError> {
+        let hooked = self
+            .compaction_from_extensions(&prep, reason, custom, will_retry)
+            .await?;
+        let from_extension = hooked.is_some();
+        let (summary, first_kept_entry_id, tokens_before, details, usage) = match hooked {
+            Some(c) => c,
+            None => {
+                let (summary, usage) = self
+                    .default_summary(model, &prep, reason, custom, cancel)
+                    .await?;
+                (
+                    summary,
+                    prep.first_kept_entry_id.clone(),
+                    prep.tokens_before,
+                    Some(prep.file_ops.details()),
+                    Some(usage),
+                )
+            }
+        };
+        if cancel.is_cancelled() {
+            return Err(CompactionError::Aborted);
+        }
+        let (context, entry) = {
+            let mut store = self.inner.store.lock();
+            let entry = store
+                .append_compaction(
+                    &summary,
+                    Some(&first_kept_entry_id),
+                    tokens_before,
+                    details.clone(),
+                    Some(from_extension),
+                    usage.clone(),
+                )
+                .map_err(|e| CompactionError::Store(e.to_string()))?;
+            let entry = serde_json::to_value(entry).unwrap_or(Value::Null);
+            (store.build_context(), entry)
+        };
+        let estimated_tokens_after = prepare::estimate_messages(&context);
+        *self.transcript() = context;
+        if let Some(ext) = self.extensions().cloned() {
+            ext.emit_session_event(serde_json::json!({
+                "type": "session_compact",
+                "compactionEntry": entry,
+                "fromExtension": from_extension,
+                "reason": reason,
+                "willRetry": will_retry,
+            }))
+            .await;
+        }
+        Ok(CompactionResult {
+            summary,
+            first_kept_entry_id,
+            tokens_before,
+            estimated_tokens_after,
+            usage,
+            details,
+        })
+    }
+
+    /// Runs the extensions' `session_compact_failed` handlers (upstream docs/extensions.md:
+    /// `{reason, errorMessage?, aborted, willRetry, fromExtension}`; `errorMessage` is the
+    /// `compaction_end` one, absent when aborted or cancelled). `fromExtension` is always
+    /// `false`: a compaction an extension supplied fails only on an abort or a write error.
+    async fn compaction_failed(
+        &self,
+        reason: CompactionReason,
+        error_message: Option<String>,
+        aborted: bool,
+        will_retry: bool,
+    ) {
+        let Some(ext) = self.extensions().cloned() else {
+            return;
+        };
+        let mut event = serde_json::json!({
+            "type": "session_compact_failed",
+            "reason": reason,
+            "aborted": aborted,
+            "willRetry": will_retry,
+            "fromExtension": false,
+        });
+        if let Some(m) = error_message {
+            event["errorMessage"] = Value::String(m);
+        }
+        ext.emit_session_event(event).await;
+    }
+
+    /// Runs the extensions' `session_before_compact` handlers (upstream docs/extensions.md
+    /// "session_before_compact"): the event carries `preparation` (`firstKeptEntryId`,
+    /// `messagesToSummarize`, `turnPrefixMessages`, `isSplitTurn`, `tokensBefore`,
+    /// `previousSummary`, `fileOps {read, written, edited}`, `settings`), `customInstructions`,
+    /// `reason` and `willRetry` (the host adds `branchEntries` and `signal`). `{cancel: true}`
+    /// is [`CompactionError::Aborted`] ("Compaction cancelled", as upstream); `{compaction:
+    /// {summary, firstKeptEntryId?, tokensBefore?, usage?, details?}}` with a string summary is
+    /// `(summary, firstKeptEntryId, tokensBefore, details, usage)` (missing fields from the
+    /// preparation); anything else (no handler, a failed host) is `None`: pi summarizes.
+    #[allow(clippy::type_complexity)]
+    async fn compaction_from_extensions(
+        &self,
+        prep: &Preparation,
+        reason: CompactionReason,
+        custom: Option<&str>,
+        will_retry: bool,
+    ) -> Result<Option<(String, String, u64, Option<Value>, Option<pi_ai::Usage>)>, CompactionError>
+    {
+        const KIND: &str = "session_before_compact";
+        let Some(ext) = self.extensions().cloned() else {
+            return Ok(None);
+        };
+        if !ext.handles(KIND) {
+            return Ok(None);
+        }
+        let settings = self
+            .model()
+            .map(|m| self.compaction_settings(&m))
+            .map(|s| {
+                serde_json::json!({
+                    "enabled": s.enabled,
+                    "reserveTokens": s.reserve_tokens,
+                    "keepRecentTokens": s.keep_recent_tokens,
+                })
+            })
+            .unwrap_or(Value::Null);
+        let event = serde_json::json!({
+            "type": KIND,
+            "preparation": {
+                "firstKeptEntryId": prep.first_kept_entry_id,
+                "messagesToSummarize": prep.messages_to_summarize,
+                "turnPrefixMessages": prep.turn_prefix_messages,
+                "isSplitTurn": prep.is_split_turn,
+                "tokensBefore": prep.tokens_before,
+                "previousSummary": prep.previous_summary,
+                "fileOps": {
+                    "read": prep.file_ops.read,
+                    "written": prep.file_ops.written,
+                    "edited": prep.file_ops.edited,
+                },
+                "settings": settings,
+            },
+            "customInstructions": custom,
+            "reason": reason,
+            "willRetry": will_retry,
+        });
+        let r = ext.emit_session_event(event).await;
+        if r.get("cancel") == Some(&Value::Bool(true)) {
+            return Err(CompactionError::Aborted);
+        }
+        let Some(c) = r.get("compaction").filter(|c| c.is_object()) else {
+            return Ok(None);
+        };
+        let Some(summary) = c.get("summary").and_then(Value::as_str) else {
+            return Ok(None);
+        };
+        let first_kept = c
+            .get("firstKeptEntryId")
+            .and_then(Value::as_str)
+            .unwrap_or(&prep.first_kept_entry_id)
+            .to_string();
+        let tokens_before = c
+            .get("tokensBefore")
+            .and_then(Value::as_u64)
+            .unwrap_or(prep.tokens_before);
+        let usage = c
+            .get("usage")
+            .cloned()
+            .and_then(|u| serde_json::from_value::<pi_ai::Usage>(u).ok());
+        let details = c.get("details").cloned().filter(|d| !d.is_null());
+        Ok(Some((
+            summary.to_string(),
+            first_kept,
+            tokens_before,
+            details,
+            usage,
+        )))
+    }
+
+    /// pi's own summary of `prep` (one request, or two for a split turn) with the file
+    /// lists appended, and the usage of its requests.
+    async fn default_summary(
+        &self,
+        model: &Model,
+        prep: &Preparation,
+        reason: CompactionReason,
+        custom: Option<&str>,
+        cancel: &CancellationToken,
+    ) -> Result<(String, pi_ai::Usage), CompactionError> {
         let summarizer = self.summarizer(model, reason, cancel.clone())?;
         let history_request = |messages: &[Message]| {
             prompt::history_request(
@@ -285,34 +473,7 @@ impl AgentSession {
             (h.text, h.usage)
         };
         summary.push_str(&prep.file_ops.summary_suffix());
-        if cancel.is_cancelled() {
-            return Err(CompactionError::Aborted);
-        }
-        let details = prep.file_ops.details();
-        let context = {
-            let mut store = self.inner.store.lock();
-            store
-                .append_compaction(
-                    &summary,
-                    Some(&prep.first_kept_entry_id),
-                    prep.tokens_before,
-                    Some(details.clone()),
-                    Some(false),
-                    Some(usage.clone()),
-                )
-                .map_err(|e| CompactionError::Store(e.to_string()))?;
-            store.build_context()
-        };
-        let estimated_tokens_after = prepare::estimate_messages(&context);
-        *self.transcript() = context;
-        Ok(CompactionResult {
-            summary,
-            first_kept_entry_id: prep.first_kept_entry_id,
-            tokens_before: prep.tokens_before,
-            estimated_tokens_after,
-            usage: Some(usage),
-            details: Some(details),
-        })
+        Ok((summary, usage))
     }
 
     /// `compact {customInstructions?}` (rpc-protocol.md §4.6, agent-loop.md §8.4): aborts the
@@ -350,6 +511,7 @@ impl AgentSession {
                 prep,
                 CompactionReason::Manual,
                 custom.as_deref(),
+                false,
                 &cancel,
             )
             .await
@@ -373,13 +535,16 @@ impl AgentSession {
             }
             Err(e) => {
                 let aborted = e == CompactionError::Aborted;
+                let error_message = (!aborted).then(|| format!("Compaction failed: {e}"));
                 self.emit(RpcEvent::CompactionEnd {
                     reason: CompactionReason::Manual,
                     result: None,
                     aborted,
                     will_retry: false,
-                    error_message: (!aborted).then(|| format!("Compaction failed: {e}")),
+                    error_message: error_message.clone(),
                 });
+                self.compaction_failed(CompactionReason::Manual, error_message, aborted, false)
+                    .await;
                 Err(e.to_string())
             }
         }
@@ -403,7 +568,7 @@ impl AgentSession {
         self.inner.run.set_phase(super::RunPhase::Compacting);
         self.emit(RpcEvent::CompactionStart { reason });
         let result = self
-            .summarize_and_append(&model, prep, reason, None, cancel)
+            .summarize_and_append(&model, prep, reason, None, will_retry, cancel)
             .await;
         self.inner.run.set_phase(super::RunPhase::Streaming);
         match result {
@@ -445,8 +610,10 @@ impl AgentSession {
                     result: None,
                     aborted,
                     will_retry: false,
-                    error_message,
+                    error_message: error_message.clone(),
                 });
+                self.compaction_failed(reason, error_message, aborted, will_retry)
+                    .await;
                 AutoOutcome::default()
             }
         }
