@@ -237,7 +237,6 @@ const LONG_FILES: &[&str] = &[
     "agent_session/run.rs",
     "extensions/mod.rs",
     "main.rs",
-    "mcp/oauth.rs",
     "packages/mod.rs",
 ];
 
