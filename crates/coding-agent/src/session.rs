@@ -12,6 +12,7 @@
 mod context;
 mod entry;
 mod manager;
+mod paths;
 pub mod resolve;
 mod scan;
 mod store;

@@ -2,9 +2,10 @@
 //! entries of `auth.json` and the device-code and browser sign-ins of `pi auth login` (upstream 1.6
 //! `@earendil-works/pi-ai` `auth/oauth/*.ts`, `auth/resolve.ts`).
 //!
-//! - [`oauth`]: which providers upstream refreshes and how (endpoint, client id, request and
-//!   response fields, error texts), one [`oauth::OAuthProvider`] each.
-//! - [`refresh`]: a stored entry is refreshed when it has less than five minutes left, under the
+//! - [`oauth`] (in [`crate::config::oauth`], on the store's floor): which providers upstream
+//!   refreshes and how (endpoint, client id, request and response fields, error texts), one
+//!   [`oauth::OAuthProvider`] each.
+//! - [`refresh`] (also there): a stored entry is refreshed when it has less than five minutes left, under the
 //!   `auth.json.lock` directory lock upstream pi takes too ([`crate::config::lock`]), after re-reading `auth.json` (another process may have
 //!   refreshed it already), and written back atomically with mode 0600.
 //! - [`device`]: the RFC 8628 device-code polling loop (`interval`, `authorization_pending`,
@@ -21,7 +22,9 @@
 //! server on 127.0.0.1.
 
 pub mod device;
-pub mod http;
-pub mod oauth;
 pub mod pkce;
-pub mod refresh;
+
+// The token endpoints and the refresh of stored entries live with the `auth.json` store
+// (the key resolver refreshes before a request); their paths stay `crate::auth::…`.
+pub use crate::config::oauth;
+pub use crate::config::oauth::{http, refresh};

@@ -9,12 +9,12 @@
 //! environment.
 //! OAuth entries: their access token is used while it has more than five minutes left; before a
 //! request, [`AuthStorage::oauth_access`] refreshes the entries of the providers upstream
-//! refreshes (see [`crate::auth`]) and keeps the refreshed entry in memory too. Runtime keys
+//! refreshes (see [`super::oauth`]) and keeps the refreshed entry in memory too. Runtime keys
 //! (`--api-key`) live only in memory and win over the file.
 
+pub use super::oauth::refresh::RefreshError;
 use super::value::resolve_config_value_with;
 use super::{read_json_file, warn, JsonFile};
-pub use crate::auth::refresh::RefreshError;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -211,7 +211,7 @@ impl AuthStorage {
         min_validity_ms: Option<i64>,
         refresh: bool,
     ) -> Result<Option<OAuthAccess>, RefreshError> {
-        use crate::auth::{oauth, refresh as r};
+        use super::oauth::{self, refresh as r};
         if self.runtime.contains_key(provider) {
             return Ok(None);
         }
@@ -227,7 +227,7 @@ impl AuthStorage {
             (Some(kind), Some(path)) if refresh && r::needs_refresh(&entry, threshold) => {
                 let agent_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
                 let id = provider.to_string();
-                let result = crate::auth::http::blocking(move || {
+                let result = oauth::http::blocking(move || {
                     r::refresh_stored(&agent_dir, &id, kind, threshold)
                 })
                 .map_err(|cause| RefreshError::Failed {

@@ -12,6 +12,7 @@
 pub mod auth;
 pub mod lock;
 pub mod models;
+pub mod oauth;
 pub mod resolve;
 pub mod settings;
 pub mod value;

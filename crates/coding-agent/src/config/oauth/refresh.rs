@@ -2,7 +2,7 @@
 //! `refreshStoredOAuthCredential`): double-checked under the `auth.json` file lock, so that
 //! concurrent processes refresh once and the others pick up the new token.
 
-use super::oauth::{OAuthProvider, MIN_VALIDITY_MS};
+use super::{OAuthProvider, MIN_VALIDITY_MS};
 use serde_json::{Map, Value};
 use std::path::Path;
 

@@ -5,8 +5,16 @@
 //!
 //! Not refreshed here: `meta` (its refresh mints an API key), `openrouter` (its key never
 //! expires), `openai` (ChatGPT sign-in) and `radius`.
+//!
+//! This sits with the `auth.json` store ([`super::auth`]) because the per-request key
+//! resolver refreshes stored entries; the sign-ins that also call these endpoints are in
+//! [`crate::auth`], a floor above. [`http`] is the blocking HTTP both use, [`refresh`] the
+//! locked re-read/refresh/write of one stored entry.
 
-use super::http::{self, Body, Reply};
+pub mod http;
+pub mod refresh;
+
+use self::http::{Body, Reply};
 use serde_json::{json, Map, Value};
 use std::time::Duration;
 
