@@ -4,11 +4,11 @@
 use super::factory::SessionFactory;
 use super::queues::QueueKind;
 use super::{AgentSession, Loadout, PromptOutcome};
+use crate::extensions::wire::{CompleteContext, CompleteOptions, CustomMessageDraft};
 use crate::protocol::rpc::RpcEvent;
 use crate::session::{CustomMessageEntry, EntryKind};
 use pi_agent::AgentTool;
 use pi_ai::{Message, UserContent};
-use crate::extensions::wire::{CompleteContext, CompleteOptions, CustomMessageDraft};
 use serde::Deserialize;
 use serde_json::Value;
 use std::path::Path;
@@ -50,10 +50,7 @@ pub fn custom_message(message: &Value) -> Message {
         "customType".into(),
         draft.custom_type.unwrap_or_else(|| "".into()),
     );
-    m.insert(
-        "content".into(),
-        draft.content.unwrap_or_else(|| "".into()),
-    );
+    m.insert("content".into(), draft.content.unwrap_or_else(|| "".into()));
     m.insert("display".into(), Value::Bool(draft.display));
     if let Some(d) = draft.details {
         m.insert("details".into(), d);

@@ -17,10 +17,10 @@
 
 use super::host::{CallReply, ExtensionHost, HostError};
 use super::wire::{
-    AuthNotifyParams, AuthPromptAnswer, AuthPromptParams, LoginEvent, LoginPrompt, ProviderAuthReply,
-    ProviderCall, ProviderCallResult, ProviderStreamEvent, PublishModelsParams, RefreshCredential,
-    RefreshModelsReply, RoutePrevious, RouteRequest, StreamRequestOptions, ToHost,
-    TranscriptContext,
+    AuthNotifyParams, AuthPromptAnswer, AuthPromptParams, LoginEvent, LoginPrompt,
+    ProviderAuthReply, ProviderCall, ProviderCallResult, ProviderStreamEvent, PublishModelsParams,
+    RefreshCredential, RefreshModelsReply, RoutePrevious, RouteRequest, StreamRequestOptions,
+    ToHost, TranscriptContext,
 };
 use crate::config::models::ProviderResolver;
 use crate::config::ModelRegistry;
