@@ -833,22 +833,9 @@ async fn run_mode(
         Mode::Rpc => {
             let runtime = AgentSessionRuntime::new(factory, request, sink);
             let _ = api_slot.set(runtime.clone());
-            let ext = runtime.session().extensions().cloned();
-            if let Some(ext) = &ext {
-                ext.emit_session_event(
-                    serde_json::json!({"type": "session_start", "reason": "startup"}),
-                )
-                .await;
-                ext.discover_resources(runtime.session().cwd(), "startup")
-                    .await;
-            }
+            extensions_started(&runtime).await;
             let result = rpc::run(runtime.clone(), out.clone()).await;
-            if let Some(ext) = runtime.session().extensions() {
-                ext.emit_session_event(
-                    serde_json::json!({"type": "session_shutdown", "reason": "quit"}),
-                )
-                .await;
-            }
+            extensions_stopping(&runtime).await;
             let code = match result {
                 Ok(()) => 0,
                 Err(e) => {
@@ -874,18 +861,39 @@ async fn run_mode(
             if let Some(first) = file_args::initial_message(stdin, &files, &mut messages) {
                 messages.insert(0, first);
             }
-            if mode == Mode::Json {
-                let session = factory.create(request, sink);
-                out.raw_line(session.header_json().to_string());
-                let code =
-                    print_mode::run_with_images(&session, messages, files.images, true).await;
-                out.flush();
-                code
-            } else {
-                let session = factory.create(request, sink);
-                print_mode::run_with_images(&session, messages, files.images, false).await
+            // A runtime, as in RPC mode: extension API calls (`sendMessage`, `appendEntry`,
+            // `ctx.newSession()`, ...) reach the session through it.
+            let runtime = AgentSessionRuntime::new(factory, request, sink);
+            let _ = api_slot.set(runtime.clone());
+            let json = mode == Mode::Json;
+            if json {
+                out.raw_line(runtime.session().header_json().to_string());
             }
+            extensions_started(&runtime).await;
+            let code = print_mode::run_with_images(&runtime, messages, files.images, json).await;
+            extensions_stopping(&runtime).await;
+            out.flush();
+            code
         }
+    }
+}
+
+/// Tells the extensions the session has started (`session_start {reason:"startup"}`), then
+/// lets them contribute resources (upstream `bindExtensions`, every mode).
+async fn extensions_started(runtime: &AgentSessionRuntime) {
+    let session = runtime.session();
+    if let Some(ext) = session.extensions() {
+        ext.emit_session_event(serde_json::json!({"type": "session_start", "reason": "startup"}))
+            .await;
+        ext.discover_resources(session.cwd(), "startup").await;
+    }
+}
+
+/// `session_shutdown {reason:"quit"}` to the extensions of the current session.
+async fn extensions_stopping(runtime: &AgentSessionRuntime) {
+    if let Some(ext) = runtime.session().extensions() {
+        ext.emit_session_event(serde_json::json!({"type": "session_shutdown", "reason": "quit"}))
+            .await;
     }
 }
 

@@ -4,6 +4,9 @@
 
 mod common;
 
+#[path = "all/admission.rs"]
+mod admission;
+
 #[path = "all/cli_dropin.rs"]
 mod cli_dropin;
 

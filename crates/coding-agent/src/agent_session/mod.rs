@@ -15,6 +15,7 @@
 //! recovered from ([`AgentSession::transcript`]). Every event goes through the session's
 //! [`EventSink`] as a typed [`RpcEvent`] (spec rpc-protocol.md §5).
 
+pub mod admit;
 mod bash;
 mod boundary;
 mod commands;
@@ -30,6 +31,7 @@ mod run;
 pub mod run_control;
 pub mod runtime;
 
+pub use admit::{Admission, Admitting, InputSource, PromptInput, Responder};
 pub use convert::{context_tokens, convert_to_llm, estimate_tokens, user_message};
 pub use extension_api::custom_message;
 pub use queues::{MessageQueues, QueueKind};
@@ -202,6 +204,11 @@ struct Inner {
     /// The system prompt of the run in flight when a `before_agent_start` handler replaced it
     /// (cleared when the run settles).
     run_system_prompt: Mutex<Option<String>>,
+    /// Prompts being admitted that wait on extensions (a command, `input` handlers).
+    admitting: std::sync::atomic::AtomicUsize,
+    /// The last admission that ran `input` handlers: a later one queues or starts only once
+    /// it has (admissions keep arrival order; [`admit`]).
+    admit_turn: Mutex<Option<tokio::sync::oneshot::Receiver<()>>>,
     sink: EventSink,
 }
 
@@ -251,6 +258,8 @@ impl AgentSession {
                 store: Mutex::new(config.store),
                 messages: Arc::new(std::sync::Mutex::new(context)),
                 system_recorded: AtomicBool::new(system_recorded),
+                admitting: std::sync::atomic::AtomicUsize::new(0),
+                admit_turn: Mutex::new(None),
                 write_failed: AtomicBool::new(false),
                 bash: UserBash::default(),
                 compaction: Default::default(),

@@ -11,7 +11,9 @@
 //! synchronous accessors from ([`state`]) is pushed just before each answer.
 
 use crate::agent_session::runtime::AgentSessionRuntime;
-use crate::agent_session::{AgentSession, PromptOutcome};
+use crate::agent_session::{
+    Admission, Admitting, AgentSession, InputSource, PromptInput, Responder,
+};
 use crate::extensions::host::CallReply;
 use futures::FutureExt;
 use pi_ai::ThinkingLevel;
@@ -264,7 +266,7 @@ pub fn handle(slot: &RuntimeSlot, method: &str, params: &Value) -> CallReply {
         }
         "waitForIdle" => {
             return later(async move {
-                runtime.wait_settled().await;
+                runtime.session().wait_idle().await;
                 answer(&runtime, Value::Null)
             })
         }
@@ -319,19 +321,40 @@ pub fn handle(slot: &RuntimeSlot, method: &str, params: &Value) -> CallReply {
     CallReply::Now(json!({ "value": null }))
 }
 
-/// `pi.sendUserMessage(content, {deliverAs})`: starts a run when idle; while streaming it is
-/// queued as `deliverAs` says (`steer`, else `followUp`).
+/// `pi.sendUserMessage(content, {deliverAs})`: admitted like a prompt with source
+/// `extension` (its `input` handlers run; no commands or template expansion, upstream's
+/// default): starts a run when idle; while streaming it is queued as `deliverAs` says
+/// (`steer`, else `followUp`).
 fn send_user_message(session: &AgentSession, params: &Value) {
     let text = text_of(params.get("content").unwrap_or(&Value::Null));
     let deliver = params
         .pointer("/options/deliverAs")
         .and_then(Value::as_str)
         .unwrap_or("followUp");
-    match session.prompt(text, vec![], Some(deliver)) {
-        Ok(PromptOutcome::Started(run)) => {
+    let input = PromptInput {
+        text,
+        images: vec![],
+        streaming_behavior: Some(deliver.to_string()),
+        source: InputSource::Extension,
+        commands: false,
+        agent_dir: None,
+    };
+    let respond = Responder::new(|r| {
+        if let Err(e) = r {
+            tracing::warn!("extension sendUserMessage: {e}");
+        }
+    });
+    match session.admit(input, respond) {
+        Admitting::Done(Admission::Started(run)) => {
             tokio::spawn(run);
         }
-        Ok(PromptOutcome::Queued) => {}
-        Err(e) => tracing::warn!("extension sendUserMessage: {e}"),
+        Admitting::Done(_) => {}
+        Admitting::Pending(work) => {
+            tokio::spawn(async move {
+                if let Admission::Started(run) = work.await {
+                    run.await
+                }
+            });
+        }
     }
 }

@@ -786,7 +786,9 @@ async function afterReplace(result, o) {
 function commandContext() {
 	return {
 		...context(),
-		waitForIdle: () => callApi("waitForIdle", {}).then(() => undefined),
+		// After the deferred sendUserMessage calls made before it, so that it waits for their
+		// runs (upstream 1.6 resolves at once after `sendUserMessage`, before that run starts).
+		waitForIdle: () => new Promise((r) => setImmediate(r)).then(() => callApi("waitForIdle", {})).then(() => undefined),
 		newSession: async (o) => afterReplace(await callApi("newSession", { parentSession: o && o.parentSession }), o),
 		fork: async (entryId, o) => afterReplace(await callApi("fork", { entryId, position: (o && o.position) || "before" }), o),
 		switchSession: async (sessionPath, o) => afterReplace(await callApi("switchSession", { sessionPath }), o),
@@ -829,7 +831,10 @@ function makeApi(ext) {
 		registerVirtualModel: (definition) => registerVirtualModel(ext, definition),
 		unregisterVirtualModel: (provider, id) => unregisterVirtualModel(provider, id),
 		sendMessage: (message, o) => firePi("sendMessage", { message, options: o }),
-		sendUserMessage: (content, o) => firePi("sendUserMessage", { content, options: o }),
+		// Sent one macrotask later: upstream's sendUserMessage starts its prompt asynchronously,
+		// so a command handler that returns right after it is answered before that run starts
+		// (and a synchronous sendMessage after it comes first).
+		sendUserMessage: (content, o) => void setImmediate(() => firePi("sendUserMessage", { content, options: o })),
 		appendEntry: (customType, data) => firePi("appendEntry", { customType, data }),
 		setSessionName: (name) => {
 			if (typeof name === "string") piState.sessionName = name.trim() || undefined;
@@ -1282,14 +1287,16 @@ async function emitToolResult(event) {
 async function emitInput(event) {
 	const ctx = context();
 	let text = event.text;
+	let images = event.images;
 	let transformed = false;
 	for (const ext of extensions) {
 		for (const h of ext.handlers.get("input") || []) {
 			try {
-				const r = await h({ ...event, text }, ctx);
+				const r = await h({ ...event, text, images }, ctx);
 				if (r && r.action === "handled") return { action: "handled" };
 				if (r && r.action === "transform" && typeof r.text === "string") {
 					text = r.text;
+					images = r.images ?? images;
 					transformed = true;
 				}
 			} catch (e) {
@@ -1297,7 +1304,7 @@ async function emitInput(event) {
 			}
 		}
 	}
-	return transformed ? { action: "transform", text } : { action: "continue" };
+	return transformed ? { action: "transform", text, images } : { action: "continue" };
 }
 
 async function emitGeneric(event) {
@@ -1647,7 +1654,8 @@ async function handle(msg) {
 		case "route":
 			return runRoute(msg);
 		case "ping":
-			return null;
+			// After the immediates queued before it (a deferred sendUserMessage).
+			return new Promise((resolve) => setImmediate(() => resolve(null)));
 		case "reload":
 			return reloadAll();
 		default:

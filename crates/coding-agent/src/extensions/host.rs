@@ -77,6 +77,12 @@ pub type UpdateSink = Arc<dyn Fn(Value) + Send + Sync>;
 
 type Updates = Arc<Mutex<HashMap<u64, UpdateSink>>>;
 
+/// Called by the host's reader when the reply to one request arrives, before any later line
+/// of the host is handled ([`ExtensionHost::request_then`]).
+pub type ReplyHook = Box<dyn FnOnce() + Send>;
+
+type ReplyHooks = Arc<Mutex<HashMap<u64, ReplyHook>>>;
+
 /// Where the events of each running extension-provider stream go ([`FromHost::StreamEvent`]).
 type Streams = Arc<Mutex<HashMap<u64, mpsc::UnboundedSender<ProviderStreamEvent>>>>;
 
@@ -106,12 +112,26 @@ pub struct ExtensionHost {
     pending: Pending,
     updates: Updates,
     streams: Streams,
+    reply_hooks: ReplyHooks,
     next_id: AtomicU64,
     dead: Arc<AtomicBool>,
     exit_note: Arc<Mutex<String>>,
     pid: Option<u32>,
     /// Fired once stdin of the RPC client has closed ([`EOF_GRACE`]).
     closing: tokio_util::sync::CancellationToken,
+}
+
+/// Removes a request's reply hook when its waiter goes away, so a hook never outlives its
+/// request.
+struct HookGuard<'a> {
+    hooks: &'a ReplyHooks,
+    id: u64,
+}
+
+impl Drop for HookGuard<'_> {
+    fn drop(&mut self) {
+        self.hooks.lock().remove(&self.id);
+    }
 }
 
 /// Checks `node --version` (≥ [`MIN_NODE_MAJOR`]).
@@ -188,6 +208,8 @@ impl ExtensionHost {
             }
         });
         let pending: Pending = Arc::default();
+        let reply_hooks: ReplyHooks = Arc::default();
+        let hooks = reply_hooks.clone();
         let updates: Updates = Arc::default();
         let ups = updates.clone();
         let streams: Streams = Arc::default();
@@ -212,6 +234,12 @@ impl ExtensionHost {
                         result,
                         error,
                     } => {
+                        // The hook runs here, in line order: whatever the host sends after
+                        // this reply (a `sendUserMessage` call, ...) comes after its effect.
+                        let hook = hooks.lock().remove(&id);
+                        if let Some(hook) = hook {
+                            hook();
+                        }
                         if let Some(tx) = p.lock().remove(&id) {
                             let _ = tx.send(if ok {
                                 Ok(result)
@@ -312,6 +340,7 @@ impl ExtensionHost {
             pending,
             updates,
             streams,
+            reply_hooks,
             next_id: AtomicU64::new(1),
             dead,
             exit_note,
@@ -361,6 +390,26 @@ impl ExtensionHost {
         msg: &ToHost,
         timeout: Option<Duration>,
     ) -> Result<Value, HostError> {
+        self.request_bounded(id, msg, timeout, true).await
+    }
+
+    /// [`ExtensionHost::request`]; `on_reply` is called by the host's reader as soon as the
+    /// reply arrives, before the host's next line is handled (so what it writes comes before
+    /// anything that line causes). It is not called when the request fails otherwise (host
+    /// died, timed out, input closed) or is dropped; the caller handles those after the
+    /// returned error.
+    pub async fn request_then(
+        &self,
+        id: u64,
+        msg: &ToHost,
+        timeout: Option<Duration>,
+        on_reply: ReplyHook,
+    ) -> Result<Value, HostError> {
+        self.reply_hooks.lock().insert(id, on_reply);
+        let _hook = HookGuard {
+            hooks: &self.reply_hooks,
+            id,
+        };
         self.request_bounded(id, msg, timeout, true).await
     }
 

@@ -31,7 +31,7 @@ use crate::protocol::rpc::{RpcEvent, SlashCommand};
 use host::{CallHandler, ExtensionHost, HostError};
 use parking_lot::{Mutex, RwLock};
 use pi_agent::{BeforeToolCall, ToolCallHooks, ToolOutput};
-use pi_ai::ToolCall;
+use pi_ai::{ImageContent, ToolCall};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -824,6 +824,20 @@ impl Extensions {
     /// Runs a registered command to completion (dialogs included). A handler that throws has
     /// already been reported as `extension_error` (`command:<name>`, `command`) by the host.
     pub async fn run_command(&self, name: &str, args: &str) -> Result<(), HostError> {
+        self.run_command_then(name, args, Box::new(|| {})).await
+    }
+
+    /// [`Extensions::run_command`]; `on_done` is called by the host's reader as soon as the
+    /// handler's promise has settled, before anything the host sends after it (upstream
+    /// writes a command's `handled` response right when the handler returns, so a run the
+    /// handler started with `sendUserMessage` just before returning comes after it). When the
+    /// command fails otherwise (host died, input closed), `on_done` is not called.
+    pub async fn run_command_then(
+        &self,
+        name: &str,
+        args: &str,
+        on_done: host::ReplyHook,
+    ) -> Result<(), HostError> {
         self.push_state();
         let id = self.host.next_id();
         let msg = ToHost::Command {
@@ -831,7 +845,7 @@ impl Extensions {
             name: name.into(),
             args: args.into(),
         };
-        match self.host.request(id, &msg, None).await {
+        match self.host.request_then(id, &msg, None, on_done).await {
             Ok(_) => Ok(()),
             Err(e) => {
                 self.error(&format!("command:{name}"), "command", &e.to_string());
@@ -840,31 +854,67 @@ impl Extensions {
         }
     }
 
-    /// Runs the `input` handlers on a prompt's text (`source`: `rpc` for client prompts,
-    /// `extension` for `sendUserMessage`). `None` = handled (no run starts); else the text to
-    /// prompt with, transformed or not. A host that cannot answer leaves the text unchanged
-    /// (after an `extension_error`).
-    pub async fn input(&self, text: String, source: &str) -> Option<String> {
+    /// Resolves once the host has sent everything it scheduled before now (a
+    /// `sendUserMessage` made just before a command handler returned, which the host sends
+    /// one macrotask later), and pi has handled it. A host that does not answer within the
+    /// hook timeout is given up on.
+    pub async fn quiesce(&self) {
         let id = self.host.next_id();
+        let _ = self
+            .host
+            .request(id, &ToHost::Ping { id }, Some(self.hook_timeout))
+            .await;
+    }
+
+    /// Runs the `input` handlers on a prompt's text and images (upstream `emitInput`):
+    /// `source` is `rpc` (a client's prompt in RPC mode), `interactive` (print and JSON mode)
+    /// or `extension` (`pi.sendUserMessage`); `streaming_behavior` is the prompt's
+    /// `streamingBehavior` while a run is active, else `None` (left out of the event, as are
+    /// no images). `None` = handled (nothing is sent); else the text and images to go on with,
+    /// transformed or not (a transform without `images` keeps the images). A host that cannot
+    /// answer leaves both unchanged (after an `extension_error`).
+    pub async fn input(
+        &self,
+        text: String,
+        images: Vec<ImageContent>,
+        source: &str,
+        streaming_behavior: Option<&str>,
+    ) -> Option<(String, Vec<ImageContent>)> {
+        let id = self.host.next_id();
+        let mut event = json!({"type": "input", "text": text, "source": source});
+        if let Value::Object(m) = &mut event {
+            if !images.is_empty() {
+                m.insert("images".into(), json!(images));
+            }
+            if let Some(b) = streaming_behavior {
+                m.insert("streamingBehavior".into(), json!(b));
+            }
+        }
         let msg = ToHost::Event {
             id: Some(id),
-            event: json!({"type": "input", "text": text, "images": [], "source": source}),
+            event,
         };
         match self.host.request(id, &msg, Some(self.hook_timeout)).await {
             Ok(v) => match v.get("action").and_then(Value::as_str) {
                 Some("handled") => None,
-                Some("transform") => Some(
-                    v.get("text")
+                Some("transform") => {
+                    let text = v
+                        .get("text")
                         .and_then(Value::as_str)
-                        .map_or(text, str::to_string),
-                ),
-                _ => Some(text),
+                        .map_or(text, str::to_string);
+                    let images = match v.get("images") {
+                        Some(Value::Array(list)) => images_of(list).unwrap_or(images),
+                        _ => images,
+                    };
+                    Some((text, images))
+                }
+                _ => Some((text, images)),
             },
             Err(e) => {
                 for p in self.handlers_of("input") {
                     self.error(&p, "input", &e.to_string());
                 }
-                Some(text)
+                Some((text, images))
             }
         }
     }
@@ -1067,4 +1117,20 @@ impl ToolCallHooks for Extensions {
             }
         }
     }
+}
+
+/// Image blocks an `input` handler returned; `None` if one is not an image block. The block's
+/// `type` is implied (left in, it would be kept as an unknown key and written twice).
+fn images_of(list: &[Value]) -> Option<Vec<ImageContent>> {
+    list.iter()
+        .map(|i| {
+            let mut i = i.clone();
+            if let Value::Object(m) = &mut i {
+                if m.remove("type").is_some_and(|t| t != "image") {
+                    return None;
+                }
+            }
+            serde_json::from_value::<ImageContent>(i).ok()
+        })
+        .collect()
 }

@@ -91,6 +91,12 @@ pub enum ToHost {
         /// The text after the name (trimmed), `""` when none.
         args: String,
     },
+    /// Answered (`null`) once the host has sent everything it had scheduled before it (its
+    /// pending `setImmediate` work, such as a deferred `sendUserMessage`).
+    Ping {
+        /// Request id.
+        id: u64,
+    },
     /// The answer to a [`FromHost::Call`] that carried an id (e.g. `transpile` →
     /// `{code}` or `{error}`).
     CallResult {

@@ -14,7 +14,9 @@
 pub use crate::protocol::rpc as protocol;
 
 use crate::agent_session::runtime::AgentSessionRuntime;
-use crate::agent_session::{AgentSession, PromptOutcome, QueueKind};
+use crate::agent_session::{
+    Admission, Admitting, AgentSession, InputSource, PromptInput, QueueKind, Responder,
+};
 use crate::output::Output;
 use crate::tasks::panic_text;
 use futures::FutureExt;
@@ -257,76 +259,37 @@ fn dispatch(
                 Ok(parts) => parts,
                 Err(e) => return reply(Err(e)),
             };
-            // An extension command runs at once, even while streaming, and is answered
-            // `handled` once its handler has returned (upstream RPC mode).
-            if let Some(ext) = session.extensions().cloned() {
-                if let Some((name, args)) = ext.command_of(&text) {
-                    return answer_later(tasks, out, call, async move {
-                        let _ = ext.run_command(&name, &args).await;
-                        Ok(Some(disposition(Disposition::Handled)))
-                    });
-                }
-            }
-            // Built-in commands run at once, even during a run (upstream: extension commands).
-            if let Some(run) = session.builtin_command(&text, &runtime.factory().agent_dir) {
-                return answer_later(tasks, out, call, async move {
-                    run.await;
-                    Ok(Some(disposition(Disposition::Handled)))
-                });
-            }
-            // `input` handlers may transform or handle the text first (then the response waits
-            // for them; upstream's order: extension commands, input, templates/skills).
-            if let Some(ext) = session.extensions().filter(|e| e.handles("input")).cloned() {
-                let out = out.clone();
-                tasks.set.spawn(async move {
-                    let Some(text) = ext.input(text, "rpc").await else {
-                        return call.reply(&out, some(disposition(Disposition::Handled)));
-                    };
-                    let text = session.expand_input(&text);
-                    let gate = started_gate(&session, &call, &out);
-                    let gated = gate.is_some();
-                    match session.prompt_then(text, images, streaming_behavior.as_deref(), gate) {
-                        Ok(PromptOutcome::Started(run)) => {
-                            if !gated {
-                                call.reply(&out, some(disposition(Disposition::Started)));
-                            }
-                            run.await
-                        }
-                        Ok(PromptOutcome::Queued) => {
-                            call.reply(&out, some(disposition(Disposition::Queued)))
-                        }
-                        Err(e) => call.reply(&out, Err(e)),
-                    }
-                });
-                return;
-            }
-            let text = session.expand_input(&text);
-            // With `before_agent_start` handlers the run answers once they are done.
-            if let Some(gate) = started_gate(&session, &call, out) {
-                match session.prompt_then(text, images, streaming_behavior.as_deref(), Some(gate)) {
-                    Ok(PromptOutcome::Started(run)) => {
-                        tasks.set.spawn(run);
-                    }
-                    Ok(PromptOutcome::Queued) => reply(some(disposition(Disposition::Queued))),
-                    Err(e) => reply(Err(e)),
-                }
-                return;
-            }
-            match session.prompt(text, images, streaming_behavior.as_deref()) {
-                Ok(PromptOutcome::Started(run)) => {
-                    reply(some(disposition(Disposition::Started)));
-                    tasks.set.spawn(run);
-                }
-                Ok(PromptOutcome::Queued) => reply(some(disposition(Disposition::Queued))),
-                Err(e) => reply(Err(e)),
-            }
+            // The session admits it (agent_session/admit.rs); the response is written when
+            // the session says it is due.
+            let input = PromptInput {
+                text,
+                images,
+                streaming_behavior,
+                source: InputSource::Rpc,
+                commands: true,
+                agent_dir: Some(runtime.factory().agent_dir.clone()),
+            };
+            let admitting = session.admit(input, responder(&call, out));
+            run_admission(tasks, admitting);
         }
-        RpcCommand::Steer { message, images } => {
-            reply(enqueue(&session, QueueKind::Steering, message, images))
-        }
-        RpcCommand::FollowUp { message, images } => {
-            reply(enqueue(&session, QueueKind::FollowUp, message, images))
-        }
+        RpcCommand::Steer { message, images } => queue_input(
+            &session,
+            QueueKind::Steering,
+            message,
+            images,
+            &call,
+            out,
+            tasks,
+        ),
+        RpcCommand::FollowUp { message, images } => queue_input(
+            &session,
+            QueueKind::FollowUp,
+            message,
+            images,
+            &call,
+            out,
+            tasks,
+        ),
         RpcCommand::Abort {} => {
             let (done_tx, done_rx) = tokio::sync::oneshot::channel();
             tasks.aborts.push(done_rx);
@@ -535,20 +498,29 @@ fn dispatch(
     }
 }
 
-/// When extensions handle `before_agent_start`: the callback that answers a started `prompt`
-/// (called by the run once those handlers are done), else `None` (answered at once).
-fn started_gate(
-    session: &AgentSession,
-    call: &Call,
-    out: &Output,
-) -> Option<Box<dyn FnOnce() + Send>> {
-    session
-        .extensions()
-        .filter(|e| e.handles("before_agent_start"))?;
+/// Writes the response of a `prompt`/`steer`/`follow_up` when the session calls it.
+fn responder(call: &Call, out: &Output) -> Responder {
     let (call, out) = (call.clone(), out.clone());
-    Some(Box::new(move || {
-        call.reply(&out, some(disposition(Disposition::Started)))
-    }))
+    Responder::new(move |r| call.reply(&out, r.map(|d| Some(disposition(d)))))
+}
+
+/// Drives an admission: a pending one (a command, `input` handlers) as a task of its own, so
+/// the reader goes on (a command may wait on a dialog this client answers); a started run as
+/// a task.
+fn run_admission(tasks: &mut Tasks, admitting: Admitting) {
+    match admitting {
+        Admitting::Done(Admission::Started(run)) => {
+            tasks.set.spawn(run);
+        }
+        Admitting::Done(_) => {}
+        Admitting::Pending(work) => {
+            tasks.set.spawn(async move {
+                if let Admission::Started(run) = work.await {
+                    run.await
+                }
+            });
+        }
+    }
 }
 
 /// Runs a slow command as a task and answers it when it is done. A panic inside becomes a
@@ -583,22 +555,26 @@ fn answer_later_then<F>(
     });
 }
 
-/// `steer` / `follow_up` (§4.1): queues the message and answers `queued`.
-fn enqueue(
+/// `steer` / `follow_up` (§4.1): admitted by the session (`queued`, or `handled` by an
+/// `input` handler); answered when the session says so.
+fn queue_input(
     session: &AgentSession,
     kind: QueueKind,
     message: Option<Value>,
     images: Option<Value>,
-) -> Result<Option<ResponseData>, String> {
-    let (text, images) = message_parts(message, images)?;
-    if crate::resources::commands::builtin(&text).is_some() {
-        return Err(crate::resources::commands::cannot_queue(&text));
-    }
-    let text = session.expand_input(&text);
-    let (text, images) = session.prepare_images(text, images)?;
-    let msg = crate::agent_session::user_message(text, images);
-    session.enqueue(kind, msg);
-    some(disposition(Disposition::Queued))
+    call: &Call,
+    out: &Output,
+    tasks: &mut Tasks,
+) {
+    let (text, images) = match message_parts(message, images) {
+        Ok(parts) => parts,
+        Err(e) => return call.reply(out, Err(e)),
+    };
+    let respond = responder(call, out);
+    run_admission(
+        tasks,
+        session.admit_queued(kind, text, images, InputSource::Rpc, respond),
+    );
 }
 
 /// A queue mode as upstream stores it: the value as sent; absent = `null` (JS `undefined`,
