@@ -4,10 +4,12 @@
 use super::factory::SessionFactory;
 use super::queues::QueueKind;
 use super::{AgentSession, Loadout, PromptOutcome};
+use crate::extensions::wire::{CompleteContext, CompleteOptions, CustomMessageDraft};
 use crate::protocol::rpc::RpcEvent;
 use crate::session::{CustomMessageEntry, EntryKind};
 use pi_agent::AgentTool;
 use pi_ai::{Message, UserContent};
+use serde::Deserialize;
 use serde_json::Value;
 use std::path::Path;
 use std::sync::Arc;
@@ -21,48 +23,37 @@ pub(super) fn custom_message_entry(message: &Message) -> Option<EntryKind> {
     if m.get("role").and_then(Value::as_str) != Some("custom") {
         return None;
     }
+    let draft = CustomMessageDraft::deserialize(m).unwrap_or_default();
     Some(EntryKind::CustomMessage(CustomMessageEntry {
-        custom_type: m
-            .get("customType")
+        custom_type: draft
+            .custom_type
+            .as_ref()
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_string(),
-        content: m
-            .get("content")
-            .and_then(|c| serde_json::from_value::<UserContent>(c.clone()).ok())
+        content: draft
+            .content
+            .and_then(|c| serde_json::from_value::<UserContent>(c).ok())
             .unwrap_or_else(|| UserContent::Text(String::new())),
-        display: m.get("display").and_then(Value::as_bool).unwrap_or(false),
-        details: m.get("details").cloned().filter(|d| !d.is_null()),
+        display: draft.display,
+        details: draft.details,
     }))
 }
 
 /// The custom message of `pi.sendMessage({customType, content, display, details})`: a
 /// `role: "custom"` message with a timestamp (ms).
 pub fn custom_message(message: &Value) -> Message {
+    let draft = CustomMessageDraft::from_value(message).unwrap_or_default();
     let mut m = serde_json::Map::new();
     m.insert("role".into(), "custom".into());
     m.insert(
         "customType".into(),
-        message
-            .get("customType")
-            .cloned()
-            .unwrap_or_else(|| "".into()),
+        draft.custom_type.unwrap_or_else(|| "".into()),
     );
-    m.insert(
-        "content".into(),
-        message.get("content").cloned().unwrap_or_else(|| "".into()),
-    );
-    m.insert(
-        "display".into(),
-        Value::Bool(
-            message
-                .get("display")
-                .and_then(Value::as_bool)
-                .unwrap_or(false),
-        ),
-    );
-    if let Some(d) = message.get("details").filter(|d| !d.is_null()) {
-        m.insert("details".into(), d.clone());
+    m.insert("content".into(), draft.content.unwrap_or_else(|| "".into()));
+    m.insert("display".into(), Value::Bool(draft.display));
+    if let Some(d) = draft.details {
+        m.insert("details".into(), d);
     }
     m.insert("timestamp".into(), Value::from(pi_ai::now_ms()));
     Message::Other(m)
@@ -239,56 +230,39 @@ impl AgentSession {
         if let Some(base) = creds.base_url {
             model.base_url = base;
         }
+        let context = CompleteContext::deserialize(context).unwrap_or_default();
+        let options = CompleteOptions::deserialize(options).unwrap_or_default();
         let messages = context
-            .get("messages")
-            .cloned()
-            .map(serde_json::from_value::<Vec<Message>>)
+            .messages
             .transpose()
             .map_err(|e| format!("complete: bad messages: {e}"))?
             .unwrap_or_default();
         let tools = context
-            .get("tools")
-            .cloned()
-            .filter(|t| !t.is_null())
-            .map(serde_json::from_value::<Vec<pi_ai::ToolDefinition>>)
+            .tools
             .transpose()
             .map_err(|e| format!("complete: bad tools: {e}"))?
+            .flatten()
             .unwrap_or_default();
         let request = pi_ai::Context {
-            system_prompt: context
-                .get("systemPrompt")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string(),
+            system_prompt: context.system_prompt.unwrap_or_default(),
             messages,
             tools,
         };
         let reasoning = options
-            .get("reasoning")
-            .and_then(Value::as_str)
+            .reasoning
+            .as_deref()
             .and_then(pi_ai::ThinkingLevel::parse)
             .filter(|l| *l != pi_ai::ThinkingLevel::Off && model.reasoning);
         let stream_options = pi_ai::StreamOptions {
             api_key: creds.api_key,
             reasoning,
-            max_tokens: Some(
-                options
-                    .get("maxTokens")
-                    .and_then(Value::as_u64)
-                    .unwrap_or(model.max_tokens)
-                    .max(1),
-            ),
-            session_id: options
-                .get("sessionId")
-                .and_then(Value::as_str)
-                .map(str::to_string),
+            max_tokens: Some(options.max_tokens.unwrap_or(model.max_tokens).max(1)),
+            session_id: options.session_id,
             headers: creds.headers,
             cancel: tokio_util::sync::CancellationToken::new(),
         };
         let tuning = pi_ai::RequestTuning {
-            cache_retention: if options.get("cacheRetention").and_then(Value::as_str)
-                == Some("none")
-            {
+            cache_retention: if options.cache_retention.as_deref() == Some("none") {
                 pi_ai::CacheRetention::None
             } else {
                 pi_ai::RequestTuning::default().cache_retention

@@ -6,11 +6,15 @@
 //! answer (died, timed out) is reported as `extension_error` and the run goes on unchanged,
 //! except `user_bash`, whose failure fails the `bash` command as upstream does.
 
-use super::wire::ToHost;
+use super::wire::{
+    BeforeAgentStartReply, BoundaryReply, ContextReply, CustomMessageDraft, HostEvent,
+    MessageEndReply, SystemPromptOptions, ToHost, UserBashEvent, UserBashReply,
+};
 use super::Extensions;
 use crate::protocol::rpc::RpcEvent;
 use crate::tools::shell::BashResult;
 use pi_ai::{ImageContent, Message, Model};
+use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -115,18 +119,19 @@ impl Extensions {
             return BeforeAgentStart::default();
         }
         let id = self.host.next_id();
-        let mut event = json!({
-            "type": "before_agent_start",
-            "messageType": "user",
-            "prompt": prompt,
-            "systemPrompt": system_prompt,
-            "systemPromptOptions": {"cwd": cwd, "selectedTools": selected_tools, "hiddenTools": [], "promptGuidelines": []},
-        });
-        // No images: upstream's `event.images` is undefined.
-        if let (false, Value::Object(m)) = (images.is_empty(), &mut event) {
-            m.insert("images".into(), json!(images));
-        }
-        let msg = ToHost::Event {
+        let event = HostEvent::BeforeAgentStart {
+            message_type: "user".into(),
+            prompt: prompt.to_string(),
+            system_prompt: system_prompt.to_string(),
+            system_prompt_options: SystemPromptOptions {
+                cwd: cwd.to_string(),
+                selected_tools,
+                ..Default::default()
+            },
+            // No images: upstream's `event.images` is undefined.
+            images: (!images.is_empty()).then(|| images.to_vec()),
+        };
+        let msg = ToHost::HostEvent {
             id: Some(id),
             event,
         };
@@ -140,21 +145,14 @@ impl Extensions {
             }
         };
         let now = pi_ai::now_ms();
-        let messages = v
-            .get("messages")
-            .and_then(Value::as_array)
-            .map(|list| {
-                list.iter()
-                    .filter_map(|m| custom_message(m, now))
-                    .collect::<Vec<_>>()
-            })
-            .unwrap_or_default();
+        let reply = BeforeAgentStartReply::deserialize(&v).unwrap_or_default();
         BeforeAgentStart {
-            messages,
-            system_prompt: v
-                .get("systemPrompt")
-                .and_then(Value::as_str)
-                .map(str::to_string),
+            messages: reply
+                .messages
+                .iter()
+                .filter_map(|m| custom_message(m, now))
+                .collect(),
+            system_prompt: reply.system_prompt,
         }
     }
 
@@ -204,14 +202,13 @@ impl Extensions {
             }
         };
         match reply {
-            Ok(v) => BoundaryProposal {
-                entries: v
-                    .get("entries")
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default(),
-                continue_run: v.get("continue").and_then(Value::as_bool).unwrap_or(false),
-            },
+            Ok(v) => {
+                let reply = BoundaryReply::deserialize(&v).unwrap_or_default();
+                BoundaryProposal {
+                    entries: reply.entries,
+                    continue_run: reply.continue_run,
+                }
+            }
             Err(e) => {
                 for p in self.handlers_of(&kind) {
                     self.error(&p, &kind, &e.to_string());
@@ -239,9 +236,11 @@ impl Extensions {
         }
         self.push_state();
         let id = self.host.next_id();
-        let msg = ToHost::Event {
+        let msg = ToHost::HostEvent {
             id: Some(id),
-            event: json!({"type": "message_end", "message": message}),
+            event: HostEvent::MessageEnd {
+                message: Box::new(message.clone()),
+            },
         };
         // Waited for as `boundary` is (see there).
         let reply = match tokio::runtime::Handle::try_current() {
@@ -260,17 +259,16 @@ impl Extensions {
             }
         };
         match reply {
-            Ok(v) => match v.get("message") {
-                Some(m) if !m.is_null() => match serde_json::from_value::<Message>(m.clone()) {
-                    Ok(r) => r,
-                    Err(e) => {
-                        for p in self.handlers_of("message_end") {
-                            self.error(&p, "message_end", &format!("invalid message: {e}"));
-                        }
-                        message
+            Ok(Value::Null) => message,
+            Ok(v) => match MessageEndReply::deserialize(&v) {
+                Ok(MessageEndReply { message: Some(r) }) => r,
+                Ok(MessageEndReply { message: None }) => message,
+                Err(e) => {
+                    for p in self.handlers_of("message_end") {
+                        self.error(&p, "message_end", &format!("invalid message: {e}"));
                     }
-                },
-                _ => message,
+                    message
+                }
             },
             Err(e) => {
                 for p in self.handlers_of("message_end") {
@@ -301,21 +299,23 @@ impl Extensions {
     /// or `messages` unchanged when they changed nothing, failed or returned messages that do
     /// not decode. Nothing is persisted.
     pub async fn context(&self, messages: Vec<Message>) -> Vec<Message> {
-        let visible: Vec<&Message> = messages
+        let visible: Vec<Message> = messages
             .iter()
             .filter(|m| !matches!(m, Message::System(_)))
+            .cloned()
             .collect();
         let id = self.host.next_id();
-        let msg = ToHost::Event {
+        let msg = ToHost::HostEvent {
             id: Some(id),
-            event: json!({"type": "context", "messages": visible}),
+            event: HostEvent::Context { messages: visible },
         };
         match self.host.request(id, &msg, Some(self.hook_timeout)).await {
             Ok(Value::Null) => messages,
             Ok(v) => {
-                let list = v.get("messages").cloned().unwrap_or(Value::Null);
-                match serde_json::from_value::<Vec<Message>>(list) {
-                    Ok(mut changed) => {
+                match ContextReply::deserialize(&v) {
+                    Ok(ContextReply {
+                        messages: mut changed,
+                    }) => {
                         // The system messages stay at the head (upstream replays the prompt
                         // ahead of the returned list).
                         let mut out: Vec<Message> = messages
@@ -354,15 +354,12 @@ impl Extensions {
         }
         let id = self.host.next_id();
         // Upstream's key order: type, model, previousModel (absent when none), source.
-        let mut map = serde_json::Map::new();
-        map.insert("type".into(), "model_select".into());
-        map.insert("model".into(), json!(model));
-        if let Some(p) = previous {
-            map.insert("previousModel".into(), json!(p));
-        }
-        map.insert("source".into(), source.into());
-        let event = Value::Object(map);
-        let msg = ToHost::Event {
+        let event = HostEvent::ModelSelect {
+            model: Box::new(model.clone()),
+            previous_model: previous.map(|p| Box::new(p.clone())),
+            source: source.to_string(),
+        };
+        let msg = ToHost::HostEvent {
             id: Some(id),
             event,
         };
@@ -394,12 +391,11 @@ impl Extensions {
         let id = self.host.next_id();
         let msg = ToHost::UserBash {
             id,
-            event: json!({
-                "type": "user_bash",
-                "command": command,
-                "excludeFromContext": exclude,
-                "cwd": cwd,
-            }),
+            event: UserBashEvent {
+                command: command.to_string(),
+                exclude_from_context: exclude,
+                cwd: cwd.to_string(),
+            },
             command: resolved.to_string(),
         };
         let updates: super::host::UpdateSink = Arc::new(move |v: Value| {
@@ -437,23 +433,21 @@ impl Extensions {
                 return Err(text);
             }
         };
-        if let Some(r) = v.get("result") {
-            return serde_json::from_value::<BashResult>(strip_undefined(r.clone()))
+        if v.is_null() {
+            return Ok(UserBash::Local);
+        }
+        let reply = UserBashReply::deserialize(&v)
+            .map_err(|e| format!("Invalid user_bash handler result: {e}"))?;
+        if let Some(r) = reply.result {
+            return serde_json::from_value::<BashResult>(strip_undefined(r))
                 .map(UserBash::Result)
                 .map_err(|e| format!("Invalid user_bash handler result: {e}"));
         }
-        if let Some(x) = v.get("executed") {
+        if let Some(x) = reply.executed {
             return Ok(UserBash::Executed {
-                output: x
-                    .get("output")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_string(),
-                exit_code: x
-                    .get("exitCode")
-                    .and_then(Value::as_i64)
-                    .and_then(|c| i32::try_from(c).ok()),
-                cancelled: x.get("cancelled").and_then(Value::as_bool).unwrap_or(false),
+                output: x.output,
+                exit_code: x.exit_code.and_then(|c| i32::try_from(c).ok()),
+                cancelled: x.cancelled,
             });
         }
         Ok(UserBash::Local)
@@ -464,24 +458,21 @@ impl Extensions {
 /// message; `content` missing or `null` becomes `[]` (upstream normalises it so). `None` when
 /// it is not an object.
 fn custom_message(m: &Value, now: i64) -> Option<Message> {
-    let obj = m.as_object()?;
+    let draft = CustomMessageDraft::from_value(m)?;
     let mut map = serde_json::Map::new();
     map.insert("role".into(), "custom".into());
     map.insert(
         "customType".into(),
-        obj.get("customType").cloned().unwrap_or(Value::from("")),
+        draft.custom_type.unwrap_or_else(|| Value::from("")),
     );
-    let content = match obj.get("content") {
-        None | Some(Value::Null) => json!([]),
-        Some(c) => c.clone(),
+    let content = match draft.content {
+        None | Some(Value::Null) => Value::Array(vec![]),
+        Some(c) => c,
     };
     map.insert("content".into(), content);
-    map.insert(
-        "display".into(),
-        Value::Bool(obj.get("display").and_then(Value::as_bool).unwrap_or(false)),
-    );
-    if let Some(d) = obj.get("details").filter(|d| !d.is_null()) {
-        map.insert("details".into(), d.clone());
+    map.insert("display".into(), Value::Bool(draft.display));
+    if let Some(d) = draft.details {
+        map.insert("details".into(), d);
     }
     map.insert("timestamp".into(), now.into());
     Some(Message::Other(map))

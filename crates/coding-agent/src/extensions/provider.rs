@@ -17,8 +17,10 @@
 
 use super::host::{CallReply, ExtensionHost, HostError};
 use super::wire::{
-    ProviderCall, ProviderCallResult, ProviderStreamEvent, StreamRequestOptions, ToHost,
-    TranscriptContext,
+    AuthNotifyParams, AuthPromptAnswer, AuthPromptParams, LoginEvent, LoginPrompt,
+    ProviderAuthReply, ProviderCall, ProviderCallResult, ProviderStreamEvent, PublishModelsParams,
+    RefreshCredential, RefreshModelsReply, RoutePrevious, RouteRequest, StreamRequestOptions,
+    ToHost, TranscriptContext,
 };
 use crate::config::models::ProviderResolver;
 use crate::config::ModelRegistry;
@@ -27,6 +29,7 @@ use pi_ai::{
     AssistantMessage, AssistantMessageEvent, AssistantStream, Content, Context, Model, Provider,
     StopReason, StreamOptions,
 };
+use serde::Deserialize;
 use serde_json::Value;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -51,36 +54,36 @@ pub fn handle_call(
 ) -> Option<CallReply> {
     match method {
         "authNotify" => {
-            login_notify(params.get("event").unwrap_or(&Value::Null));
+            let p = AuthNotifyParams::deserialize(params).unwrap_or_default();
+            login_notify(&p.event);
             return Some(CallReply::Now(Value::Null));
         }
         "authPrompt" => {
-            let prompt = params.get("prompt").cloned().unwrap_or(Value::Null);
+            let p = AuthPromptParams::deserialize(params).unwrap_or_default();
             return Some(CallReply::Later(Box::pin(async move {
-                let answer = tokio::task::spawn_blocking(move || login_prompt(&prompt))
+                let answer = tokio::task::spawn_blocking(move || login_prompt(&p.prompt))
                     .await
                     .ok()
                     .flatten();
-                match answer {
-                    Some(value) => serde_json::json!({ "value": value }),
-                    None => serde_json::json!({ "cancelled": true }),
-                }
+                let answer = match answer {
+                    Some(value) => AuthPromptAnswer::Value { value },
+                    None => AuthPromptAnswer::Cancelled { cancelled: true },
+                };
+                serde_json::to_value(answer).unwrap_or(Value::Null)
             })));
         }
         "publishModels" => {
-            let provider = params.get("provider").and_then(Value::as_str).unwrap_or("");
+            let p = PublishModelsParams::deserialize(params).unwrap_or_default();
             let agent_dir = registry
                 .read()
                 .ok()
                 .and_then(|r| r.agent_dir().map(std::path::Path::to_path_buf));
-            let answer = match (agent_dir, provider.is_empty()) {
-                (_, true) => serde_json::json!({"error": "publish needs a provider"}),
-                (None, _) => serde_json::json!({}),
-                (Some(dir), false) => match publish_models(&dir, provider, params.get("persist")) {
-                    Ok(()) => serde_json::json!({}),
-                    Err(e) => serde_json::json!({ "error": e }),
-                },
+            let error = match (agent_dir, p.provider.is_empty()) {
+                (_, true) => Some("publish needs a provider".to_string()),
+                (None, _) => None,
+                (Some(dir), false) => publish_models(&dir, &p.provider, p.persist.as_ref()).err(),
             };
+            let answer = serde_json::to_value(ProviderCallResult { error }).unwrap_or(Value::Null);
             return Some(CallReply::Now(answer));
         }
         _ => {}
@@ -193,28 +196,26 @@ pub fn stored_models(agent_dir: &std::path::Path, provider: &str) -> Value {
 /// `pi auth login` terminal does (`cli/auth-login.js`): `auth_url` → `Open this URL to sign
 /// in:` and the indented URL (then its `instructions`), `device_code` → `Open <uri> and enter
 /// code: <code>` and `Waiting for authentication...`, others → their `message`.
-fn login_notify(event: &Value) {
+fn login_notify(event: &LoginEvent) {
     use std::io::Write;
-    let s = |k: &str| event.get(k).and_then(Value::as_str).unwrap_or("");
     let mut out = std::io::stdout().lock();
-    match s("type") {
+    match event.kind.as_str() {
         "auth_url" => {
-            let _ = writeln!(out, "Open this URL to sign in:\n  {}", s("url"));
-            if !s("instructions").is_empty() {
-                let _ = writeln!(out, "{}", s("instructions"));
+            let _ = writeln!(out, "Open this URL to sign in:\n  {}", event.url);
+            if !event.instructions.is_empty() {
+                let _ = writeln!(out, "{}", event.instructions);
             }
         }
         "device_code" => {
             let _ = writeln!(
                 out,
                 "Open {} and enter code: {}",
-                s("verificationUri"),
-                s("userCode")
+                event.verification_uri, event.user_code
             );
             let _ = writeln!(out, "Waiting for authentication...");
         }
         _ => {
-            let _ = writeln!(out, "{}", s("message"));
+            let _ = writeln!(out, "{}", event.message);
         }
     }
     let _ = out.flush();
@@ -223,20 +224,15 @@ fn login_notify(event: &Value) {
 /// Asks one question of an extension provider's login on standard error (`<message> (<placeholder>): `;
 /// a `select` lists its options numbered first) and reads the answer, one line of standard
 /// input; `None` at end of input.
-fn login_prompt(prompt: &Value) -> Option<String> {
+fn login_prompt(prompt: &LoginPrompt) -> Option<String> {
     use std::io::{BufRead, Write};
-    let s = |k: &str| prompt.get(k).and_then(Value::as_str).unwrap_or("");
     let mut err = std::io::stderr().lock();
-    if s("type") == "select" {
-        let _ = writeln!(err, "{}", s("message"));
-        let options = prompt
-            .get("options")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
+    if prompt.kind == "select" {
+        let _ = writeln!(err, "{}", prompt.message);
+        let options = &prompt.options;
         for (i, o) in options.iter().enumerate() {
-            let label = o.get("label").and_then(Value::as_str).unwrap_or("");
-            match o.get("description").and_then(Value::as_str) {
+            let label = &o.label;
+            match &o.description {
                 Some(d) => {
                     let _ = writeln!(err, "  {}. {label} - {d}", i + 1);
                 }
@@ -247,11 +243,11 @@ fn login_prompt(prompt: &Value) -> Option<String> {
         }
         let _ = write!(err, "Select 1-{}: ", options.len());
     } else {
-        let placeholder = match s("placeholder") {
+        let placeholder = match prompt.placeholder.as_str() {
             "" => String::new(),
             p => format!(" ({p})"),
         };
-        let _ = write!(err, "{}{placeholder}: ", s("message"));
+        let _ = write!(err, "{}{placeholder}: ", prompt.message);
     }
     let _ = err.flush();
     drop(err);
@@ -274,7 +270,7 @@ fn oauth_call(
     op: &str,
     credentials: Value,
     timeout: Option<Duration>,
-) -> Result<Value, String> {
+) -> Result<ProviderAuthReply, String> {
     let id = host.next_id();
     let msg = ToHost::ProviderAuth {
         id,
@@ -288,6 +284,7 @@ fn oauth_call(
             HostError::Handler(text) => text,
             e => e.to_string(),
         })
+        .map(|v| ProviderAuthReply::deserialize(&v).unwrap_or_default())
 }
 
 /// The request key of extension provider `provider`, whose `auth.json` entry is an OAuth
@@ -334,9 +331,9 @@ pub fn oauth_request_key(
                 Value::Object(current),
                 Some(OAUTH_CALL_TIMEOUT),
             )
-            .and_then(|v| match v.get("credentials") {
-                Some(Value::Object(c)) => Ok(c.clone()),
-                _ => Err("refreshToken returned no credentials".to_string()),
+            .and_then(|v| {
+                v.credentials
+                    .ok_or_else(|| "refreshToken returned no credentials".to_string())
             });
             match refreshed {
                 Ok(next) => {
@@ -374,10 +371,7 @@ pub fn oauth_request_key(
             credentials,
             Some(OAUTH_CALL_TIMEOUT),
         )?;
-        Ok(answer
-            .get("apiKey")
-            .and_then(Value::as_str)
-            .map(str::to_string))
+        Ok(answer.api_key)
     })?
 }
 
@@ -402,10 +396,10 @@ pub async fn oauth_login(
         HostError::Handler(text) => text,
         e => e.to_string(),
     })?;
-    match answer.get("credentials") {
-        Some(Value::Object(c)) => Ok(c.clone()),
-        _ => Err("the login returned no credentials".into()),
-    }
+    ProviderAuthReply::deserialize(&answer)
+        .unwrap_or_default()
+        .credentials
+        .ok_or_else(|| "the login returned no credentials".into())
 }
 
 /// How long one `refreshModels` may take (upstream bounds its refreshes by 15 s).
@@ -435,13 +429,15 @@ pub async fn refresh_models(
     for provider in names.into_iter().filter(|n| only.is_none_or(|o| o == n)) {
         let credential = match registry.read() {
             Ok(r) => match r.auth().get(&provider) {
-                Some(crate::config::AuthCredential::OAuth { raw, .. }) => Value::Object(raw),
-                _ => r
-                    .api_key(&provider)
-                    .map(|key| serde_json::json!({"type": "api_key", "key": key}))
-                    .unwrap_or(Value::Null),
+                Some(crate::config::AuthCredential::OAuth { raw, .. }) => {
+                    Some(RefreshCredential::Stored(raw))
+                }
+                _ => r.api_key(&provider).map(|key| RefreshCredential::ApiKey {
+                    kind: "api_key",
+                    key,
+                }),
             },
-            Err(_) => Value::Null,
+            Err(_) => None,
         };
         let stored = agent_dir
             .as_deref()
@@ -465,11 +461,12 @@ pub async fn refresh_models(
                 continue;
             }
         };
-        let Some(list) = answer.get("models").filter(|m| m.is_array()) else {
+        let Some(parsed) = RefreshModelsReply::deserialize(&answer)
+            .ok()
+            .and_then(|r| r.models)
+        else {
             continue;
         };
-        let parsed: Result<Vec<crate::config::models::ModelConfig>, _> =
-            serde_json::from_value(list.clone());
         let result = match (parsed, registry.write()) {
             (Err(e), _) => Err(format!("invalid refreshModels result: {e}")),
             (Ok(_), Err(_)) => Err("the model registry is unavailable".into()),
@@ -489,7 +486,7 @@ pub async fn refresh_models(
 /// The router's error text (it threw, or returned no model).
 pub fn route_blocking(
     host: &Arc<ExtensionHost>,
-    request: Value,
+    request: RouteRequest,
     models: Vec<Model>,
 ) -> Result<super::wire::RouteResult, String> {
     let handle = tokio::runtime::Handle::try_current().map_err(|e| e.to_string())?;
@@ -498,7 +495,7 @@ pub fn route_blocking(
         let id = host.next_id();
         let msg = ToHost::Route {
             id,
-            request,
+            request: Box::new(request),
             models,
         };
         let answer = handle
@@ -842,18 +839,14 @@ pub fn route_virtual(
         }
         _ => None,
     });
-    let mut request = serde_json::json!({
-        "model": model,
-        "thinkingLevel": level.as_str(),
-        "reason": reason.as_str(),
-        "messages": messages,
-    });
-    if let Some(state) = state.filter(|_| reason != RouteReason::Direct) {
-        request["state"] = state;
-    }
-    if let Some(p) = previous {
-        request["previous"] = serde_json::json!({ "model": p });
-    }
+    let request = RouteRequest {
+        model: Box::new(model.clone()),
+        thinking_level: level.as_str().to_string(),
+        reason: reason.as_str().to_string(),
+        messages: messages.to_vec(),
+        state: state.filter(|_| reason != RouteReason::Direct),
+        previous: previous.map(|p| RoutePrevious { model: Box::new(p) }),
+    };
     let route = route_blocking(host, request, available.clone())?;
     let routed = format!("{name} routed to {}/{}", route.provider, route.id);
     let target = match available

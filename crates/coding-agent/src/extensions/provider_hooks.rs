@@ -11,11 +11,12 @@
 //! A host that fails or times out leaves the request unchanged (after an `extension_error`):
 //! these hooks observe or reshape a request, they gate nothing.
 
-use super::wire::ToHost;
+use super::wire::{Headers, HeadersReply, HostEvent, PayloadReply, ToHost};
 use super::Extensions;
 use futures::future::BoxFuture;
 use pi_ai::{ProviderRequestHooks, RequestHooks};
-use serde_json::{json, Map, Value};
+use serde::Deserialize;
+use serde_json::Value;
 use std::sync::Arc;
 
 /// The event names these hooks fire.
@@ -44,12 +45,12 @@ impl Extensions {
 
     /// Sends `event` (named `kind`) and waits for the reply; `None` after a failure (reported
     /// as `extension_error` for each extension that handles `kind`) or when nobody handles it.
-    async fn provider_round(&self, kind: &str, event: Value) -> Option<Value> {
+    async fn provider_round(&self, kind: &str, event: HostEvent) -> Option<Value> {
         if !self.handles(kind) || self.host.is_dead() {
             return None;
         }
         let id = self.host.next_id();
-        let msg = ToHost::Event {
+        let msg = ToHost::HostEvent {
             id: Some(id),
             event,
         };
@@ -73,16 +74,24 @@ impl ProviderRequestHooks for ExtensionRequestHooks {
         let ext = self.ext.clone();
         Box::pin(async move {
             const KIND: &str = "before_provider_headers";
-            let given: Map<String, Value> = headers
-                .iter()
-                .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-                .collect();
-            let event = json!({"type": KIND, "headers": given});
+            let event = HostEvent::BeforeProviderHeaders {
+                headers: Headers(headers.clone()),
+            };
             let Some(reply) = ext.provider_round(KIND, event).await else {
                 return vec![];
             };
-            let Some(out) = reply.get("headers").and_then(Value::as_object) else {
+            let Some(out) = HeadersReply::deserialize(&reply)
+                .ok()
+                .and_then(|r| r.headers)
+            else {
                 return vec![];
+            };
+            let given = |k: &str| {
+                headers
+                    .iter()
+                    .rev()
+                    .find(|(n, _)| n == k)
+                    .map(|(_, v)| v.as_str())
             };
             let mut changes: Vec<(String, Option<String>)> = vec![];
             // A header the handlers deleted from the object is removed as one set to null.
@@ -93,8 +102,8 @@ impl ProviderRequestHooks for ExtensionRequestHooks {
             }
             for (k, v) in out {
                 let value = v.as_str().map(str::to_string);
-                if value.as_deref() != given.get(k).and_then(Value::as_str) {
-                    changes.push((k.clone(), value));
+                if value.as_deref() != given(&k) {
+                    changes.push((k, value));
                 }
             }
             changes
@@ -108,12 +117,15 @@ impl ProviderRequestHooks for ExtensionRequestHooks {
             if !ext.handles(KIND) {
                 return payload;
             }
-            let event = json!({"type": KIND, "payload": payload});
-            match ext.provider_round(KIND, event.clone()).await {
-                Some(Value::Object(mut r)) if r.contains_key("payload") => {
-                    r.remove("payload").unwrap_or(Value::Null)
-                }
-                _ => event.get("payload").cloned().unwrap_or(Value::Null),
+            let event = HostEvent::BeforeProviderRequest {
+                payload: payload.clone(),
+            };
+            match ext.provider_round(KIND, event).await {
+                Some(r) if r.is_object() => PayloadReply::deserialize(&r)
+                    .ok()
+                    .and_then(|r| r.payload)
+                    .unwrap_or(payload),
+                _ => payload,
             }
         })
     }
@@ -122,11 +134,10 @@ impl ProviderRequestHooks for ExtensionRequestHooks {
         let ext = self.ext.clone();
         Box::pin(async move {
             const KIND: &str = "after_provider_response";
-            let headers: Map<String, Value> = headers
-                .into_iter()
-                .map(|(k, v)| (k, Value::String(v)))
-                .collect();
-            let event = json!({"type": KIND, "status": status, "headers": headers});
+            let event = HostEvent::AfterProviderResponse {
+                status,
+                headers: Headers(headers),
+            };
             let _ = ext.provider_round(KIND, event).await;
         })
     }

@@ -1,11 +1,12 @@
 //! Tools registered by extensions (`pi.registerTool`), executed in the extension host.
 
 use super::host::HostError;
-use super::wire::{ToHost, ToolInfo};
+use super::wire::{ToHost, ToolInfo, ToolPartial, ToolReply};
 use super::Extensions;
 use async_trait::async_trait;
 use pi_agent::{AgentTool, ToolContext, ToolError, ToolOutput};
-use pi_ai::{Content, ToolDefinition};
+use pi_ai::ToolDefinition;
+use serde::Deserialize;
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -61,15 +62,12 @@ impl AgentTool for ExtensionTool {
             Err(HostError::Handler(text)) => return Err(ToolError::Failed(text)),
             Err(e) => return Err(ToolError::Failed(e.to_string())),
         };
-        let content: Vec<Content> = v
-            .get("content")
-            .and_then(|c| serde_json::from_value(c.clone()).ok())
-            .unwrap_or_default();
+        let reply = ToolReply::deserialize(&v).unwrap_or_default();
         Ok(ToolOutput {
-            content,
-            details: v.get("details").cloned().filter(|d| !d.is_null()),
+            content: reply.content,
+            details: reply.details,
             structured_content: None,
-            is_error: v.get("isError").and_then(Value::as_bool).filter(|e| *e),
+            is_error: reply.is_error.filter(|e| *e),
         })
     }
 }
@@ -77,13 +75,10 @@ impl AgentTool for ExtensionTool {
 /// An `onUpdate` value as a partial result: `{content, details?}` as given; anything else is
 /// kept as `details` with no content.
 fn partial_output(v: Value) -> ToolOutput {
-    let content: Option<Vec<Content>> = v
-        .get("content")
-        .and_then(|c| serde_json::from_value(c.clone()).ok());
-    match content {
-        Some(content) => ToolOutput {
-            content,
-            details: v.get("details").cloned().filter(|d| !d.is_null()),
+    match ToolPartial::from_value(&v) {
+        Some(p) => ToolOutput {
+            content: p.content,
+            details: p.details,
             structured_content: None,
             is_error: None,
         },

@@ -63,6 +63,16 @@ pub enum ToHost {
         /// The upstream event object.
         event: Value,
     },
+    /// Run the handlers of a [`HostEvent`] pi knows the shape of (sent as `event`, as
+    /// [`ToHost::Event`] is). Reply: the event's reply (see each [`HostEvent`]).
+    #[serde(rename = "event")]
+    HostEvent {
+        /// Request id; `None` = fire and forget.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        id: Option<u64>,
+        /// The event.
+        event: HostEvent,
+    },
     /// Run the handlers of `event.type` (a notification: agent/turn/message/session events).
     /// Without an id nothing is answered.
     Event {
@@ -117,7 +127,7 @@ pub enum ToHost {
         /// Request id.
         id: u64,
         /// The upstream event object.
-        event: Value,
+        event: UserBashEvent,
         /// The command line for `operations.exec`.
         command: String,
     },
@@ -174,7 +184,7 @@ pub enum ToHost {
         /// `context.allowNetwork`.
         allow_network: bool,
         /// `context.credential`: the stored or resolved credential (`null` = none).
-        credential: Value,
+        credential: Option<RefreshCredential>,
         /// `context.stored`: the provider's `models-store.json` snapshot (`null` = none).
         stored: Value,
     },
@@ -183,9 +193,8 @@ pub enum ToHost {
     Route {
         /// Request id.
         id: u64,
-        /// `{model, thinkingLevel, reason, state, previous?, failed?, messages}` (the signal is
-        /// added by the host).
-        request: Value,
+        /// The route request (the signal is added by the host).
+        request: Box<RouteRequest>,
         /// The models `ctx.modelRegistry` answers from (those with credentials).
         models: Vec<pi_ai::Model>,
     },
@@ -729,4 +738,543 @@ pub struct ProviderCallResult {
     /// Why the registration was refused (upstream's message).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+// ---- host events pi sends, and the replies of their handlers (host.mjs `emit*`) ----
+
+/// Reads a field leniently: a value of the wrong type reads as the default (the host passes
+/// extension-returned values through, so a field may hold anything).
+fn lenient<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned + Default,
+{
+    let v = Value::deserialize(d)?;
+    Ok(serde_json::from_value(v).unwrap_or_default())
+}
+
+/// Reads a field whose presence matters: present (`null` included) = `Some`.
+fn present<'de, D>(d: D) -> Result<Option<Value>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    Value::deserialize(d).map(Some)
+}
+
+/// HTTP headers as an object of strings, in the order given.
+#[derive(Debug, Clone, Default)]
+pub struct Headers(pub Vec<(String, String)>);
+
+impl Serialize for Headers {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+/// `systemPromptOptions` of `before_agent_start` (upstream `BuildSystemPromptOptions`, the
+/// parts pi fills).
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SystemPromptOptions {
+    /// The session's working directory.
+    pub cwd: String,
+    /// The active tools' names.
+    pub selected_tools: Vec<String>,
+    /// Always empty (no hidden tools in RPC mode).
+    pub hidden_tools: Vec<String>,
+    /// Always empty.
+    pub prompt_guidelines: Vec<String>,
+}
+
+/// An event pi runs the handlers of and waits for ([`ToHost::HostEvent`]), as upstream's
+/// extension event objects (docs/extensions.md "Events"); fields in upstream's key order.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum HostEvent {
+    /// `before_agent_start` of a user prompt. Reply: [`BeforeAgentStartReply`].
+    #[serde(rename_all = "camelCase")]
+    BeforeAgentStart {
+        /// Always `"user"`.
+        message_type: String,
+        /// The prompt text.
+        prompt: String,
+        /// The system prompt the run would use.
+        system_prompt: String,
+        /// How that prompt was built.
+        system_prompt_options: SystemPromptOptions,
+        /// The prompt's images; absent when none (upstream's `undefined`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        images: Option<Vec<pi_ai::ImageContent>>,
+    },
+    /// `message_end` of a finalized message. Reply: [`MessageEndReply`].
+    MessageEnd {
+        /// The message.
+        message: Box<pi_ai::Message>,
+    },
+    /// `context` of one LLM call (system messages left out). Reply: `null` (unchanged) or
+    /// [`ContextReply`].
+    Context {
+        /// The messages.
+        messages: Vec<pi_ai::Message>,
+    },
+    /// `model_select`. Reply: `null`.
+    #[serde(rename_all = "camelCase")]
+    ModelSelect {
+        /// The new model.
+        model: Box<pi_ai::Model>,
+        /// The model before; absent when none.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        previous_model: Option<Box<pi_ai::Model>>,
+        /// `set` or `cycle`.
+        source: String,
+    },
+    /// `before_provider_headers`. Reply: [`HeadersReply`].
+    BeforeProviderHeaders {
+        /// The request headers.
+        headers: Headers,
+    },
+    /// `before_provider_request`. Reply: `null` (unchanged) or [`PayloadReply`].
+    BeforeProviderRequest {
+        /// The provider-specific request body.
+        payload: Value,
+    },
+    /// `after_provider_response`. Reply: `null`.
+    AfterProviderResponse {
+        /// The HTTP status.
+        status: u16,
+        /// The response headers (lower-case names).
+        headers: Headers,
+    },
+}
+
+/// The event of [`ToHost::UserBash`] (upstream `UserBashEvent`).
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type", rename = "user_bash", rename_all = "camelCase")]
+pub struct UserBashEvent {
+    /// The command as the client sent it.
+    pub command: String,
+    /// `excludeFromContext` of the `bash` command.
+    pub exclude_from_context: bool,
+    /// The working directory.
+    pub cwd: String,
+}
+
+/// A `custom` message as an extension gives it (`pi.sendMessage`, a `before_agent_start`
+/// `message`): `{customType, content, display, details}`. `customType`, `content` and
+/// `details` pass as given (extension data); `display` not `true`/`false` reads `false`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CustomMessageDraft {
+    /// `customType` (absent = `None`).
+    #[serde(default, deserialize_with = "present")]
+    pub custom_type: Option<Value>,
+    /// `content`: a string or content blocks (absent = `None`).
+    #[serde(default, deserialize_with = "present")]
+    pub content: Option<Value>,
+    /// Whether the client shows it.
+    #[serde(default, deserialize_with = "lenient")]
+    pub display: bool,
+    /// `details` (`null` = none).
+    #[serde(default)]
+    pub details: Option<Value>,
+}
+
+impl CustomMessageDraft {
+    /// `v` as a draft; `None` when it is not an object.
+    pub fn from_value(v: &Value) -> Option<Self> {
+        v.as_object()?;
+        Self::deserialize(v).ok()
+    }
+}
+
+/// The reply to `before_agent_start`: `{messages, systemPrompt?}`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BeforeAgentStartReply {
+    /// The returned messages, in handler order (drafts; see [`CustomMessageDraft`]).
+    #[serde(default, deserialize_with = "lenient")]
+    pub messages: Vec<Value>,
+    /// The system prompt when a handler replaced it.
+    #[serde(default, deserialize_with = "lenient")]
+    pub system_prompt: Option<String>,
+}
+
+/// The reply to an actionable boundary (`turn_end`, `agent_before_settle`):
+/// `{entries, continue}`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct BoundaryReply {
+    /// Draft entries (validated by pi afterwards).
+    #[serde(default, deserialize_with = "lenient")]
+    pub entries: Vec<Value>,
+    /// Whether one continuation is wanted.
+    #[serde(default, rename = "continue", deserialize_with = "lenient")]
+    pub continue_run: bool,
+}
+
+/// The reply to `message_end`: `{message}` (the final one; `null` = unchanged).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct MessageEndReply {
+    /// The message.
+    #[serde(default)]
+    pub message: Option<pi_ai::Message>,
+}
+
+/// The reply to `context` when the handlers changed the list: `{messages}`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ContextReply {
+    /// The messages to send.
+    pub messages: Vec<pi_ai::Message>,
+}
+
+/// The reply to `before_provider_headers`: `{headers}` as the handlers left them (`null` =
+/// deleted).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct HeadersReply {
+    /// Name → value; a non-string value reads as `None`.
+    #[serde(default, deserialize_with = "lenient")]
+    pub headers: Option<serde_json::Map<String, Value>>,
+}
+
+/// The reply to `before_provider_request` when a handler returned a value: `{payload}`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct PayloadReply {
+    /// The replacement body (`null` included); `None` = no replacement.
+    #[serde(default, deserialize_with = "present")]
+    pub payload: Option<Value>,
+}
+
+/// The reply to [`ToHost::UserBash`]: `null` (run here), `{result}` or `{executed}`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct UserBashReply {
+    /// The handler's `BashResult`, as given (pi checks it).
+    #[serde(default)]
+    pub result: Option<Value>,
+    /// The outcome of a run through the handler's `operations`.
+    #[serde(default)]
+    pub executed: Option<BashExecuted>,
+}
+
+/// `{output, exitCode?, cancelled}` of a run through a `user_bash` handler's `operations`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BashExecuted {
+    /// Everything the command wrote.
+    #[serde(default, deserialize_with = "lenient")]
+    pub output: String,
+    /// The exit code, when known.
+    #[serde(default, deserialize_with = "lenient")]
+    pub exit_code: Option<i64>,
+    /// Aborted.
+    #[serde(default, deserialize_with = "lenient")]
+    pub cancelled: bool,
+}
+
+/// The reply to [`ToHost::Tool`]: `{content, details?, isError?}` as the tool returned it.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolReply {
+    /// The result's content blocks (unreadable = none).
+    #[serde(default, deserialize_with = "lenient")]
+    pub content: Vec<pi_ai::Content>,
+    /// The tool's `details` (extension data; `null` = none).
+    #[serde(default)]
+    pub details: Option<Value>,
+    /// Whether it is an error result (non-boolean = no).
+    #[serde(default, deserialize_with = "lenient")]
+    pub is_error: Option<bool>,
+}
+
+/// A tool's `onUpdate` value in the `{content, details?}` shape ([`FromHost::ToolUpdate`]).
+#[derive(Debug, Clone, Deserialize)]
+pub struct ToolPartial {
+    /// The partial content blocks.
+    pub content: Vec<pi_ai::Content>,
+    /// Its `details` (`null` = none).
+    #[serde(default)]
+    pub details: Option<Value>,
+}
+
+impl ToolPartial {
+    /// `v` in that shape; `None` when it is not an object with readable `content`.
+    pub fn from_value(v: &Value) -> Option<Self> {
+        v.as_object()?;
+        Self::deserialize(v).ok()
+    }
+}
+
+// ---- extension provider auth and models (host.mjs `providerAuth`, `refreshModels`) ----
+
+/// The params of an `authNotify` call: `{id, event}`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct AuthNotifyParams {
+    /// The login callback's event.
+    #[serde(default, deserialize_with = "lenient")]
+    pub event: LoginEvent,
+}
+
+/// One `onAuth` / `onDeviceCode` / `onProgress` event of an OAuth login (upstream
+/// `OAuthLoginCallbacks`): `{type, url?, instructions?, verificationUri?, userCode?,
+/// message?}`; absent or non-string fields read as `""`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LoginEvent {
+    /// `auth_url`, `device_code` or another kind.
+    #[serde(default, rename = "type", deserialize_with = "lenient")]
+    pub kind: String,
+    /// The URL to open (`auth_url`).
+    #[serde(default, deserialize_with = "lenient")]
+    pub url: String,
+    /// Shown after the URL.
+    #[serde(default, deserialize_with = "lenient")]
+    pub instructions: String,
+    /// Where to enter the code (`device_code`).
+    #[serde(default, deserialize_with = "lenient")]
+    pub verification_uri: String,
+    /// The code (`device_code`).
+    #[serde(default, deserialize_with = "lenient")]
+    pub user_code: String,
+    /// Any other event's text.
+    #[serde(default, deserialize_with = "lenient")]
+    pub message: String,
+}
+
+/// The params of an `authPrompt` call: `{id, prompt}`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct AuthPromptParams {
+    /// The question.
+    #[serde(default, deserialize_with = "lenient")]
+    pub prompt: LoginPrompt,
+}
+
+/// One question of an OAuth login (`onPrompt` / `onSelect`): `{type?, message, placeholder?,
+/// options?}`; absent or non-string fields read as `""`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct LoginPrompt {
+    /// `select` for a choice, else a text question.
+    #[serde(default, rename = "type", deserialize_with = "lenient")]
+    pub kind: String,
+    /// The question.
+    #[serde(default, deserialize_with = "lenient")]
+    pub message: String,
+    /// Shown in parentheses.
+    #[serde(default, deserialize_with = "lenient")]
+    pub placeholder: String,
+    /// The choices of a `select`.
+    #[serde(default, deserialize_with = "lenient")]
+    pub options: Vec<LoginOption>,
+}
+
+/// One choice of a `select` login question.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct LoginOption {
+    /// Its label.
+    #[serde(default, deserialize_with = "lenient")]
+    pub label: String,
+    /// Shown after the label.
+    #[serde(default, deserialize_with = "lenient")]
+    pub description: Option<String>,
+}
+
+/// The answer to an `authPrompt` call: `{value}` or `{cancelled: true}` (end of input).
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum AuthPromptAnswer {
+    /// The line read.
+    Value {
+        /// Its text.
+        value: String,
+    },
+    /// No answer.
+    Cancelled {
+        /// Always `true`.
+        cancelled: bool,
+    },
+}
+
+/// The params of a `publishModels` call (`context.publish({persist})` of `refreshModels`):
+/// `{provider, persist?}`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct PublishModelsParams {
+    /// The provider (`""` = none given).
+    #[serde(default, deserialize_with = "lenient")]
+    pub provider: String,
+    /// The snapshot to store (extension data); `null` = delete it; `None` = nothing to store.
+    #[serde(default, deserialize_with = "present")]
+    pub persist: Option<Value>,
+}
+
+/// The reply to [`ToHost::ProviderAuth`]: `{credentials, name}` (`login`), `{credentials}`
+/// (`refresh`) or `{apiKey}` (`apiKey`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderAuthReply {
+    /// The credential to store (a non-object reads as none).
+    #[serde(default, deserialize_with = "lenient")]
+    pub credentials: Option<serde_json::Map<String, Value>>,
+    /// The request key (`null` = none).
+    #[serde(default, deserialize_with = "lenient")]
+    pub api_key: Option<String>,
+}
+
+/// `context.credential` of [`ToHost::RefreshModels`].
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum RefreshCredential {
+    /// The stored OAuth entry of `auth.json`, as is.
+    Stored(serde_json::Map<String, Value>),
+    /// A resolved API key: `{type: "api_key", key}`.
+    ApiKey {
+        /// Always `"api_key"`.
+        #[serde(rename = "type")]
+        kind: &'static str,
+        /// The key.
+        key: String,
+    },
+}
+
+/// The reply to [`ToHost::RefreshModels`]: `{models, published}`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct RefreshModelsReply {
+    /// The models replacing the registration's: `None` = unchanged (not a list), `Some(Err)`
+    /// = a list that does not read as model definitions (the reason).
+    #[serde(default, deserialize_with = "model_list")]
+    pub models: Option<Result<Vec<crate::config::models::ModelConfig>, String>>,
+}
+
+type ModelList = Option<Result<Vec<crate::config::models::ModelConfig>, String>>;
+
+fn model_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<ModelList, D::Error> {
+    let v = Value::deserialize(d)?;
+    Ok(v.is_array()
+        .then(|| serde_json::from_value(v).map_err(|e| e.to_string())))
+}
+
+/// `request` of [`ToHost::Route`] (upstream `VirtualModelRouteRequest` minus `signal`):
+/// `{model, thinkingLevel, reason, messages, state?, previous?}`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteRequest {
+    /// The virtual model.
+    pub model: Box<pi_ai::Model>,
+    /// The requested thinking level.
+    pub thinking_level: String,
+    /// `user`, `agent` or `direct`.
+    pub reason: String,
+    /// The conversation so far.
+    pub messages: Vec<pi_ai::Message>,
+    /// The router's state on the branch (router data); absent for `direct`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<Value>,
+    /// `{model}`: the physical model of the latest successful response.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous: Option<RoutePrevious>,
+}
+
+/// `previous` of a [`RouteRequest`].
+#[derive(Debug, Clone, Serialize)]
+pub struct RoutePrevious {
+    /// The model.
+    pub model: Box<pi_ai::Model>,
+}
+
+// ---- `ctx.modelRegistry.complete` (host.mjs `complete` call) ----
+
+/// `context` of a `complete` call: `{systemPrompt?, messages, tools?}` in pi's shapes.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CompleteContext {
+    /// The system prompt (non-string = none).
+    #[serde(default, deserialize_with = "lenient")]
+    pub system_prompt: Option<String>,
+    /// The messages: `None` = absent, `Some(Err)` = unreadable (the reason).
+    #[serde(default, deserialize_with = "checked")]
+    pub messages: Option<Result<Vec<pi_ai::Message>, String>>,
+    /// The tools: `None` = absent, `Some(Ok(None))` = `null`, `Some(Err)` = unreadable.
+    #[serde(default, deserialize_with = "checked")]
+    pub tools: Option<Result<Option<Vec<pi_ai::ToolDefinition>>, String>>,
+}
+
+/// Reads a present field as `Some(Ok)`, or `Some(Err)` (the reason) when it does not read as
+/// `T`, so that the caller can name the field in its error.
+fn checked<'de, D, T>(d: D) -> Result<Option<Result<T, String>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned,
+{
+    let v = Value::deserialize(d)?;
+    Ok(Some(serde_json::from_value(v).map_err(|e| e.to_string())))
+}
+
+/// `options` of a `complete` call (upstream `SimpleStreamOptions`, the fields pi reads).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CompleteOptions {
+    /// A thinking level.
+    #[serde(default, deserialize_with = "lenient")]
+    pub reasoning: Option<String>,
+    /// Output cap.
+    #[serde(default, deserialize_with = "lenient")]
+    pub max_tokens: Option<u64>,
+    /// Session id (prompt caching).
+    #[serde(default, deserialize_with = "lenient")]
+    pub session_id: Option<String>,
+    /// `none` disables prompt caching.
+    #[serde(default, deserialize_with = "lenient")]
+    pub cache_retention: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn host_events_serialize_as_host_mjs_reads_them() {
+        let msg = ToHost::HostEvent {
+            id: Some(3),
+            event: HostEvent::BeforeProviderHeaders {
+                headers: Headers(vec![("b".into(), "1".into()), ("a".into(), "2".into())]),
+            },
+        };
+        let line = serde_json::to_string(&msg).unwrap();
+        assert_eq!(
+            line,
+            r#"{"t":"event","id":3,"event":{"type":"before_provider_headers","headers":{"b":"1","a":"2"}}}"#
+        );
+        let bash = ToHost::UserBash {
+            id: 1,
+            event: UserBashEvent {
+                command: "ls".into(),
+                exclude_from_context: true,
+                cwd: "/w".into(),
+            },
+            command: "ls".into(),
+        };
+        assert_eq!(
+            serde_json::to_value(&bash).unwrap()["event"],
+            json!({"type": "user_bash", "command": "ls", "excludeFromContext": true, "cwd": "/w"})
+        );
+    }
+
+    #[test]
+    fn replies_tolerate_odd_fields_and_keep_presence() {
+        let r = PayloadReply::deserialize(&json!({"payload": null})).unwrap();
+        assert_eq!(r.payload, Some(Value::Null));
+        assert_eq!(PayloadReply::deserialize(&json!({})).unwrap().payload, None);
+        let b =
+            BoundaryReply::deserialize(&json!({"entries": 3, "continue": "yes", "x": 1})).unwrap();
+        assert!(b.entries.is_empty() && !b.continue_run);
+        let t = ToolReply::deserialize(&json!({"content": "bad", "isError": 1})).unwrap();
+        assert!(t.content.is_empty() && t.is_error.is_none());
+        let m = RefreshModelsReply::deserialize(&json!({"models": null})).unwrap();
+        assert!(m.models.is_none());
+        let m = RefreshModelsReply::deserialize(&json!({"models": [1]})).unwrap();
+        assert!(matches!(m.models, Some(Err(_))));
+        assert!(CustomMessageDraft::from_value(&json!([1, 2])).is_none());
+    }
 }
