@@ -89,12 +89,9 @@ fn main() {
         .without_time()
         .with_target(false)
         .init();
-    // A worker writes the stdout records it queued just before it parks, so a burst goes out
-    // in one write without waking the writer thread (output.rs).
-    //
     // One worker (issue 15: context switches while streaming). A session is one stream of work
     // at a time, and what runs in parallel has its own threads (grep/find's walker, tool output
-    // readers, the blocking pool, `tasks::block_in_place`); with two workers, hyper's
+    // readers, the blocking pool); with two workers, hyper's
     // connection task and the task reading the response body woke each other across threads
     // for every read (~3–5 switches per 20 streamed deltas, against ~0.3 with one worker).
     // The RPC reader runs on the main thread (`block_on`), so commands are read and answered
@@ -102,8 +99,6 @@ fn main() {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
-        .on_thread_unpark(pi_coding_agent::output::on_worker_unpark)
-        .on_thread_park(pi_coding_agent::output::on_worker_park)
         .build()
     {
         Ok(r) => r,
