@@ -14,7 +14,8 @@
 /// meanwhile); elsewhere `f` just runs.
 pub fn block_in_place<T>(f: impl FnOnce() -> T) -> T {
     match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
-        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) =>
+        {
             #[allow(clippy::disallowed_methods)]
             tokio::task::block_in_place(f)
         }

@@ -221,7 +221,10 @@ pub async fn refresh(
     })
     .await
     .map_err(|e| OAuthError::Store(e.to_string()))??;
-    let mut state = store.load(name, url).await?.ok_or(OAuthError::SignInRequired)?;
+    let mut state = store
+        .load(name, url)
+        .await?
+        .ok_or(OAuthError::SignInRequired)?;
     let now = state.tokens.as_ref().map(|t| t.access_token.clone());
     if now != seen && now.is_some() {
         // Refreshed (or signed in again) by another process while this one waited.
