@@ -182,7 +182,8 @@ fn auth_with_extensions(
             {
                 let host = ext.host().clone();
                 let (dir, id) = (agent_dir.to_path_buf(), provider.clone());
-                let refreshed = tokio::spawn(async move {
+                // Blocking (it waits for the host): off the runtime's one worker.
+                let refreshed = tokio::task::spawn_blocking(move || {
                     extensions::provider::oauth_request_key(&host, &dir, &id)
                 })
                 .await;

@@ -4,6 +4,7 @@
 
 use super::queues::QueueKind;
 use super::AgentSession;
+use futures::future::BoxFuture;
 use pi_agent::{RunHooks, TurnConfig};
 use pi_ai::{AssistantMessage, Message, Model, Provider, StopReason};
 use serde_json::Value;
@@ -15,8 +16,10 @@ pub(super) struct Hooks {
     pub(super) cancel: CancellationToken,
 }
 
-impl RunHooks for Hooks {
-    fn turn_config(&self) -> TurnConfig {
+impl Hooks {
+    /// [`RunHooks::turn_config`]: the session's model (a virtual one routed to a physical
+    /// one), its credentials, the loadout's system prompt and tools, the settings' tuning.
+    async fn build_turn_config(&self) -> TurnConfig {
         let inner = &self.session.inner;
         let (model, thinking_level) = {
             let st = inner.model.lock();
@@ -32,7 +35,8 @@ impl RunHooks for Hooks {
         if crate::config::models::is_virtual(&model) {
             match self
                 .session
-                .route_virtual_model(&model, thinking_level, false)
+                .route_virtual_model_off_worker(&model, thinking_level, false)
+                .await
             {
                 Ok((m, level)) => {
                     model = m;
@@ -41,11 +45,15 @@ impl RunHooks for Hooks {
                 Err(e) => route_error = Some(e),
             }
         }
-        let creds = (inner.services.api_key)(&model, super::KeyUse::Request).unwrap_or_default();
+        // A lookup that fails reaches the run as the request's error, never as "no key".
+        let (creds, lookup_error) = match self.session.request_credentials(&model).await {
+            Ok(c) => (c, None),
+            Err(e) => (super::RequestCredentials::default(), Some(e.to_string())),
+        };
         if let Some(base) = &creds.base_url {
             model.base_url = base.clone();
         }
-        let failed = route_error.or_else(|| creds.error.clone());
+        let failed = route_error.or(lookup_error).or_else(|| creds.error.clone());
         let loadout = inner.loadout.lock().clone();
         let (thinking_budgets, transport) = {
             let settings = inner.services.settings.lock();
@@ -85,6 +93,12 @@ impl RunHooks for Hooks {
                 ..Default::default()
             },
         }
+    }
+}
+
+impl RunHooks for Hooks {
+    fn turn_config(&self) -> BoxFuture<'_, TurnConfig> {
+        Box::pin(self.build_turn_config())
     }
 
     fn convert_to_llm(&self, messages: &[Message]) -> Vec<Message> {
@@ -308,5 +322,57 @@ impl AgentSession {
             }
         }
         Ok((routed.model, routed.thinking_level))
+    }
+}
+
+/// Why the credentials of a request could not be looked up
+/// ([`AgentSession::request_credentials`]).
+#[derive(Debug, thiserror::Error)]
+pub enum CredentialError {
+    /// The resolver found none usable (its text, e.g. `No API key found for "<provider>"`).
+    #[error("{0}")]
+    Unavailable(String),
+    /// The lookup's blocking task did not finish (it panicked, or the runtime is shutting
+    /// down).
+    #[error("credential lookup failed: {0}")]
+    Interrupted(String),
+}
+
+impl AgentSession {
+    /// The credentials of a request to `model` ([`super::KeyUse::Request`]). The resolver is
+    /// synchronous and may block (an OAuth refresh takes the `auth.json` lock and calls the
+    /// token endpoint; an extension provider's OAuth asks its host), so it runs on the
+    /// blocking pool while the worker goes on.
+    ///
+    /// # Errors
+    /// [`CredentialError`]: the resolver's own failure, or its task's.
+    pub(super) async fn request_credentials(
+        &self,
+        model: &Model,
+    ) -> Result<super::RequestCredentials, CredentialError> {
+        let resolver = self.inner.services.api_key.clone();
+        let model = model.clone();
+        tokio::task::spawn_blocking(move || resolver(&model, super::KeyUse::Request))
+            .await
+            .map_err(|e| CredentialError::Interrupted(e.to_string()))?
+            .map_err(CredentialError::Unavailable)
+    }
+
+    /// [`AgentSession::route_virtual_model`] on the blocking pool (the router runs in the
+    /// extension host and is waited for synchronously there).
+    ///
+    /// # Errors
+    /// The text the request then fails with.
+    pub(super) async fn route_virtual_model_off_worker(
+        &self,
+        model: &Model,
+        level: pi_ai::ThinkingLevel,
+        direct: bool,
+    ) -> Result<(Model, pi_ai::ThinkingLevel), String> {
+        let me = self.clone();
+        let model = model.clone();
+        tokio::task::spawn_blocking(move || me.route_virtual_model(&model, level, direct))
+            .await
+            .map_err(|e| format!("virtual model routing failed: {e}"))?
     }
 }
