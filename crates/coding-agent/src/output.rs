@@ -247,10 +247,17 @@ impl Output {
     /// written when the task that queued them yields (see the [module docs](self)). Only the
     /// first call defers; [`flush_stdout_for_exit`] flushes that one.
     pub fn stdout() -> Self {
-        let out = Self::start(Box::new(std::io::stdout()), true);
+        let out = Self::deferring(Box::new(std::io::stdout()));
         if STDOUT.set(out.shared.clone()).is_err() {
             return Self::with_writer(Box::new(std::io::stdout()));
         }
+        out
+    }
+
+    /// A writer on `w` that leaves records queued inside runtime tasks for its writer task
+    /// (spawned when called inside a tokio runtime; outside one it never defers).
+    fn deferring(w: Box<dyn Write + Send>) -> Self {
+        let out = Self::start(w, true);
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
             out.shared.task_alive.store(true, Ordering::Release);
             handle.spawn(write_task(out.shared.clone()));
@@ -421,5 +428,159 @@ impl Output {
     pub fn sink(&self) -> crate::agent_session::EventSink {
         let o = self.clone();
         Arc::new(move |e| o.event(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A sink that records every flushed batch.
+    #[derive(Clone, Default)]
+    struct Batches(Arc<Mutex<(Vec<u8>, Vec<Vec<u8>>)>>);
+
+    impl Write for Batches {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().0.extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            let mut g = self.0.lock().unwrap();
+            let batch = std::mem::take(&mut g.0);
+            g.1.push(batch);
+            Ok(())
+        }
+    }
+
+    impl Batches {
+        fn lines(&self) -> Vec<String> {
+            let g = self.0.lock().unwrap();
+            let all: Vec<u8> = g.1.concat();
+            String::from_utf8(all)
+                .unwrap()
+                .lines()
+                .map(str::to_string)
+                .collect()
+        }
+        fn count(&self) -> usize {
+            self.0.lock().unwrap().1.len()
+        }
+        /// Waits (up to 5 s) until `n` lines have been written.
+        fn wait_lines(&self, n: usize) {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while self.lines().len() < n {
+                assert!(Instant::now() < deadline, "only {:?}", self.lines());
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    /// A burst queued by one task goes out in one write, in order, once the task yields.
+    #[test]
+    fn a_burst_from_a_task_is_one_write() {
+        let rt = runtime();
+        let sink = Batches::default();
+        let s2 = sink.clone();
+        rt.block_on(async move {
+            let out = Output::deferring(Box::new(s2));
+            let o = out.clone();
+            tokio::spawn(async move {
+                for i in 0..200 {
+                    o.raw_line(format!("{{\"n\":{i}}}"));
+                }
+            })
+            .await
+            .unwrap();
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        });
+        sink.wait_lines(200);
+        let want: Vec<String> = (0..200).map(|i| format!("{{\"n\":{i}}}")).collect();
+        assert_eq!(sink.lines(), want);
+        assert_eq!(sink.count(), 1, "one write for the burst");
+    }
+
+    /// A record left for the writer task is written even though the task that queued it never
+    /// yields to it on the same thread again: it awaits something else, and the writer task
+    /// runs meanwhile (the case that needed `block_in_place`'s hook before).
+    #[test]
+    fn a_deferred_record_goes_out_while_its_task_waits() {
+        let rt = runtime();
+        let sink = Batches::default();
+        let s2 = sink.clone();
+        let seen = sink.clone();
+        rt.block_on(async move {
+            let out = Output::deferring(Box::new(s2));
+            let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+            let o = out.clone();
+            let waiter = tokio::spawn(async move {
+                o.raw_line("{\"type\":\"agent_settled\"}".into());
+                // Waits for the client's answer, which only comes once the line is out.
+                rx.await.unwrap();
+            });
+            tokio::task::spawn_blocking(move || {
+                seen.wait_lines(1);
+                tx.send(()).unwrap();
+            })
+            .await
+            .unwrap();
+            waiter.await.unwrap();
+        });
+        assert_eq!(
+            sink.lines(),
+            vec!["{\"type\":\"agent_settled\"}".to_string()]
+        );
+    }
+
+    /// A record queued outside any task (the RPC reader on the main thread's `block_on`) is
+    /// written by the writer thread without waiting for a task to yield.
+    #[test]
+    fn a_record_from_outside_a_task_is_written_at_once() {
+        let rt = runtime();
+        let sink = Batches::default();
+        let s2 = sink.clone();
+        let seen = sink.clone();
+        rt.block_on(async move {
+            let out = Output::deferring(Box::new(s2));
+            out.raw_line("{\"id\":\"s\"}".into());
+            // No await: the main future keeps the thread.
+            seen.wait_lines(1);
+        });
+        assert_eq!(sink.lines(), vec!["{\"id\":\"s\"}".to_string()]);
+    }
+
+    /// `tool_execution_start` is written and flushed before `event` returns, together with
+    /// the records deferred before it.
+    #[test]
+    fn tool_execution_start_is_flushed_before_event_returns() {
+        let rt = runtime();
+        let sink = Batches::default();
+        let s2 = sink.clone();
+        let seen = sink.clone();
+        rt.block_on(async move {
+            let out = Output::deferring(Box::new(s2));
+            tokio::spawn(async move {
+                out.raw_line("{\"before\":true}".into());
+                out.event(RpcEvent::ToolExecutionStart {
+                    tool_call_id: "c1".into(),
+                    tool_name: "bash".into(),
+                    args: serde_json::json!({}),
+                    parent_tool_call_id: None,
+                });
+                let lines = seen.lines();
+                assert_eq!(lines.len(), 2, "{lines:?}");
+                assert!(lines[1].contains("tool_execution_start"));
+            })
+            .await
+            .unwrap();
+        });
     }
 }
