@@ -436,9 +436,12 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
+    /// Bytes written since the last flush, and every flushed batch.
+    type Written = (Vec<u8>, Vec<Vec<u8>>);
+
     /// A sink that records every flushed batch.
     #[derive(Clone, Default)]
-    struct Batches(Arc<Mutex<(Vec<u8>, Vec<Vec<u8>>)>>);
+    struct Batches(Arc<Mutex<Written>>);
 
     impl Write for Batches {
         fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
