@@ -34,8 +34,7 @@ fn replies_tolerate_odd_fields_and_keep_presence() {
     let r = PayloadReply::deserialize(&json!({"payload": null})).unwrap();
     assert_eq!(r.payload, Some(Value::Null));
     assert_eq!(PayloadReply::deserialize(&json!({})).unwrap().payload, None);
-    let b =
-        BoundaryReply::deserialize(&json!({"entries": 3, "continue": "yes", "x": 1})).unwrap();
+    let b = BoundaryReply::deserialize(&json!({"entries": 3, "continue": "yes", "x": 1})).unwrap();
     assert!(b.entries.is_empty() && !b.continue_run);
     let t = ToolReply::deserialize(&json!({"content": "bad", "isError": 1})).unwrap();
     assert!(t.content.is_empty() && t.is_error.is_none());
