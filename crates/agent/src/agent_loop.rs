@@ -61,8 +61,11 @@ pub struct TurnConfig {
 
 /// The loop's view of its owner (the coding-agent session).
 pub trait RunHooks: Send + Sync {
-    /// Model, tools and options for the next LLM call.
-    fn turn_config(&self) -> TurnConfig;
+    /// Model, tools and options for the next LLM call (async: resolving them may wait for a
+    /// credential refresh or a virtual model's router). A failure is part of the config (a
+    /// provider that fails the request with the error's text), so the run reports it as the
+    /// assistant's `errorMessage`.
+    fn turn_config(&self) -> futures::future::BoxFuture<'_, TurnConfig>;
     /// Converts the context transcript to what the model sees (`user`/`assistant`/`toolResult`
     /// only; spec sessions.md §9.4).
     fn convert_to_llm(&self, messages: &[Message]) -> Vec<Message>;
@@ -229,7 +232,7 @@ pub async fn run_agent_loop(
             for m in std::mem::take(&mut pending) {
                 let _ = push_message(&messages, &mut created, hooks, emit, m).await;
             }
-            let cfg = hooks.turn_config();
+            let cfg = hooks.turn_config().await;
             let streamed = stream_assistant(&messages, hooks, &cfg, cancel, emit).await;
             let assistant_msg = hooks
                 .message_end(Message::Assistant(streamed.clone()))

@@ -1,18 +1,15 @@
 //! `pi`: the coding agent's command-line entry point (spec config.md §7).
 
-use pi_ai::{Model, ThinkingLevel};
+use pi_ai::Model;
 use pi_coding_agent::agent_session::factory::{SessionFactory, SessionRequest};
-use pi_coding_agent::agent_session::runtime::{record_start, AgentSessionRuntime};
-use pi_coding_agent::agent_session::{KeyUse, RequestCredentials, SessionServices};
+use pi_coding_agent::agent_session::runtime::AgentSessionRuntime;
 use pi_coding_agent::cli::{self, Cli};
-use pi_coding_agent::config::{self, InitialModelOptions, ModelRegistry, Settings};
+use pi_coding_agent::config::{self, ModelRegistry, Settings};
 use pi_coding_agent::output::Output;
-use pi_coding_agent::resources::ResourceOptions;
-use pi_coding_agent::session::resolve;
-use pi_coding_agent::{
-    extensions, file_args, package_cmd, packages, print_mode, procs, rpc, tools, trust,
-};
+use pi_coding_agent::{extensions, file_args, package_cmd, packages, print_mode, procs, rpc};
 use std::sync::{Arc, RwLock};
+
+mod startup;
 
 fn main() {
     let args: Vec<String> = std::env::args_os()
@@ -89,12 +86,9 @@ fn main() {
         .without_time()
         .with_target(false)
         .init();
-    // A worker writes the stdout records it queued just before it parks, so a burst goes out
-    // in one write without waking the writer thread (output.rs).
-    //
     // One worker (issue 15: context switches while streaming). A session is one stream of work
     // at a time, and what runs in parallel has its own threads (grep/find's walker, tool output
-    // readers, the blocking pool, `tasks::block_in_place`); with two workers, hyper's
+    // readers, the blocking pool); with two workers, hyper's
     // connection task and the task reading the response body woke each other across threads
     // for every read (~3–5 switches per 20 streamed deltas, against ~0.3 with one worker).
     // The RPC reader runs on the main thread (`block_on`), so commands are read and answered
@@ -102,8 +96,6 @@ fn main() {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
-        .on_thread_unpark(pi_coding_agent::output::on_worker_unpark)
-        .on_thread_park(pi_coding_agent::output::on_worker_park)
         .build()
     {
         Ok(r) => r,
@@ -114,7 +106,7 @@ fn main() {
     };
     let code = runtime.block_on(async {
         install_signal_handlers();
-        run(cli).await
+        startup::run(cli).await
     });
     procs::kill_all();
     std::process::exit(code);
@@ -190,7 +182,8 @@ fn auth_with_extensions(
             {
                 let host = ext.host().clone();
                 let (dir, id) = (agent_dir.to_path_buf(), provider.clone());
-                let refreshed = tokio::spawn(async move {
+                // Blocking (it waits for the host): off the runtime's one worker.
+                let refreshed = tokio::task::spawn_blocking(move || {
                     extensions::provider::oauth_request_key(&host, &dir, &id)
                 })
                 .await;
@@ -282,413 +275,6 @@ fn install_signal_handlers() {
 fn fail(msg: &str) -> i32 {
     eprintln!("Error: {msg}");
     1
-}
-
-async fn run(cli: Cli) -> i32 {
-    use std::io::IsTerminal;
-    // Upstream: `--mode` wins; else `-p` or a non-TTY stdin/stdout means print mode; else the
-    // interactive TUI, which this build does not have: messages are answered as in print mode
-    // and a bare `pi` on a terminal speaks RPC.
-    let stdin_tty = std::io::stdin().is_terminal();
-    let stdout_tty = std::io::stdout().is_terminal();
-    let mode = match (cli.mode.as_deref(), cli.print) {
-        (Some("rpc"), _) => Mode::Rpc,
-        (Some("json"), _) => Mode::Json,
-        (_, true) | (Some("text"), _) => Mode::Print,
-        _ if !stdin_tty || !stdout_tty => Mode::Print,
-        _ if !cli.messages.is_empty() || !cli.file_args.is_empty() => Mode::Print,
-        _ => Mode::Rpc,
-    };
-    if mode == Mode::Rpc && !cli.file_args.is_empty() {
-        return fail("@file arguments are not supported in RPC mode");
-    }
-    let cwd = match std::env::current_dir() {
-        Ok(c) => c,
-        Err(e) => return fail(&format!("cannot read the working directory: {e}")),
-    };
-    let agent_dir = config::agent_dir();
-    config::ensure_agent_files(&agent_dir);
-    // Project trust decides whether `.pi/settings.json` and the other protected project files
-    // are read (trust.rs); `defaultProjectTrust` comes from the agent-dir settings only.
-    let global_settings = Settings::load_with_trust(&agent_dir, &cwd, false);
-    let trust_policy = trust::TrustPolicy {
-        cli_override: cli.approve,
-        default_trust: global_settings.default_project_trust().to_string(),
-        store: trust::TrustStore::new(&agent_dir),
-        home: config::home_dir(),
-    };
-    // The launch directory's decision serves only to find the session (`sessionDir` of a
-    // trusted launch project); a resumed session may run elsewhere, and what runs there is
-    // decided for that directory below (issue 28).
-    let launch_decision = trust_policy.decide(&cwd);
-    let launch_settings = if launch_decision.trusted {
-        Settings::load(&agent_dir, &cwd)
-    } else {
-        global_settings
-    };
-    // A models.json problem is reported on stderr by the loader itself. Shared from here on:
-    // extension providers (`pi.registerProvider`) are merged into it as they register.
-    let registry = Arc::new(RwLock::new(ModelRegistry::load(&agent_dir)));
-    let api_slot: extensions::api::RuntimeSlot = Arc::default();
-    let launch_dir = cwd.clone();
-    let ext_start = ExtensionStart {
-        cli: &cli,
-        agent_dir: &agent_dir,
-        launch_cwd: &launch_dir,
-        mode,
-        registry: &registry,
-        api_slot: &api_slot,
-    };
-
-    if let Some(search) = &cli.list_models {
-        // Extension providers are listed too (upstream loads extensions for --list-models).
-        let _extensions = match ext_start
-            .start(
-                &cwd,
-                &launch_settings,
-                launch_decision.trusted,
-                Arc::new(|_| {}),
-            )
-            .await
-        {
-            Ok(e) => e,
-            Err(code) => return code,
-        };
-        let reg = match registry.read() {
-            Ok(r) => r,
-            Err(_) => return fail("the model registry is unavailable"),
-        };
-        return list_models(&reg, search);
-    }
-    let cli_thinking = cli.thinking;
-
-    // Session store (spec sessions.md §1.4, §1.6; session/resolve.rs).
-    let env_session_dir = std::env::var("PI_CODING_AGENT_SESSION_DIR").ok();
-    let session_dir = resolve::session_dir_override(
-        cli.session_dir.as_deref(),
-        env_session_dir.as_deref(),
-        launch_settings.session_dir(),
-        &cwd,
-    );
-    let flags = resolve::SessionFlags {
-        continue_recent: cli.continue_session,
-        session: cli.session.clone(),
-        session_id: cli.session_id.clone(),
-        fork: cli.fork.clone(),
-        no_session: cli.no_session,
-    };
-    let session =
-        match resolve::open_startup_session(&flags, &cwd, &agent_dir, session_dir.as_deref()) {
-            Ok(s) => {
-                if let Some(w) = &s.warning {
-                    config::warn(w);
-                }
-                s.store
-            }
-            Err(e) => return fail(&e.to_string()),
-        };
-    if let Err(e) = resolve::check_session_cwd(&session, &cwd) {
-        return fail(&e.to_string());
-    }
-    // A resumed session runs in its recorded cwd; `@file` arguments stay relative to the
-    // directory pi was started in (upstream resolves them against process.cwd()).
-    let launch_cwd = cwd;
-    let cwd = session.cwd().to_path_buf();
-    // Every protected resource (project settings, extensions, MCP servers, skills, prompts,
-    // SYSTEM.md) is loaded from the session's cwd, so its trust is decided for that directory
-    // (upstream 1.6 main.ts decides it per runtime cwd, after the session is chosen).
-    let (trust_decision, settings) = if same_dir(&cwd, &launch_cwd) {
-        (launch_decision, launch_settings)
-    } else {
-        let decision = trust_policy.decide(&cwd);
-        let settings = Settings::load_with_trust(&agent_dir, &cwd, decision.trusted);
-        (decision, settings)
-    };
-    if let Some(notice) = trust_policy.notice(&cwd, &trust_decision) {
-        config::warn(&notice);
-    }
-    // What the file says about model and thinking level (spec sessions.md §7, §9.2).
-    let (resumed_model, resumed_level, has_messages) = session.resume_settings();
-    let has_level_entry = session.has_thinking_level_change();
-    let session_model = resumed_model
-        .filter(|_| has_messages)
-        .map(|m| (m.provider, m.model_id));
-    let session_thinking_level = if has_messages && has_level_entry {
-        ThinkingLevel::parse(&resumed_level)
-    } else {
-        None
-    };
-
-    // Extensions: a Node host only when at least one is configured (extensions/mod.rs). A
-    // configured extension that cannot load stops the run (fail closed). They start before the
-    // initial model is chosen, so providers they register take part in the choice.
-    let out = Output::stdout();
-    let base_sink: pi_coding_agent::agent_session::EventSink = match mode {
-        Mode::Print => Arc::new(|_| {}),
-        _ => out.sink(),
-    };
-    let (extensions, packages) = match ext_start
-        .start(&cwd, &settings, trust_decision.trusted, base_sink.clone())
-        .await
-    {
-        Ok(e) => e,
-        Err(code) => return code,
-    };
-    // A virtual model selected by the branch's last `model_change` holds over the physical
-    // models its responses name (upstream `getBranchSelection`); known once extensions
-    // registered their virtual models.
-    let session_model = match (session.resume_model_change(), registry.read()) {
-        (Some(mc), Ok(reg))
-            if has_messages
-                && reg
-                    .find(&mc.provider, &mc.model_id)
-                    .is_some_and(config::models::is_virtual) =>
-        {
-            Some((mc.provider, mc.model_id))
-        }
-        _ => session_model,
-    };
-    // The registry is locked for the startup choice only (no await inside).
-    let (scoped_models, initial) = {
-        let mut registry_guard = match registry.write() {
-            Ok(r) => r,
-            Err(_) => return fail("the model registry is unavailable"),
-        };
-        let registry_ref = &mut *registry_guard;
-
-        // `--models` (else settings `enabledModels`) scopes startup selection and cycle_model.
-        let scope_patterns: Vec<String> = match &cli.models {
-            Some(list) => list.clone(),
-            None => settings.enabled_models().unwrap_or_default(),
-        };
-        let (scoped_models, scope_warnings) =
-            config::resolve_model_scope(&scope_patterns, &registry_ref.available());
-        for w in &scope_warnings {
-            config::warn(w);
-        }
-        let initial = match config::find_initial_model(
-            &InitialModelOptions {
-                scoped_models: scoped_models.clone(),
-                cli_provider: cli.provider.clone(),
-                cli_model: cli.model.clone(),
-                cli_thinking,
-                is_continuing: has_messages,
-                session_model,
-                session_thinking_level,
-                default_provider: settings.default_provider().map(str::to_string),
-                default_model: settings.default_model().map(str::to_string),
-                default_thinking_level: settings.default_thinking_level(),
-                model_thinking_levels: settings.model_thinking_levels().cloned(),
-            },
-            registry_ref,
-        ) {
-            Ok(i) => i,
-            Err(e) => return fail(&e),
-        };
-        if let Some(w) = &initial.warning {
-            config::warn(w);
-        }
-        if let (Some(key), Some(model)) = (&cli.api_key, &initial.model) {
-            registry_ref.set_runtime_api_key(&model.provider, key.clone());
-        }
-        (scoped_models, initial)
-    };
-    if initial.model.is_none() {
-        config::warn(&config::no_models_available_message());
-        if mode != Mode::Rpc {
-            eprintln!("{}", config::get_a_model_guidance(&agent_dir));
-            return 1;
-        }
-    }
-
-    // Tools, resources and the session factory.
-    let tool_selection = tools::select::ToolSelection {
-        no_tools: cli.no_tools,
-        no_builtin_tools: cli.no_builtin_tools,
-        tools: cli.tools.clone(),
-        exclude_tools: cli.exclude_tools.clone(),
-        default_tools: settings.default_tools(),
-    };
-    let tool_names = tool_selection.resolve();
-    let mut session = session;
-    if let Some(name) = &cli.name {
-        if let Err(e) = session.append_session_info(name) {
-            config::warn(&format!("could not record the session name: {e}"));
-        }
-    }
-    if session.is_empty() {
-        record_start(&mut session, initial.model.as_ref(), initial.thinking_level);
-    } else if has_messages && !has_level_entry {
-        // An older session without a recorded level gets the one it now runs at (upstream
-        // sdk.ts); a session that has one is resumed without writing anything.
-        if let Err(e) = session.append_thinking_level_change(initial.thinking_level.as_str()) {
-            config::warn(&format!("could not record the thinking level: {e}"));
-        }
-    }
-
-    let ext_tool_names: Vec<String> = extensions
-        .as_ref()
-        .map(|e| e.tools().iter().map(|t| t.definition().name).collect())
-        .unwrap_or_default();
-    for name in cli.tools.iter().flatten() {
-        let name = name.trim_start_matches(['+', '-']);
-        // MCP tools are matched when their servers connect (mcp::ToolFilter).
-        let mcp = name.starts_with("mcp__") || name.contains("mcp_resource");
-        let own = name == pi_coding_agent::codemode::NAME
-            || name == pi_coding_agent::codemode::search::NAME;
-        let known = tools::ALL_TOOLS.contains(&name) || ext_tool_names.iter().any(|t| t == name);
-        if !name.contains('*') && !known && !mcp && !own {
-            config::warn(&format!("Unknown tool \"{name}\" ignored"));
-        }
-    }
-    // Command-line values of extension flags (upstream applyExtensionFlagValues); with no
-    // extension, any unknown `--flag` is an error.
-    if !cli.unknown_flags.is_empty() {
-        let result = match &extensions {
-            Some(e) => e.apply_flags(&cli.unknown_flags),
-            None => {
-                let names: Vec<String> = cli
-                    .unknown_flags
-                    .iter()
-                    .map(|(n, _)| format!("--{n}"))
-                    .collect();
-                let s = if names.len() == 1 { "" } else { "s" };
-                Err(format!("Unknown option{s}: {}", names.join(", ")))
-            }
-        };
-        if let Err(e) = result {
-            return fail(&e);
-        }
-    }
-    let sink = match &extensions {
-        Some(e) => e.tap(base_sink),
-        None => base_sink,
-    };
-
-    let reg_models = registry.clone();
-    let reg_keys = registry.clone();
-    // Extension providers with an `oauth` login resolve their request key in the host
-    // (refreshToken / getApiKey, extensions::provider::oauth_request_key).
-    let oauth_host = extensions.as_ref().map(|e| e.host().clone());
-    let key_dir = agent_dir.clone();
-    // Settings `httpProxy` (agent-dir settings only) for every provider request.
-    pi_ai::providers::set_http_proxy(settings.http_proxy());
-    let services = SessionServices {
-        available_models: Arc::new(move || {
-            reg_models.read().map(|r| r.available()).unwrap_or_default()
-        }),
-        scoped_models,
-        api_key: Arc::new(move |m: &Model, key_use: KeyUse| {
-            let extension_oauth = {
-                let reg = reg_keys.read().map_err(|e| e.to_string())?;
-                reg.extension_oauth(&m.provider) && reg.auth().is_oauth(&m.provider)
-            };
-            // The registry lock is not held while the host works (it may register meanwhile).
-            let oauth_key = match (&oauth_host, extension_oauth && key_use == KeyUse::Request) {
-                (Some(host), true) => {
-                    match extensions::provider::oauth_request_key(host, &key_dir, &m.provider) {
-                        Ok(key) => key,
-                        Err(error) => {
-                            return Ok(RequestCredentials {
-                                error: Some(error),
-                                ..Default::default()
-                            })
-                        }
-                    }
-                }
-                _ => None,
-            };
-            let reg = reg_keys.read().map_err(|e| e.to_string())?;
-            let auth = reg.request_auth_given(m, key_use == KeyUse::Request, oauth_key)?;
-            Ok(RequestCredentials {
-                base_url: auth.base_url,
-                error: auth.error,
-                api_key: auth.api_key,
-                headers: auth
-                    .headers
-                    .into_iter()
-                    .filter_map(|(k, v)| v.as_str().map(|s| (k, s.to_string())))
-                    .collect(),
-                keyless: auth.keyless,
-            })
-        }),
-        provider: match &extensions {
-            // Models of providers an extension streams (`streamSimple`) go to its host.
-            Some(e) => extensions::provider::resolver(
-                provider_resolver(&agent_dir, &http_options(&settings)),
-                registry.clone(),
-                e.host().clone(),
-            ),
-            None => provider_resolver(&agent_dir, &http_options(&settings)),
-        },
-        settings: Arc::new(parking_lot::Mutex::new(settings.clone())),
-        // MCP servers connect in the background from here on (crate::mcp).
-        mcp: if cli.no_mcp {
-            None
-        } else {
-            pi_coding_agent::mcp::start(
-                &agent_dir,
-                &cwd,
-                trust_decision.trusted,
-                pi_coding_agent::mcp::ToolFilter::from_cli(
-                    cli.tools.as_deref(),
-                    cli.exclude_tools.as_deref(),
-                ),
-            )
-        },
-        extensions,
-    };
-    let mcp = services.mcp.clone();
-    let factory = SessionFactory {
-        services,
-        agent_dir: agent_dir.clone(),
-        tool_names,
-        tool_selection,
-        tool_options: tools::ToolOptions {
-            bash: tools::bash::BashToolOptions {
-                command_prefix: settings.shell_command_prefix().map(str::to_string),
-                shell_path: settings.shell_path().map(Into::into),
-                bin_dir: Some(agent_dir.join("bin")),
-                extra_env: vec![],
-                session_env: None,
-            },
-            images: Default::default(),
-        },
-        resource_options: ResourceOptions {
-            no_context_files: cli.no_context_files,
-            system_prompt: cli.system_prompt.clone(),
-            append_system_prompt: cli.append_system_prompt.clone(),
-            no_skills: cli.no_skills,
-            skill_paths: cli_paths(&launch_cwd, &cli.skill),
-            no_prompt_templates: cli.no_prompt_templates,
-            prompt_template_paths: cli_paths(&launch_cwd, &cli.prompt_template),
-            trust: Some(trust_policy),
-            package_skills: packages.skills(),
-            package_prompts: packages.prompts(),
-        },
-        bash_options: tools::shell::UserBashOptions {
-            command_prefix: settings.shell_command_prefix().map(str::to_string),
-            shell_path: settings.shell_path().map(Into::into),
-            bin_dir: Some(agent_dir.join("bin")),
-        },
-    };
-    let request = SessionRequest {
-        cwd: cwd.clone(),
-        store: session,
-        model: initial.model.clone(),
-        thinking_level: initial.thinking_level,
-    };
-
-    let io = ModeIo {
-        out,
-        sink,
-        api_slot,
-    };
-    let code = run_mode(mode, factory, request, io, &launch_cwd, &cli, stdin_tty).await;
-    if let Some(m) = mcp {
-        m.shutdown().await;
-    }
-    code
 }
 
 /// Whether `a` and `b` name the same directory (canonical paths when they exist).

@@ -6,13 +6,16 @@
 //! buffer: only one thread writes at a time (the `writing` flag, set under the lock), and it
 //! keeps taking batches until the buffer is empty, so queue order is write order.
 //!
-//! **When a batch is written** (issue 15: no thread hand-off per event). A record queued on an
-//! async runtime worker is only queued; the worker writes the buffer itself just before it
-//! parks ([`on_worker_park`], installed with `on_thread_park`), i.e. once no further task is
-//! ready to run — so a burst of events goes out in one write, and a slow stream still sees each
-//! event as soon as the worker has nothing else to do. A record queued on any other thread
-//! (the RPC reader, blocking tasks, tool reader threads) wakes the writer thread when it is
-//! idle, as does a deferred buffer past [`DEFER_MAX`] bytes or older than [`DEFER_MAX_AGE`].
+//! **When a batch is written** (issue 15: no thread hand-off per event). A record queued from
+//! inside a task of the async runtime is only queued: the first record of a burst wakes the
+//! *writer task* ([`Output::stdout`] spawns it on the runtime), which runs once the queuing
+//! task yields and drains the buffer on its worker — so a burst of events goes out in one
+//! write with no thread woken, and a slow stream still sees each event as soon as the task
+//! that queued it awaits. A record queued on any other thread (the RPC reader, which runs on
+//! the main thread's `block_on`, tool reader threads) wakes the writer thread when it is idle,
+//! as does a deferred buffer past [`DEFER_MAX`] bytes or one whose oldest line is older than
+//! [`DEFER_MAX_AGE`] (a task that stays busy without yielding). Nothing is tied to a thread:
+//! a deferred record waits for a task, which any worker runs, not for one thread's park.
 //! Only the instance made by [`Output::stdout`] defers; [`Output::with_writer`] wakes its
 //! writer thread for every record queued while it is idle.
 //!
@@ -27,11 +30,16 @@
 //!   [`HIGH_WATER`] bytes are queued behind a blocked write, queuing an event waits until at
 //!   most [`LOW_WATER`] are (a fast RPC `bash` then slows down to the reader's pace instead of
 //!   piling its output up in memory).
+//!
+//! Both waits block the calling thread, a runtime worker included: the writer thread has been
+//! handed everything queued before the wait starts and needs nothing of the runtime, so the
+//! wait ends as soon as the reader has taken the bytes (the agent then runs at the reader's
+//! pace, which is the point of the bound).
 
 use crate::protocol::rpc::{RpcEvent, RpcOutput, RpcResponse};
 use serde_json::Value;
-use std::cell::Cell;
 use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -39,55 +47,18 @@ use std::time::{Duration, Instant};
 pub const HIGH_WATER: usize = 4 << 20;
 /// Queued bytes below which waiting senders go on (1 MiB).
 pub const LOW_WATER: usize = 1 << 20;
-/// Deferred bytes (queued on a runtime worker, not yet handed to a writer) past which the
+/// Deferred bytes (queued inside a runtime task, left for the writer task) past which the
 /// writer thread is woken at once (64 KiB).
 pub const DEFER_MAX: usize = 64 << 10;
 /// Age of the oldest deferred line past which the next record queued wakes the writer thread
-/// (1 ms), for a worker that stays busy without parking.
+/// (1 ms), for a task that stays busy without yielding to the writer task.
 pub const DEFER_MAX_AGE: Duration = Duration::from_millis(1);
 /// Largest buffer kept for reuse after a write (bigger ones are freed).
 const SPARE_MAX: usize = 256 << 10;
 
-thread_local! {
-    /// Whether this thread is an async runtime worker between an unpark and its next park
-    /// (its records are written by [`on_worker_park`]).
-    static ON_WORKER: Cell<bool> = const { Cell::new(false) };
-}
-
-/// The process's stdout writer, once [`Output::stdout`] made it (for the runtime hooks and
+/// The process's stdout writer, once [`Output::stdout`] made it (for
 /// [`flush_stdout_for_exit`]).
 static STDOUT: OnceLock<Arc<Shared>> = OnceLock::new();
-
-/// Runtime hook (`tokio::runtime::Builder::on_thread_unpark`): records queued on this thread
-/// from now on are deferred to its next park.
-pub fn on_worker_unpark() {
-    ON_WORKER.with(|w| w.set(true));
-}
-
-/// Runtime hook (`tokio::runtime::Builder::on_thread_park`): writes every deferred record
-/// (unless another thread is writing, which then takes them too) before the worker parks.
-/// The write may block while the reader is slow, as the writer thread's would.
-pub fn on_worker_park() {
-    ON_WORKER.with(|w| w.set(false));
-    if let Some(shared) = STDOUT.get() {
-        let mut st = lock(shared);
-        if st.deferred_since.take().is_some() && !st.writing {
-            drop(drain(shared, st));
-        }
-    }
-}
-
-/// Marks this thread as no longer deferring records: called before it may leave the worker
-/// role (`crate::tasks::block_in_place`, which runs it as its registered hook), so a thread that ends up in the blocking pool never defers.
-pub fn leaving_worker() {
-    ON_WORKER.with(|w| w.set(false));
-    if let Some(shared) = STDOUT.get() {
-        let mut st = lock(shared);
-        if st.deferred_since.take().is_some() {
-            wake_writer(shared, &mut st);
-        }
-    }
-}
 
 /// Hands every queued stdout record to the writer and waits at most `limit` for it to be
 /// written (the SIGTERM/SIGHUP exit path: a reader that stopped reading cannot hold the exit).
@@ -194,18 +165,30 @@ fn write_loop(shared: &Shared) {
     }
 }
 
-/// Runs a wait for the writing thread without starving the async runtime: through
-/// `block_in_place` on a multi-threaded runtime, else directly.
-fn blocking<T>(wait: impl FnOnce() -> T) -> T {
-    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
-        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => {
-            // The thread may leave the worker role here (the caller holds the state lock and
-            // has already handed deferred records to the writer).
-            ON_WORKER.with(|w| w.set(false));
-            #[allow(clippy::disallowed_methods)]
-            tokio::task::block_in_place(wait)
+/// The writer task: each time it is woken (by the first record of a burst queued inside a
+/// runtime task), drains the buffer on its worker unless another thread is writing (which
+/// then takes the deferred records too). The write may block while the reader is slow, as the
+/// writer thread's would. Dropped with the runtime, it hands what is left to the writer thread.
+async fn write_task(shared: Arc<Shared>) {
+    /// Marks the task gone and wakes the writer thread for any deferred records.
+    struct Gone(Arc<Shared>);
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            self.0.task_alive.store(false, Ordering::Release);
+            let mut st = lock(&self.0);
+            if st.deferred_since.take().is_some() {
+                wake_writer(&self.0, &mut st);
+            }
         }
-        _ => wait(),
+    }
+    let gone = Gone(shared);
+    let shared = &gone.0;
+    loop {
+        shared.task_wake.notified().await;
+        let mut st = lock(shared);
+        if st.deferred_since.take().is_some() && !st.writing {
+            drop(drain(shared, st));
+        }
     }
 }
 
@@ -219,7 +202,8 @@ struct State {
     idle: bool,
     /// Whether some thread is writing batches now (it drains until the buffer is empty).
     writing: bool,
-    /// When the oldest record deferred to a worker's park was queued (`None`: nothing deferred).
+    /// When the oldest record left for the writer task was queued (`None`: nothing deferred;
+    /// the task has been woken when it is `Some`).
     deferred_since: Option<Instant>,
     /// Bytes ever queued / ever written (so `queued - written` is the backlog).
     queued: u64,
@@ -239,8 +223,12 @@ struct Shared {
     state: Mutex<State>,
     /// The sink; only the thread with `State::writing` set locks it.
     sink: Mutex<Box<dyn Write + Send>>,
-    /// Whether records queued on a runtime worker wait for its park (stdout only).
+    /// Whether records queued inside a runtime task are left for the writer task (stdout only).
     defers: bool,
+    /// Whether the writer task runs (set once it is spawned, cleared when it is dropped).
+    task_alive: AtomicBool,
+    /// Wakes the writer task.
+    task_wake: tokio::sync::Notify,
     /// Signalled after each write.
     progress: Condvar,
     /// Signalled when lines are queued while the writer is idle.
@@ -254,16 +242,19 @@ pub struct Output {
 }
 
 impl Output {
-    /// Starts the writer thread on the process's stdout; records queued on runtime workers are
-    /// written when the worker parks ([`on_worker_park`]). The first call owns stdout for the
-    /// runtime hooks.
+    /// Starts the writer thread on the process's stdout and, when called inside a tokio
+    /// runtime, the writer task on it: records queued inside the runtime's tasks are then
+    /// written when the task that queued them yields (see the [module docs](self)). Only the
+    /// first call defers; [`flush_stdout_for_exit`] flushes that one.
     pub fn stdout() -> Self {
         let out = Self::start(Box::new(std::io::stdout()), true);
         if STDOUT.set(out.shared.clone()).is_err() {
-            // A second stdout writer would not be flushed by the hooks: let it never defer.
             return Self::with_writer(Box::new(std::io::stdout()));
         }
-        crate::tasks::set_leaving_worker_hook(leaving_worker);
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            out.shared.task_alive.store(true, Ordering::Release);
+            handle.spawn(write_task(out.shared.clone()));
+        }
         out
     }
 
@@ -277,6 +268,8 @@ impl Output {
             state: Mutex::new(State::default()),
             sink: Mutex::new(w),
             defers,
+            task_alive: AtomicBool::new(false),
+            task_wake: tokio::sync::Notify::new(),
             progress: Condvar::new(),
             wake: Condvar::new(),
         });
@@ -317,11 +310,11 @@ impl Output {
         st.queued
     }
 
-    /// Queues one line; on a runtime worker of the stdout writer it is left for the worker's
-    /// park (within [`DEFER_MAX`] / [`DEFER_MAX_AGE`]), otherwise the writer is woken if idle.
-    /// With `flushed`, returns only once the line has been written and flushed; with
+    /// Queues one line; inside a runtime task, on the stdout writer, it is left for the writer
+    /// task (within [`DEFER_MAX`] / [`DEFER_MAX_AGE`]), otherwise the writer thread is woken if
+    /// idle. With `flushed`, returns only once the line has been written and flushed; with
     /// `back_pressure`, waits first while the backlog is over [`HIGH_WATER`] until it is at
-    /// most [`LOW_WATER`].
+    /// most [`LOW_WATER`]. Both waits block the calling thread (see the [module docs](self)).
     fn put(
         &self,
         fill: impl FnOnce(&mut Vec<u8>) -> Result<(), String>,
@@ -332,15 +325,15 @@ impl Output {
         if back_pressure && st.queued - st.written > HIGH_WATER as u64 {
             st.deferred_since = None;
             wake_writer(&self.shared, &mut st);
-            st = blocking(move || {
-                while st.queued - st.written > LOW_WATER as u64 {
-                    st = self.wait(st);
-                }
-                st
-            });
+            while st.queued - st.written > LOW_WATER as u64 {
+                st = self.wait(st);
+            }
         }
         let end = Self::append(&mut st, fill);
-        let defer = !flushed && self.shared.defers && ON_WORKER.with(Cell::get);
+        let defer = !flushed
+            && self.shared.defers
+            && self.shared.task_alive.load(Ordering::Acquire)
+            && tokio::task::try_id().is_some();
         let now_due = !defer
             || st.buf.len() >= DEFER_MAX
             || st
@@ -351,6 +344,7 @@ impl Output {
             wake_writer(&self.shared, &mut st);
         } else if st.deferred_since.is_none() {
             st.deferred_since = Some(Instant::now());
+            self.shared.task_wake.notify_one();
         }
         if flushed {
             self.wait_written(st, end);
@@ -358,16 +352,10 @@ impl Output {
     }
 
     /// Waits until `end` bytes have been written and flushed.
-    fn wait_written<'a>(&'a self, st: MutexGuard<'a, State>, end: u64) {
-        if st.written >= end {
-            return;
+    fn wait_written<'a>(&'a self, mut st: MutexGuard<'a, State>, end: u64) {
+        while st.written < end {
+            st = self.wait(st);
         }
-        blocking(move || {
-            let mut st = st;
-            while st.written < end {
-                st = self.wait(st);
-            }
-        });
     }
 
     /// Queues one record (a response or an event) as one line.

@@ -1,32 +1,21 @@
-//! Work on the async runtime: blocking sections and the panics of tasks (platform floor:
-//! imports nothing of this crate).
+//! Work on the async runtime: the last blocking sections and the panics of tasks (platform
+//! floor: imports nothing of this crate).
 //!
-//! [`block_in_place`] is `tokio::task::block_in_place` for the whole crate (clippy's
-//! `disallowed-methods` forbids the direct call). A thread may leave the worker role inside it
-//! and never park as a worker again, so whatever that thread deferred to its next park must be
-//! handed on first: the stdout writer (`crate::output`, a higher floor) registers that step
-//! with [`set_leaving_worker_hook`] when it starts, instead of this floor importing it.
-
-use std::sync::OnceLock;
-
-static LEAVING_WORKER: OnceLock<fn()> = OnceLock::new();
-
-/// Registers `hook`, run on the calling thread just before it may leave the worker role
-/// (once per process; a second registration is ignored).
-pub fn set_leaving_worker_hook(hook: fn()) {
-    let _ = LEAVING_WORKER.set(hook);
-}
+//! [`block_in_place`] is left for the two synchronous callers that still wait for async work
+//! of the runtime's one worker (the extension host's replies): the awaited extension
+//! notifications of the synchronous event sink and the blocking credential calls
+//! (`crate::auth::http::blocking`, used by extension providers' OAuth and routers). Nothing of
+//! stdout depends on it any more (`crate::output` writes from a writer task, not at a
+//! worker's park). New code awaits instead; clippy's `disallowed-methods` forbids the direct
+//! call.
 
 /// Runs the blocking `f` without starving the async runtime: on a multi-threaded runtime
-/// through `tokio::task::block_in_place`, after the registered leaving-worker hook (without
-/// it, an event queued just before, e.g. an `agent_settled`, waited for a park that never
-/// came: seen with the OAuth refresh's blocking HTTP); elsewhere `f` just runs.
+/// through `tokio::task::block_in_place` (the worker's other tasks move to another thread
+/// meanwhile); elsewhere `f` just runs.
 pub fn block_in_place<T>(f: impl FnOnce() -> T) -> T {
     match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
-        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => {
-            if let Some(hook) = LEAVING_WORKER.get() {
-                hook();
-            }
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) =>
+        {
             #[allow(clippy::disallowed_methods)]
             tokio::task::block_in_place(f)
         }

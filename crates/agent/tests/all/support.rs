@@ -208,18 +208,20 @@ impl Hooks {
 }
 
 impl RunHooks for Hooks {
-    fn turn_config(&self) -> TurnConfig {
-        TurnConfig {
-            model: model(),
-            provider: self.provider.clone(),
-            system_prompt: "You are a test.".into(),
-            tools: self.tools.clone(),
-            thinking_level: ThinkingLevel::Off,
-            api_key: None,
-            headers: vec![],
-            session_id: None,
-            tuning: Default::default(),
-        }
+    fn turn_config(&self) -> futures::future::BoxFuture<'_, TurnConfig> {
+        Box::pin(async move {
+            TurnConfig {
+                model: model(),
+                provider: self.provider.clone(),
+                system_prompt: "You are a test.".into(),
+                tools: self.tools.clone(),
+                thinking_level: ThinkingLevel::Off,
+                api_key: None,
+                headers: vec![],
+                session_id: None,
+                tuning: Default::default(),
+            }
+        })
     }
 
     fn convert_to_llm(&self, messages: &[Message]) -> Vec<Message> {

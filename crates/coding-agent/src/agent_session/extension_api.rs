@@ -221,7 +221,9 @@ impl AgentSession {
             .ok_or_else(|| format!("Model not found: {provider}/{model_id}"))?;
         let adapter = (self.inner.services.provider)(&model)
             .ok_or_else(|| format!("No API provider for {}", model.api))?;
-        let creds = (self.inner.services.api_key)(&model, super::KeyUse::Request)
+        let creds = self
+            .request_credentials(&model)
+            .await
             .map_err(|_| crate::config::no_api_key_message(Some(&model.provider)))?;
         if let Some(e) = creds.error {
             return Err(e);

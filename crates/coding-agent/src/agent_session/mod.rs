@@ -29,6 +29,7 @@ pub mod queues;
 pub mod retry;
 mod run;
 pub mod run_control;
+mod run_hooks;
 pub mod runtime;
 
 pub use admit::{Admission, Admitting, InputSource, PromptInput, Responder};

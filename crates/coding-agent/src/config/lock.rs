@@ -111,7 +111,7 @@ fn is_stale(path: &Path, stale: Duration) -> std::io::Result<bool> {
 
 impl DirLock {
     /// Takes the lock of `target` (`resolve`: through symlinks), waiting as `timing` says.
-    /// Blocking: call it off the async workers (or through `crate::tasks::block_in_place`).
+    /// Blocking: call it off the async workers (`tokio::task::spawn_blocking`).
     pub fn acquire(target: &Path, resolve: bool, timing: LockTiming) -> Result<DirLock, LockError> {
         let path = lock_path_of(target, resolve);
         let io = |source| LockError::Io {

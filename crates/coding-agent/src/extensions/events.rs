@@ -181,26 +181,10 @@ impl Extensions {
             id: Some(id),
             event,
         };
-        // Waited for as the awaited notifications are (`block_in_place` on the multi-threaded
-        // runtime): awaited asynchronously here, the records the run queued afterwards
-        // (`turn_end`, `agent_end`, `agent_settled`) stayed deferred on a worker that never
-        // parked again when no handler wrote anything (seen after an abort; see
-        // `tasks::block_in_place`).
-        let reply = match tokio::runtime::Handle::try_current() {
-            Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-                crate::tasks::block_in_place(|| {
-                    h.block_on(
-                        self.host
-                            .request_until(id, &msg, Some(self.hook_timeout), cancel),
-                    )
-                })
-            }
-            _ => {
-                self.host
-                    .request_until(id, &msg, Some(self.hook_timeout), cancel)
-                    .await
-            }
-        };
+        let reply = self
+            .host
+            .request_until(id, &msg, Some(self.hook_timeout), cancel)
+            .await;
         match reply {
             Ok(v) => {
                 let reply = BoundaryReply::deserialize(&v).unwrap_or_default();
@@ -242,22 +226,10 @@ impl Extensions {
                 message: Box::new(message.clone()),
             },
         };
-        // Waited for as `boundary` is (see there).
-        let reply = match tokio::runtime::Handle::try_current() {
-            Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-                crate::tasks::block_in_place(|| {
-                    h.block_on(
-                        self.host
-                            .request_until(id, &msg, Some(self.hook_timeout), cancel),
-                    )
-                })
-            }
-            _ => {
-                self.host
-                    .request_until(id, &msg, Some(self.hook_timeout), cancel)
-                    .await
-            }
-        };
+        let reply = self
+            .host
+            .request_until(id, &msg, Some(self.hook_timeout), cancel)
+            .await;
         match reply {
             Ok(Value::Null) => message,
             Ok(v) => match MessageEndReply::deserialize(&v) {

@@ -250,7 +250,7 @@ impl ServerSlot {
         let mut token = None;
         let mut expires = None;
         if let Some(url) = &oauth {
-            if let Ok(Some(mut st)) = self.auth.load(&self.cfg.name, url) {
+            if let Ok(Some(mut st)) = self.auth.load(&self.cfg.name, url).await {
                 if st.expired() {
                     let stale = st.tokens.as_ref().map(|t| t.access_token.clone());
                     let refreshed =

@@ -207,7 +207,8 @@ pub async fn refresh(
     let seen = match stale {
         Some(t) => Some(t.to_string()),
         None => store
-            .load(name, url)?
+            .load(name, url)
+            .await?
             .and_then(|s| s.tokens.map(|t| t.access_token)),
     };
     let target = store.refresh_lock_target(name, url);
@@ -220,7 +221,10 @@ pub async fn refresh(
     })
     .await
     .map_err(|e| OAuthError::Store(e.to_string()))??;
-    let mut state = store.load(name, url)?.ok_or(OAuthError::SignInRequired)?;
+    let mut state = store
+        .load(name, url)
+        .await?
+        .ok_or(OAuthError::SignInRequired)?;
     let now = state.tokens.as_ref().map(|t| t.access_token.clone());
     if now != seen && now.is_some() {
         // Refreshed (or signed in again) by another process while this one waited.
@@ -260,14 +264,14 @@ pub async fn refresh(
         tokens.refresh_token = Some(refresh_token);
     }
     store_tokens(&mut state, tokens, old_scope.as_deref());
-    store.save(name, url, &state)?;
+    store.save(name, url, &state).await?;
     Ok(state)
 }
 
 /// The access token to send for server `name` at `url`: the stored one, refreshed first when it
 /// has expired. `None`: nothing stored (or the refresh failed): connect without one.
 pub async fn access_token(store: &AuthStore, name: &str, url: &str) -> Option<String> {
-    let state = store.load(name, url).ok().flatten()?;
+    let state = store.load(name, url).await.ok().flatten()?;
     let state = if state.expired() {
         let stale = state.tokens.as_ref().map(|t| t.access_token.clone());
         refresh(store, name, url, stale.as_deref()).await.ok()?

@@ -228,6 +228,8 @@ fn disposition(d: Disposition) -> ResponseData {
     ResponseData::Disposition(DispositionData { disposition: d })
 }
 
+/// Answers one command, by group ([`input_command`], [`query_command`], [`settings_command`],
+/// [`session_command`]); a command none takes is unknown.
 fn dispatch(
     runtime: &AgentSessionRuntime,
     out: &Output,
@@ -235,6 +237,38 @@ fn dispatch(
     command: RpcCommand,
     tasks: &mut Tasks,
 ) {
+    type Group = fn(
+        &AgentSessionRuntime,
+        &Output,
+        Call,
+        RpcCommand,
+        &mut Tasks,
+    ) -> Option<(Call, RpcCommand)>;
+    let groups: [Group; 4] = [
+        input_command,
+        query_command,
+        settings_command,
+        session_command,
+    ];
+    let mut pending = (call, command);
+    for group in groups {
+        match group(runtime, out, pending.0, pending.1, tasks) {
+            Some(next) => pending = next,
+            None => return,
+        }
+    }
+    let (call, _) = pending;
+    call.reply(out, Err(format!("Unknown command: {}", call.kind)));
+}
+
+/// Prompts, queued input, aborts and `bash`. `Some` gives back a command of another group.
+fn input_command(
+    runtime: &AgentSessionRuntime,
+    out: &Output,
+    call: Call,
+    command: RpcCommand,
+    tasks: &mut Tasks,
+) -> Option<(Call, RpcCommand)> {
     let session = runtime.session();
     let reply = |r| call.reply(out, r);
     match command {
@@ -257,7 +291,10 @@ fn dispatch(
         } => {
             let (text, images) = match message_parts(message, images) {
                 Ok(parts) => parts,
-                Err(e) => return reply(Err(e)),
+                Err(e) => {
+                    reply(Err(e));
+                    return None;
+                }
             };
             // The session admits it (agent_session/admit.rs); the response is written when
             // the session says it is due.
@@ -305,7 +342,8 @@ fn dispatch(
             exclude_from_context,
         } => {
             let Some(command) = command else {
-                return reply(Err("bash requires a string \"command\"".into()));
+                reply(Err("bash requires a string \"command\"".into()));
+                return None;
             };
             let exclude = exclude_from_context.unwrap_or(false);
             let id = call.id.clone();
@@ -321,6 +359,24 @@ fn dispatch(
             reply(Ok(None));
             session.abort_bash();
         }
+        RpcCommand::AbortRetry {} => session.abort_retry(|| reply(Ok(None))),
+        other => return Some((call, other)),
+    }
+    None
+}
+
+/// Reads of the session: state, messages, models, commands, stats, entries, the tree, the
+/// HTML export. `Some` gives back a command of another group.
+fn query_command(
+    runtime: &AgentSessionRuntime,
+    out: &Output,
+    call: Call,
+    command: RpcCommand,
+    _tasks: &mut Tasks,
+) -> Option<(Call, RpcCommand)> {
+    let session = runtime.session();
+    let reply = |r| call.reply(out, r);
+    match command {
         RpcCommand::GetState {} => reply(some(ResponseData::State(Box::new(session.state())))),
         RpcCommand::GetMessages {} => {
             // Streamed: the transcript is serialised straight to stdout by the writer, as it
@@ -342,6 +398,55 @@ fn dispatch(
         RpcCommand::GetAvailableModels {} => reply(some(ResponseData::Models(ModelsData {
             models: session.available_models(),
         }))),
+        RpcCommand::GetCommands {} => {
+            let res = session.command_resources();
+            // Upstream's order: extension commands, the built-in `llama`/`mcp`, templates, skills.
+            let mut commands = extension_commands(&session);
+            let shadowed: Vec<String> = commands.iter().map(|c| c.name.clone()).collect();
+            commands.extend(crate::resources::commands::list(
+                &res.prompt_templates,
+                &res.skills,
+                res.skill_commands,
+                &shadowed,
+            ));
+            reply(some(ResponseData::Commands(CommandsData { commands })))
+        }
+        RpcCommand::GetSessionStats {} => {
+            reply(some(ResponseData::Stats(Box::new(session.session_stats()))))
+        }
+        RpcCommand::GetEntries { since } => reply(
+            session
+                .entries(since.as_ref())
+                .map(|e| Some(ResponseData::Entries(e))),
+        ),
+        RpcCommand::GetTree {} => reply(some(ResponseData::Tree(session.tree()))),
+        RpcCommand::GetForkMessages {} => {
+            reply(some(ResponseData::ForkMessages(ForkMessagesData {
+                messages: session.fork_messages(),
+            })))
+        }
+        RpcCommand::ExportHtml { output_path } => reply(
+            session
+                .export_html(output_path.as_deref())
+                .map(|path| Some(ResponseData::Path(protocol::PathData { path }))),
+        ),
+        other => return Some((call, other)),
+    }
+    None
+}
+
+/// Model, thinking level, queue modes, auto-compaction and auto-retry. `Some` gives back a
+/// command of another group.
+fn settings_command(
+    runtime: &AgentSessionRuntime,
+    out: &Output,
+    call: Call,
+    command: RpcCommand,
+    tasks: &mut Tasks,
+) -> Option<(Call, RpcCommand)> {
+    let session = runtime.session();
+    let reply = |r| call.reply(out, r);
+    match command {
         RpcCommand::SetModel { provider, model_id } => {
             let previous = session.model();
             let result = session.set_model(
@@ -418,33 +523,23 @@ fn dispatch(
             session.set_auto_retry(enabled.unwrap_or(false));
             reply(Ok(None))
         }
-        RpcCommand::GetCommands {} => {
-            let res = session.command_resources();
-            // Upstream's order: extension commands, the built-in `llama`/`mcp`, templates, skills.
-            let mut commands = extension_commands(&session);
-            let shadowed: Vec<String> = commands.iter().map(|c| c.name.clone()).collect();
-            commands.extend(crate::resources::commands::list(
-                &res.prompt_templates,
-                &res.skills,
-                res.skill_commands,
-                &shadowed,
-            ));
-            reply(some(ResponseData::Commands(CommandsData { commands })))
-        }
-        RpcCommand::GetSessionStats {} => {
-            reply(some(ResponseData::Stats(Box::new(session.session_stats()))))
-        }
-        RpcCommand::GetEntries { since } => reply(
-            session
-                .entries(since.as_ref())
-                .map(|e| Some(ResponseData::Entries(e))),
-        ),
-        RpcCommand::GetTree {} => reply(some(ResponseData::Tree(session.tree()))),
-        RpcCommand::GetForkMessages {} => {
-            reply(some(ResponseData::ForkMessages(ForkMessagesData {
-                messages: session.fork_messages(),
-            })))
-        }
+        other => return Some((call, other)),
+    }
+    None
+}
+
+/// The session file: name, clone, switch, new, fork, compact. `Some` gives back a command of
+/// another group.
+fn session_command(
+    runtime: &AgentSessionRuntime,
+    out: &Output,
+    call: Call,
+    command: RpcCommand,
+    tasks: &mut Tasks,
+) -> Option<(Call, RpcCommand)> {
+    let session = runtime.session();
+    let reply = |r| call.reply(out, r);
+    match command {
         RpcCommand::SetSessionName { name } => reply(
             session
                 .set_session_name(name.as_deref().unwrap_or_default())
@@ -482,20 +577,15 @@ fn dispatch(
                 })))
             })
         }
-        RpcCommand::ExportHtml { output_path } => reply(
-            session
-                .export_html(output_path.as_deref())
-                .map(|path| Some(ResponseData::Path(protocol::PathData { path }))),
-        ),
         RpcCommand::Compact {
             custom_instructions,
         } => answer_later(tasks, out, call, async move {
             let result = session.compact(custom_instructions).await?;
             Ok(Some(ResponseData::Compaction(Box::new(result))))
         }),
-        RpcCommand::AbortRetry {} => session.abort_retry(|| reply(Ok(None))),
-        RpcCommand::Unknown => reply(Err(format!("Unknown command: {}", call.kind))),
+        other => return Some((call, other)),
     }
+    None
 }
 
 /// Writes the response of a `prompt`/`steer`/`follow_up` when the session calls it.

@@ -39,6 +39,7 @@ const FLOORS: &[(&str, &[&str])] = &[
             "list_models",
             "file_args",
             "main",
+            "startup",
             "lib",
         ],
     ),
@@ -233,11 +234,11 @@ fn the_reader_finds_paths_and_skips_comments_and_tests() {
 
 /// Files of `src/` allowed over [`MAX_FILE_LINES`] for now (issue 23), each to be split;
 /// the test fails when one is no longer over, so the list only shrinks.
-const LONG_FILES: &[&str] = &["agent_session/run.rs", "extensions/mod.rs", "main.rs"];
+const LONG_FILES: &[&str] = &["extensions/mod.rs"];
 
 /// Functions of the session runtime, RPC and main (`agent_session/`, `rpc/`, `main.rs`)
 /// allowed over [`MAX_FN_LINES`] for now: (file under `src/`, function name). Shrinks only.
-const LONG_FNS: &[(&str, &str)] = &[("main.rs", "run"), ("rpc/mod.rs", "dispatch")];
+const LONG_FNS: &[(&str, &str)] = &[];
 
 /// Issue 23: no non-test file over 1,000 lines.
 const MAX_FILE_LINES: usize = 1000;

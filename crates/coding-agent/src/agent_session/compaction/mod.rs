@@ -202,7 +202,7 @@ impl AgentSession {
         )
     }
 
-    fn summarizer(
+    async fn summarizer(
         &self,
         model: &Model,
         reason: CompactionReason,
@@ -210,14 +210,17 @@ impl AgentSession {
     ) -> Result<Summarizer, CompactionError> {
         // A virtual model's summary goes where its router sends a `direct` request.
         let (model, thinking_level) = if crate::config::models::is_virtual(model) {
-            self.route_virtual_model(model, self.thinking_level(), true)
+            self.route_virtual_model_off_worker(model, self.thinking_level(), true)
+                .await
                 .map_err(|e| CompactionError::Summary(format!("Summarization failed: {e}")))?
         } else {
             (model.clone(), self.thinking_level())
         };
         let provider = (self.inner.services.provider)(&model)
             .ok_or_else(|| CompactionError::NoApiKey(model.provider.clone()))?;
-        let creds = (self.inner.services.api_key)(&model, super::KeyUse::Request)
+        let creds = self
+            .request_credentials(&model)
+            .await
             .map_err(|_| CompactionError::NoApiKey(model.provider.clone()))?;
         if let Some(e) = creds.error {
             return Err(CompactionError::Summary(format!(
@@ -443,7 +446,7 @@ impl AgentSession {
         custom: Option<&str>,
         cancel: &CancellationToken,
     ) -> Result<(String, pi_ai::Usage), CompactionError> {
-        let summarizer = self.summarizer(model, reason, cancel.clone())?;
+        let summarizer = self.summarizer(model, reason, cancel.clone()).await?;
         let history_request = |messages: &[Message]| {
             prompt::history_request(
                 &prompt::serialize_conversation(&convert_to_llm(messages)),

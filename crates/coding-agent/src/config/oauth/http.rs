@@ -1,7 +1,7 @@
-//! Blocking HTTP for the OAuth endpoints: credentials are resolved from synchronous code
-//! (the per-request key resolver, `pi auth …`), so each call runs on a thread of its own with
-//! a current-thread runtime; from inside the multi-threaded runtime it is wrapped in
-//! `block_in_place`, so the worker's other tasks move elsewhere meanwhile.
+//! Blocking HTTP for the OAuth endpoints: credentials are resolved by synchronous code (the
+//! per-request key resolver, which the session runs on the blocking pool; `pi auth …`, before
+//! any runtime exists), so each call runs on a thread of its own with a current-thread
+//! runtime and the caller waits for it. Never call these from an async worker.
 
 use serde_json::Value;
 use std::time::Duration;
@@ -9,17 +9,16 @@ use std::time::Duration;
 /// The test-only endpoint override (see the [module docs](super)).
 pub const TEST_ORIGIN_ENV: &str = "PI_TEST_OAUTH_ORIGIN";
 
-/// Runs `f` on a fresh OS thread and waits for it, without stalling the async runtime.
-/// A panic in `f` becomes `Err`.
+/// Runs `f` on a fresh OS thread and waits for it (the thread may build a runtime of its own
+/// or block on the process's, which an async worker could not). Blocking: call it off the
+/// async workers (`tokio::task::spawn_blocking`, or a command's main thread). A panic in `f`
+/// becomes `Err`.
 pub fn blocking<T: Send>(f: impl FnOnce() -> T + Send) -> Result<T, String> {
-    let run = move || {
-        std::thread::scope(|s| {
-            s.spawn(f)
-                .join()
-                .map_err(|_| "credential thread panicked".to_string())
-        })
-    };
-    crate::tasks::block_in_place(run)
+    std::thread::scope(|s| {
+        s.spawn(f)
+            .join()
+            .map_err(|_| "credential thread panicked".to_string())
+    })
 }
 
 /// `url` with its origin replaced by `PI_TEST_OAUTH_ORIGIN` when that is set.

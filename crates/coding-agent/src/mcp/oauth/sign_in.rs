@@ -196,7 +196,7 @@ pub async fn sign_in(store: &AuthStore, s: SignIn<'_>) -> Result<(), OAuthError>
         .unwrap_or((None, None));
     let discovery = discover(&http, s.url, &s.settings, challenge_md.as_deref()).await?;
     let cb = listen(&s.settings).await?;
-    let mut state = store.load(s.name, s.url)?.unwrap_or_default();
+    let mut state = store.load(s.name, s.url).await?.unwrap_or_default();
     state.server_url = s.url.to_string();
     // The client: configured, registered before with this redirect URI, or registered now.
     let client_info = if let Some(id) = &s.settings.client_id {
@@ -304,5 +304,5 @@ pub async fn sign_in(store: &AuthStore, s: SignIn<'_>) -> Result<(), OAuthError>
     )
     .await?;
     store_tokens(&mut state, tokens, scope.as_deref());
-    store.save(s.name, s.url, &state)
+    store.save(s.name, s.url, &state).await
 }

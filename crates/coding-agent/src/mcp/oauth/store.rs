@@ -103,49 +103,70 @@ impl AuthStore {
 
     /// The file's lock (`mcp-auth.json.lock`, as upstream takes it), held around every
     /// read-modify-write so two processes never lose each other's changes. Blocking while
-    /// another process holds it.
+    /// another process holds it: run it off the async workers ([`AuthStore::locked`]).
     pub(super) fn lock(&self) -> Result<crate::config::lock::DirLock, OAuthError> {
         use crate::config::lock::{DirLock, LockTiming};
-        crate::tasks::block_in_place(|| DirLock::acquire(&self.path, true, LockTiming::AUTH_FILE))
+        DirLock::acquire(&self.path, true, LockTiming::AUTH_FILE)
             .map_err(|e| OAuthError::Store(e.to_string()))
     }
 
-    /// The state of server `name` at `url`; a legacy URL-keyed entry is moved to the new key.
-    pub fn load(&self, name: &str, url: &str) -> Result<Option<OAuthState>, OAuthError> {
+    /// Runs `f` under the file's lock on the blocking pool (the lock may be held by another
+    /// process for a while; the async worker goes on meanwhile).
+    async fn locked<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Self) -> Result<T, OAuthError> + Send + 'static,
+    ) -> Result<T, OAuthError> {
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let _lock = me.lock()?;
+            f(&me)
+        })
+        .await
+        .map_err(|e| OAuthError::Store(e.to_string()))?
+    }
+
+    /// The state of server `name` at `url`; a legacy URL-keyed entry is moved to the new key
+    /// (under the lock, on the blocking pool).
+    pub async fn load(&self, name: &str, url: &str) -> Result<Option<OAuthState>, OAuthError> {
         let (key, legacy) = Self::keys(name, url);
         let mut states = self.read()?;
         if !states.contains_key(&key) {
             if !states.contains_key(&legacy) {
                 return Ok(None);
             }
-            let _lock = self.lock()?;
-            states = self.read()?;
-            if !states.contains_key(&key) {
-                let Some(old) = states.remove(&legacy) else {
-                    return Ok(None);
-                };
-                states.insert(key.clone(), old);
-                self.write(&states)?;
-            }
+            let key = key.clone();
+            states = self
+                .locked(move |me| {
+                    let mut states = me.read()?;
+                    if !states.contains_key(&key) {
+                        if let Some(old) = states.remove(&legacy) {
+                            states.insert(key, old);
+                            me.write(&states)?;
+                        }
+                    }
+                    Ok(states)
+                })
+                .await?;
         }
         Ok(states
             .get(&key)
             .and_then(|v| serde_json::from_value(v.clone()).ok()))
     }
 
-    /// Replaces the state of server `name` at `url`.
-    pub fn save(&self, name: &str, url: &str, state: &OAuthState) -> Result<(), OAuthError> {
+    /// Replaces the state of server `name` at `url` (under the lock, on the blocking pool).
+    pub async fn save(&self, name: &str, url: &str, state: &OAuthState) -> Result<(), OAuthError> {
         let (key, _) = Self::keys(name, url);
-        let _lock = self.lock()?;
-        let mut states = self.read()?;
-        states.insert(
-            key,
-            serde_json::to_value(state).map_err(|e| OAuthError::Store(e.to_string()))?,
-        );
-        self.write(&states)
+        let value = serde_json::to_value(state).map_err(|e| OAuthError::Store(e.to_string()))?;
+        self.locked(move |me| {
+            let mut states = me.read()?;
+            states.insert(key, value);
+            me.write(&states)
+        })
+        .await
     }
 
-    /// Deletes the credentials of server `name` at `url`; whether there were any.
+    /// Deletes the credentials of server `name` at `url`; whether there were any. Blocking
+    /// (the lock): for `pi mcp logout`, which runs outside the async workers.
     pub fn remove(&self, name: &str, url: &str) -> Result<bool, OAuthError> {
         let (key, legacy) = Self::keys(name, url);
         let _lock = self.lock()?;

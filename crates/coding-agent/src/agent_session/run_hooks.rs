@@ -1,0 +1,378 @@
+//! The run's view for the agent loop ([`Hooks`], pi_agent's `RunHooks`): the model, tools,
+//! credentials and system prompt of each LLM call, the extension hooks around it, and the
+//! routing of virtual models (docs/virtual-models.md).
+
+use super::queues::QueueKind;
+use super::AgentSession;
+use futures::future::BoxFuture;
+use pi_agent::{RunHooks, TurnConfig};
+use pi_ai::{AssistantMessage, Message, Model, Provider, StopReason};
+use serde_json::Value;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+pub(super) struct Hooks {
+    pub(super) session: AgentSession,
+    pub(super) cancel: CancellationToken,
+}
+
+impl Hooks {
+    /// [`RunHooks::turn_config`]: the session's model (a virtual one routed to a physical
+    /// one), its credentials, the loadout's system prompt and tools, the settings' tuning.
+    async fn build_turn_config(&self) -> TurnConfig {
+        let inner = &self.session.inner;
+        let (model, thinking_level) = {
+            let st = inner.model.lock();
+            (
+                st.model.clone().unwrap_or_else(Model::unknown),
+                st.thinking_level,
+            )
+        };
+        let mut model = model;
+        let mut thinking_level = thinking_level;
+        // A virtual model is routed to a physical one for this request (docs/virtual-models.md).
+        let mut route_error = None;
+        if crate::config::models::is_virtual(&model) {
+            match self
+                .session
+                .route_virtual_model_off_worker(&model, thinking_level, false)
+                .await
+            {
+                Ok((m, level)) => {
+                    model = m;
+                    thinking_level = level;
+                }
+                Err(e) => route_error = Some(e),
+            }
+        }
+        // A lookup that fails reaches the run as the request's error, never as "no key".
+        let (creds, lookup_error) = match self.session.request_credentials(&model).await {
+            Ok(c) => (c, None),
+            Err(e) => (super::RequestCredentials::default(), Some(e.to_string())),
+        };
+        if let Some(base) = &creds.base_url {
+            model.base_url = base.clone();
+        }
+        let failed = route_error.or(lookup_error).or_else(|| creds.error.clone());
+        let loadout = inner.loadout.lock().clone();
+        let (thinking_budgets, transport) = {
+            let settings = inner.services.settings.lock();
+            // Settings `transport` (default `auto`; unknown values read as the default).
+            let transport = settings
+                .transport()
+                .and_then(pi_ai::Transport::from_setting)
+                .unwrap_or_default();
+            (settings.provider_thinking_budgets(), transport)
+        };
+        TurnConfig {
+            provider: match failed {
+                Some(message) => Arc::new(FailedAuth(message)),
+                None => (inner.services.provider)(&model).unwrap_or_else(|| Arc::new(NoProvider)),
+            },
+            api_key: creds.api_key,
+            headers: creds.headers,
+            model,
+            system_prompt: inner
+                .run_system_prompt
+                .lock()
+                .clone()
+                .unwrap_or(loadout.system_prompt),
+            tools: with_mcp_tools(loadout.tools, inner.services.mcp.as_ref(), || {
+                crate::codemode::search::loaded_names(&self.session.transcript())
+            }),
+            thinking_level,
+            session_id: Some(inner.store.lock().session_id().to_string()),
+            tuning: pi_ai::RequestTuning {
+                thinking_budgets,
+                transport,
+                hooks: inner
+                    .services
+                    .extensions
+                    .as_ref()
+                    .and_then(|e| e.request_hooks()),
+                ..Default::default()
+            },
+        }
+    }
+}
+
+impl RunHooks for Hooks {
+    fn turn_config(&self) -> BoxFuture<'_, TurnConfig> {
+        Box::pin(self.build_turn_config())
+    }
+
+    fn convert_to_llm(&self, messages: &[Message]) -> Vec<Message> {
+        self.session.llm_messages(messages)
+    }
+
+    fn drain_steering(&self) -> Vec<Message> {
+        self.session.inner.queues.lock().drain(QueueKind::Steering)
+    }
+
+    fn tool_call_hooks(&self) -> Option<Arc<dyn pi_agent::ToolCallHooks>> {
+        let ext = self.session.inner.services.extensions.clone()?;
+        Some(ext)
+    }
+
+    fn transforms_context(&self) -> bool {
+        self.session
+            .inner
+            .services
+            .extensions
+            .as_ref()
+            .is_some_and(|e| e.transforms_context())
+    }
+
+    fn transform_context(
+        &self,
+        messages: Vec<Message>,
+    ) -> futures::future::BoxFuture<'_, Vec<Message>> {
+        Box::pin(async move {
+            match self.session.inner.services.extensions.clone() {
+                // An abort ends a round that has not answered; the request it was for is not
+                // sent (providers check the fired token before sending), so the empty list
+                // in its place goes nowhere.
+                Some(ext) => tokio::select! {
+                    biased;
+                    () = self.cancel.cancelled() => Vec::new(),
+                    m = ext.context(messages) => m,
+                },
+                None => messages,
+            }
+        })
+    }
+
+    fn drain_follow_up(&self) -> Vec<Message> {
+        self.session.inner.queues.lock().drain(QueueKind::FollowUp)
+    }
+
+    fn turn_boundary<'a>(
+        &'a self,
+        message: &'a Message,
+        tool_results: &'a [pi_ai::ToolResultMessage],
+    ) -> futures::future::BoxFuture<'a, bool> {
+        Box::pin(
+            self.session
+                .turn_boundary(message, tool_results, &self.cancel),
+        )
+    }
+
+    fn message_end(&self, message: Message) -> futures::future::BoxFuture<'_, Message> {
+        Box::pin(async move {
+            match self.session.extensions().cloned() {
+                Some(ext) => ext.message_end(message, &self.cancel).await,
+                None => message,
+            }
+        })
+    }
+
+    fn before_next_turn(&self) -> futures::future::BoxFuture<'_, bool> {
+        Box::pin(self.session.compact_before_next_turn(&self.cancel))
+    }
+}
+
+/// The loadout's tools followed by the MCP `direct` tools connected now, then the tools that
+/// `tool_search` loaded on this branch (`loaded`, asked only when the loadout has
+/// `tool_search`); a name already taken is skipped.
+fn with_mcp_tools(
+    mut tools: Vec<Arc<dyn pi_agent::AgentTool>>,
+    mcp: Option<&Arc<crate::mcp::McpManager>>,
+    loaded: impl FnOnce() -> Vec<String>,
+) -> Vec<Arc<dyn pi_agent::AgentTool>> {
+    if let Some(m) = mcp {
+        let mut taken: std::collections::HashSet<String> =
+            tools.iter().map(|t| t.definition().name).collect();
+        let searching = taken.contains(crate::codemode::search::NAME);
+        let mut extra = m.direct_tools();
+        if searching {
+            extra.extend(crate::codemode::search::loaded_tools(m, &loaded()));
+        }
+        for t in extra {
+            if taken.insert(t.definition().name) {
+                tools.push(t);
+            }
+        }
+    }
+    tools
+}
+
+/// Stand-in adapter when a model's `api` has no implementation: every call fails cleanly.
+struct NoProvider;
+
+/// Stands in for the adapter when the credentials could not be made usable (an OAuth refresh
+/// failed): the turn ends at once with that text as the assistant's `errorMessage`, as
+/// upstream's request-time auth failure does.
+struct FailedAuth(String);
+
+impl Provider for FailedAuth {
+    fn api(&self) -> &'static str {
+        "unknown"
+    }
+    fn stream(
+        &self,
+        model: &Model,
+        _context: &pi_ai::Context,
+        _options: pi_ai::StreamOptions,
+    ) -> pi_ai::AssistantStream {
+        let mut m = AssistantMessage::empty(model);
+        m.stop_reason = StopReason::Error;
+        m.error_message = Some(self.0.clone());
+        Box::pin(futures::stream::iter(vec![
+            pi_ai::AssistantMessageEvent::Error {
+                reason: StopReason::Error,
+                message: Box::new(m),
+            },
+        ]))
+    }
+}
+
+impl Provider for NoProvider {
+    fn api(&self) -> &'static str {
+        "unknown"
+    }
+    fn stream(
+        &self,
+        model: &Model,
+        _context: &pi_ai::Context,
+        _options: pi_ai::StreamOptions,
+    ) -> pi_ai::AssistantStream {
+        let mut m = AssistantMessage::empty(model);
+        m.stop_reason = StopReason::Error;
+        m.error_message = Some(format!("No API provider registered for api: {}", model.api));
+        Box::pin(futures::stream::iter(vec![
+            pi_ai::AssistantMessageEvent::Error {
+                reason: StopReason::Error,
+                message: Box::new(m),
+            },
+        ]))
+    }
+}
+
+impl AgentSession {
+    /// Routes one agent-loop request of virtual model `model` through its router in the
+    /// extension host ([`crate::extensions::provider::route_virtual`]): reason `user` when a
+    /// user message follows the latest assistant message, `retry` while a retry chain runs,
+    /// else `continuation`; the branch's latest router state
+    /// ([`crate::extensions::provider::VIRTUAL_STATE_ENTRY`]) goes along and a new one is
+    /// stored (`entry_appended`) before the request is sent. `direct`: a request outside the
+    /// agent loop (a compaction summary): reason `direct`, no state either way. `Err`: the
+    /// text the request then fails with.
+    pub(super) fn route_virtual_model(
+        &self,
+        model: &Model,
+        level: pi_ai::ThinkingLevel,
+        direct: bool,
+    ) -> Result<(Model, pi_ai::ThinkingLevel), String> {
+        use crate::extensions::provider::{self as xp, RouteReason};
+        let Some(ext) = self.inner.services.extensions.clone() else {
+            return Err(format!(
+                "Virtual model {}/{} is not registered.",
+                model.provider, model.id
+            ));
+        };
+        let messages = self.llm_messages(&self.transcript().clone());
+        let last_assistant = messages
+            .iter()
+            .rposition(|m| matches!(m, Message::Assistant(_)));
+        let user_turn = messages[last_assistant.map_or(0, |i| i + 1)..]
+            .iter()
+            .any(|m| matches!(m, Message::User(_)));
+        let reason = if direct {
+            RouteReason::Direct
+        } else if self.inner.retry.lock().attempt > 0 && !user_turn {
+            RouteReason::Retry
+        } else if user_turn {
+            RouteReason::User
+        } else {
+            RouteReason::Continuation
+        };
+        let state = {
+            let store = self.inner.store.lock();
+            store.branch().iter().rev().find_map(|e| match &e.kind {
+                crate::session::EntryKind::Custom {
+                    custom_type,
+                    data: Some(d),
+                } if custom_type == xp::VIRTUAL_STATE_ENTRY
+                    && d.get("provider").and_then(Value::as_str) == Some(&model.provider)
+                    && d.get("modelId").and_then(Value::as_str) == Some(&model.id) =>
+                {
+                    Some(d.get("state").cloned().unwrap_or(Value::Null))
+                }
+                _ => None,
+            })
+        };
+        let available = (self.inner.services.available_models)();
+        let routed = xp::route_virtual(
+            ext.host(),
+            model,
+            level,
+            reason,
+            state,
+            &messages,
+            available,
+        )?;
+        if let Some(state) = routed.new_state {
+            let data = serde_json::json!({
+                "provider": model.provider,
+                "modelId": model.id,
+                "state": state,
+            });
+            if let Err(e) = self.append_custom_entry(xp::VIRTUAL_STATE_ENTRY, Some(data)) {
+                tracing::warn!("virtual model state: {e}");
+            }
+        }
+        Ok((routed.model, routed.thinking_level))
+    }
+}
+
+/// Why the credentials of a request could not be looked up
+/// ([`AgentSession::request_credentials`]).
+#[derive(Debug, thiserror::Error)]
+pub enum CredentialError {
+    /// The resolver found none usable (its text, e.g. `No API key found for "<provider>"`).
+    #[error("{0}")]
+    Unavailable(String),
+    /// The lookup's blocking task did not finish (it panicked, or the runtime is shutting
+    /// down).
+    #[error("credential lookup failed: {0}")]
+    Interrupted(String),
+}
+
+impl AgentSession {
+    /// The credentials of a request to `model` ([`super::KeyUse::Request`]). The resolver is
+    /// synchronous and may block (an OAuth refresh takes the `auth.json` lock and calls the
+    /// token endpoint; an extension provider's OAuth asks its host), so it runs on the
+    /// blocking pool while the worker goes on.
+    ///
+    /// # Errors
+    /// [`CredentialError`]: the resolver's own failure, or its task's.
+    pub(super) async fn request_credentials(
+        &self,
+        model: &Model,
+    ) -> Result<super::RequestCredentials, CredentialError> {
+        let resolver = self.inner.services.api_key.clone();
+        let model = model.clone();
+        tokio::task::spawn_blocking(move || resolver(&model, super::KeyUse::Request))
+            .await
+            .map_err(|e| CredentialError::Interrupted(e.to_string()))?
+            .map_err(CredentialError::Unavailable)
+    }
+
+    /// [`AgentSession::route_virtual_model`] on the blocking pool (the router runs in the
+    /// extension host and is waited for synchronously there).
+    ///
+    /// # Errors
+    /// The text the request then fails with.
+    pub(super) async fn route_virtual_model_off_worker(
+        &self,
+        model: &Model,
+        level: pi_ai::ThinkingLevel,
+        direct: bool,
+    ) -> Result<(Model, pi_ai::ThinkingLevel), String> {
+        let me = self.clone();
+        let model = model.clone();
+        tokio::task::spawn_blocking(move || me.route_virtual_model(&model, level, direct))
+            .await
+            .map_err(|e| format!("virtual model routing failed: {e}"))?
+    }
+}
