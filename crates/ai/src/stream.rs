@@ -160,8 +160,9 @@ pub struct RequestTuning {
     pub transport: Transport,
     /// Hooks around the HTTP request (extensions' `before_provider_headers`,
     /// `before_provider_request`, `after_provider_response`); `None` = none. The
-    /// `openai-completions`, `anthropic-messages` and `openai-responses` family (Azure,
-    /// Codex) adapters call them; the Google, Mistral and Bedrock adapters do not yet.
+    /// `openai-completions`, `anthropic-messages`, `openai-responses`, Azure, Mistral and
+    /// Bedrock adapters call all three; the Google and Vertex adapters the headers and payload
+    /// hooks only (as upstream 1.6, whose Gemini SDK exposes no response); Codex none yet.
     pub hooks: Option<RequestHooks>,
 }
 

@@ -911,7 +911,7 @@ async fn run(
         "{}/v1/messages?beta=true",
         model.base_url.trim_end_matches('/')
     );
-    common::hooked_headers(hooks.as_ref(), &mut headers).await;
+    common::hooked_headers(hooks.as_ref(), &options, &mut headers).await;
     let body = common::hooked_payload(hooks.as_ref(), body).await;
     let payload = serde_json::to_vec(&body).unwrap_or_default();
     let request = client.post(url).headers(headers).body(payload);

@@ -49,8 +49,8 @@
 
 use super::aws_credentials::{self, AwsCredentialsError};
 use super::common::{
-    self, aborted, apply_headers, end_event, extra_headers, finish_usage, parse_streaming_json,
-    push_block, Emitter, CONNECTION_ERROR_MESSAGE, REQUEST_TIMEOUT_MESSAGE,
+    self, aborted, end_event, extra_headers, finish_usage, parse_streaming_json, push_block,
+    Emitter, CONNECTION_ERROR_MESSAGE, REQUEST_TIMEOUT_MESSAGE,
 };
 use super::strict_schema::{prefers_strict_sampling, strict_schema};
 use super::HttpOptions;
@@ -157,7 +157,12 @@ impl Provider for BedrockConverseStream {
             _ => None,
         };
         let client = self.client.clone();
-        common::event_stream(move |em| run(em, client, model, body, fallback, options, env))
+        let bodies = Bodies {
+            body,
+            fallback,
+            hooks: tuning.hooks,
+        };
+        common::event_stream(move |em| run(em, client, model, bodies, options, env))
     }
 }
 
@@ -1375,7 +1380,7 @@ fn request_headers(
     payload: &[u8],
     auth: &BedrockAuth,
     region: &str,
-    extra: &[(String, String)],
+    extra: &[(String, Option<String>)],
 ) -> Result<HeaderMap, ProviderError> {
     let mut headers = HeaderMap::new();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -1383,15 +1388,17 @@ fn request_headers(
         ACCEPT,
         HeaderValue::from_static("application/vnd.amazon.eventstream"),
     );
-    // Caller headers, except those SigV4 and the bearer scheme own.
-    let allowed = extra
+    // Caller headers (then the headers hook's changes, `None` removing), except those SigV4
+    // and the bearer scheme own (upstream ignores them silently).
+    let allowed: Vec<(String, Option<String>)> = extra
         .iter()
         .filter(|(k, _)| {
             let k = k.to_ascii_lowercase();
             !(k.starts_with("x-amz-") || k == "authorization" || k == "host")
         })
-        .cloned();
-    apply_headers(&mut headers, allowed);
+        .cloned()
+        .collect();
+    common::apply_header_changes(&mut headers, &allowed);
     match auth {
         BedrockAuth::Bearer(token) => {
             let value = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
@@ -1484,6 +1491,7 @@ async fn send_once(
     request: reqwest::RequestBuilder,
     cancel: &CancellationToken,
     headers_timeout_ms: u64,
+    hooks: Option<&crate::stream::RequestHooks>,
 ) -> Result<reqwest::Response, (ProviderError, Option<ErrorAnswer>)> {
     let timed_out = || ProviderError::Timeout {
         message: REQUEST_TIMEOUT_MESSAGE.to_owned(),
@@ -1511,6 +1519,13 @@ async fn send_once(
         (error, None)
     })?;
     let status = response.status();
+    if let Some(h) = hooks {
+        let headers = common::response_headers(response.headers());
+        tokio::select! {
+            _ = cancel.cancelled() => return Err((aborted(), None)),
+            () = h.0.response(status.as_u16(), headers) => {}
+        }
+    }
     if status.is_success() {
         return Ok(response);
     }
@@ -1875,15 +1890,29 @@ enum End {
     Failed(ProviderError),
 }
 
+/// The body of one request, its non-strict fallback and the extensions' hooks around it.
+struct Bodies {
+    /// The ConverseStream body.
+    body: Value,
+    /// The same body with every tool non-strict (sent once if Bedrock rejects strict tools).
+    fallback: Option<Value>,
+    /// `before_provider_headers` / `before_provider_request` / `after_provider_response`.
+    hooks: Option<crate::stream::RequestHooks>,
+}
+
 async fn run(
     em: Emitter,
     client: common::LazyClient,
     model: Model,
-    body: Value,
-    mut fallback: Option<Value>,
+    bodies: Bodies,
     options: StreamOptions,
     env: AwsEnv,
 ) {
+    let Bodies {
+        body,
+        mut fallback,
+        hooks,
+    } = bodies;
     let http = client.options();
     let client = client.get();
     let started = Instant::now();
@@ -1911,8 +1940,16 @@ async fn run(
     };
     let target = resolve_endpoint(&model, &env);
     let url = converse_stream_url(&target.endpoint, &model.id);
+    // Upstream fires the headers hook once per request and the payload hook per body sent
+    // (the strict fallback again); header changes go in before SigV4 signs them.
+    let changes = common::header_changes(hooks.as_ref(), &options).await;
+    let body = common::hooked_payload(hooks.as_ref(), body).await;
     let mut payload = serde_json::to_vec(&body).unwrap_or_default();
-    let extra = extra_headers(&model, &options);
+    let mut extra: Vec<(String, Option<String>)> = extra_headers(&model, &options)
+        .into_iter()
+        .map(|(k, v)| (k, Some(v)))
+        .collect();
+    extra.extend(changes);
     let max_attempts = env.max_attempts();
     let mut attempt = 1;
     let response = loop {
@@ -1924,7 +1961,7 @@ async fn run(
             }
         };
         let request = client.post(&url).headers(headers).body(payload.clone());
-        match send_once(request, &cancel, http.request_timeout_ms).await {
+        match send_once(request, &cancel, http.request_timeout_ms, hooks.as_ref()).await {
             Ok(r) => break r,
             Err((error, answer)) => {
                 // Bedrock checks the tool schemas before streaming, so resending repeats no
@@ -1936,6 +1973,7 @@ async fn run(
                             error
                         );
                         mark_strict_limits_exceeded(&options);
+                        let next = common::hooked_payload(hooks.as_ref(), next).await;
                         payload = serde_json::to_vec(&next).unwrap_or_default();
                         attempt = 1;
                         continue;

@@ -248,23 +248,47 @@ pub(crate) async fn hooked_payload(hooks: Option<&RequestHooks>, body: Value) ->
     }
 }
 
-/// Applies the `headers` hook of `hooks` to `headers` (nothing without hooks): a change to a
-/// value that is not a valid header name or value is ignored.
-pub(crate) async fn hooked_headers(hooks: Option<&RequestHooks>, headers: &mut HeaderMap) {
-    let Some(h) = hooks else {
-        return;
-    };
-    let given: Vec<(String, String)> = headers
-        .iter()
-        .filter_map(|(k, v)| Some((k.as_str().to_owned(), v.to_str().ok()?.to_owned())))
-        .collect();
-    for (name, value) in h.0.headers(given).await {
+/// The caller headers of a request as the `headers` hook sees them (upstream 1.6 passes
+/// `transformHeaders` only the headers the caller gives the provider: models.json provider
+/// headers, `authHeader`'s `Authorization`, per-request headers; never the adapter's own
+/// defaults or its API-key header): [`StreamOptions::headers`], a repeated name
+/// (case-insensitive) keeping its last value at its first position.
+pub(crate) fn caller_headers(options: &StreamOptions) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for (k, v) in &options.headers {
+        match out.iter_mut().find(|(n, _)| n.eq_ignore_ascii_case(k)) {
+            Some(slot) => slot.1 = v.clone(),
+            None => out.push((k.clone(), v.clone())),
+        }
+    }
+    out
+}
+
+/// The changes the `headers` hook of `hooks` makes to the caller headers of `options`
+/// ([`caller_headers`]): `(name, Some(value))` sets or overrides, `(name, None)` removes,
+/// also a default header of the adapter (upstream: a `null` value suppresses a provider
+/// default of the same name). Empty without hooks. Called once per request: retries reuse
+/// the result.
+pub(crate) async fn header_changes(
+    hooks: Option<&RequestHooks>,
+    options: &StreamOptions,
+) -> Vec<(String, Option<String>)> {
+    match hooks {
+        Some(h) => h.0.headers(caller_headers(options)).await,
+        None => vec![],
+    }
+}
+
+/// Applies hook `changes` ([`header_changes`]) to `headers`: a change to a value that is not
+/// a valid header name or value is ignored.
+pub(crate) fn apply_header_changes(headers: &mut HeaderMap, changes: &[(String, Option<String>)]) {
+    for (name, value) in changes {
         let Ok(name) = HeaderName::from_bytes(name.as_bytes()) else {
             continue;
         };
         match value {
             Some(v) => {
-                if let Ok(v) = HeaderValue::from_str(&v) {
+                if let Ok(v) = HeaderValue::from_str(v) {
                     headers.insert(name, v);
                 }
             }
@@ -275,10 +299,20 @@ pub(crate) async fn hooked_headers(hooks: Option<&RequestHooks>, headers: &mut H
     }
 }
 
+/// [`header_changes`] applied to `headers` (the assembled request headers).
+pub(crate) async fn hooked_headers(
+    hooks: Option<&RequestHooks>,
+    options: &StreamOptions,
+    headers: &mut HeaderMap,
+) {
+    let changes = header_changes(hooks, options).await;
+    apply_header_changes(headers, &changes);
+}
+
 /// The response headers as a `fetch` `Headers` object lists them (what upstream's
 /// `after_provider_response` handlers see): lower-case names in sorted order, the values of a
 /// repeated header joined with `", "`; a value that is not visible ASCII is left out.
-fn response_headers(headers: &HeaderMap) -> Vec<(String, String)> {
+pub(crate) fn response_headers(headers: &HeaderMap) -> Vec<(String, String)> {
     let mut out: std::collections::BTreeMap<String, String> = std::collections::BTreeMap::new();
     for (k, v) in headers {
         let Ok(v) = v.to_str() else {

@@ -802,6 +802,7 @@ where
 {
     let model = model.clone();
     let body = build_body(&model, context, &options, tuning, flavor);
+    let hooks = tuning.hooks.clone();
     event_stream(move |em| async move {
         let started = Instant::now();
         let mut output = AssistantMessage::empty(&model);
@@ -835,6 +836,10 @@ where
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         apply_headers(&mut headers, target.auth);
         apply_headers(&mut headers, extra_headers(&model, &options));
+        // Upstream's Gemini SDK exposes the headers and the payload, not the response: no
+        // `after_provider_response` here, as upstream 1.6.
+        common::hooked_headers(hooks.as_ref(), &options, &mut headers).await;
+        let body = common::hooked_payload(hooks.as_ref(), body).await;
         let payload = serde_json::to_vec(&body).unwrap_or_default();
         let request = client.post(&target.url).headers(headers).body(payload);
         let response =

@@ -17,7 +17,7 @@
 
 use super::common::{
     self, apply_headers, end_event, event_stream, extra_headers, json_u64, next_sse_event,
-    parse_streaming_json, push_block, resolve_api_key, send_streaming_request, Emitter, StreamEnd,
+    parse_streaming_json, push_block, resolve_api_key, Emitter, StreamEnd,
 };
 use super::strict_schema::{prefers_strict_sampling, strict_schema};
 use super::HttpOptions;
@@ -89,11 +89,11 @@ impl Provider for MistralConversations {
         tuning: RequestTuning,
     ) -> AssistantStream {
         let model = model.clone();
-        let api_key = resolve_api_key(&model, &options);
         let caching = tuning.cache_retention != CacheRetention::None;
         let body = build_request_body(&model, context, &options, caching);
         let client = self.client.clone();
-        event_stream(move |em| run(em, client, model, body, options, api_key, caching))
+        let hooks = tuning.hooks;
+        event_stream(move |em| run(em, client, model, body, options, caching, hooks))
     }
 }
 
@@ -652,8 +652,8 @@ async fn run(
     model: Model,
     body: Value,
     options: StreamOptions,
-    api_key: Option<String>,
     caching: bool,
+    hooks: Option<crate::stream::RequestHooks>,
 ) {
     let http = client.options();
     let client = client.get();
@@ -664,7 +664,7 @@ async fn run(
         em.fail(output, common::aborted(), started);
         return;
     }
-    let Some(key) = api_key else {
+    let Some(key) = resolve_api_key(&model, &options) else {
         let message = format!("No API key for provider: {}", model.provider);
         em.fail(output, ProviderError::Protocol { message }, started);
         return;
@@ -689,9 +689,14 @@ async fn run(
         "{}/v1/chat/completions",
         model.base_url.trim().trim_end_matches('/')
     );
+    common::hooked_headers(hooks.as_ref(), &options, &mut headers).await;
+    let body = common::hooked_payload(hooks.as_ref(), body).await;
     let payload = serde_json::to_vec(&body).unwrap_or_default();
     let request = client.post(url).headers(headers).body(payload);
-    let response = match send_streaming_request(request, &cancel, mistral_http_error, &http).await {
+    let sent =
+        common::send_hooked_request(request, &cancel, mistral_http_error, &http, hooks.as_ref())
+            .await;
+    let response = match sent {
         Ok(r) => r,
         Err(error) => {
             em.fail(output, error, started);

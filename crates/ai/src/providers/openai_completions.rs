@@ -965,7 +965,7 @@ async fn run(
     }
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     apply_headers(&mut headers, extra_headers(&model, &options));
-    common::hooked_headers(hooks.as_ref(), &mut headers).await;
+    common::hooked_headers(hooks.as_ref(), &options, &mut headers).await;
     let body = common::hooked_payload(hooks.as_ref(), body).await;
     let payload = serde_json::to_vec(&body).unwrap_or_default();
     let request = client.post(url).headers(headers).body(payload);

@@ -1352,7 +1352,7 @@ pub(crate) async fn run(
     }
     let hooks = request.hooks;
     let mut headers = request.headers;
-    common::hooked_headers(hooks.as_ref(), &mut headers).await;
+    common::hooked_headers(hooks.as_ref(), &options, &mut headers).await;
     let body = common::hooked_payload(hooks.as_ref(), request.body).await;
     let mut payload = serde_json::to_vec(&body).unwrap_or_default();
     if request.zstd {

@@ -1,8 +1,11 @@
 //! The provider hooks of extensions (upstream docs/extensions.md "Provider Events"), as the
 //! [`pi_ai::ProviderRequestHooks`] of each agent LLM request:
 //!
-//! * `before_provider_headers {headers}`: handlers mutate `event.headers` in place (a string
-//!   sets or overrides, `null` deletes); the headers as they leave them are sent.
+//! * `before_provider_headers {headers}`: the caller headers of the request (models.json
+//!   provider headers, `authHeader`'s `Authorization`; not the adapter's defaults nor its
+//!   API-key header, as upstream 1.6). Handlers mutate `event.headers` in place (a string
+//!   sets or overrides, `null` deletes, a default header of the adapter too); the headers as
+//!   they leave them are sent.
 //! * `before_provider_request {payload}`: the provider-specific JSON body; a handler's return
 //!   value other than `undefined` replaces it for later handlers and for the request.
 //! * `after_provider_response {status, headers}`: the HTTP status and the response headers
@@ -101,9 +104,11 @@ impl ProviderRequestHooks for ExtensionRequestHooks {
                 }
             }
             for (k, v) in out {
-                let value = v.as_str().map(str::to_string);
-                if value.as_deref() != given(&k) {
-                    changes.push((k, value));
+                match v {
+                    // `null` suppresses the header, the adapter's default of that name too.
+                    Value::Null => changes.push((k, None)),
+                    Value::String(s) if Some(s.as_str()) != given(&k) => changes.push((k, Some(s))),
+                    _ => {}
                 }
             }
             changes

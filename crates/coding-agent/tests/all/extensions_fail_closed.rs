@@ -183,7 +183,11 @@ fn an_extension_that_fails_to_load_stops_rpc_mode_before_serving() {
         let status = agent
             .wait_exit(LIVENESS)
             .unwrap_or_else(|| panic!("{} did not stop pi\n{}", b.failing, agent.dump()));
-        b.check(&root, status.code(), &agent.stderr());
+        b.check(
+            &root,
+            status.code(),
+            &agent.stderr_with("Hint: Start without extensions", LIVENESS),
+        );
         assert!(agent.records().is_empty(), "{}", agent.dump());
         assert!(
             fake.requests().is_empty(),

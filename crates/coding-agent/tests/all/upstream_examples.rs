@@ -770,3 +770,75 @@ fn upstream_custom_provider_anthropic_registers_its_models() {
     assert_eq!(r["data"]["name"], "Claude Sonnet 4.5 (Custom)");
     assert!(events_of(&agent, "extension_error").is_empty());
 }
+
+/// The provider hooks in the Google, Vertex and Mistral adapters (issue 22), as upstream 1.6
+/// fires them (its cli.js run by hand against the same fake): `before_provider_headers` sees
+/// only the caller headers (models.json provider headers, never the API-key header),
+/// `before_provider_request`'s return value is the body sent, and `after_provider_response`
+/// fires for Mistral but not for the Gemini wire (upstream's SDK exposes no response there).
+#[test]
+fn provider_hooks_in_the_google_and_mistral_adapters() {
+    let ext = r#"import * as fs from "node:fs";
+    export default function (pi) {
+      const log = (x) => fs.appendFileSync("hooks.log", JSON.stringify(x) + "\n");
+      pi.on("before_provider_headers", (event) => {
+        log({ ev: "headers", headers: { ...event.headers } });
+        event.headers["x-extra"] = "yes";
+        event.headers["x-drop"] = null;
+      });
+      pi.on("before_provider_request", (event) => ({ ...event.payload, hooked: 1 }));
+      pi.on("after_provider_response", (event) => log({ ev: "response", status: event.status }));
+    }"#;
+    let cases = [
+        ("google-generative-ai", "/v1beta", false),
+        ("google-vertex", "/vertex", false),
+        ("mistral-conversations", "/mistral", true),
+    ];
+    for (api, prefix, responds) in cases {
+        let (fake, root) = setup(Script::new([Turn::text("hello")]), "fake-x/m1");
+        let models = json!({"providers": {"fake-x": {
+            "api": api, "apiKey": "secret-key",
+            "baseUrl": format!("http://127.0.0.1:{}{prefix}", fake.port()),
+            "headers": {"x-drop": "1", "x-keep": "2"},
+            "models": [{"id": "m1", "name": "M1", "reasoning": false, "input": ["text"],
+                        "contextWindow": 32000, "maxTokens": 4096,
+                        "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0}}]}}});
+        root.write_agent_file("models.json", &models);
+        root.write_cwd_file("h.js", ext);
+        let env = [
+            ("GOOGLE_CLOUD_PROJECT", "fake-project"),
+            ("GOOGLE_CLOUD_LOCATION", "us-central1"),
+        ];
+        let mut agent = root.spawn_with_env(false, &["-e", "h.js"], &env);
+        agent.send(json!({"id": "p", "type": "prompt", "message": "hi"}));
+        agent.wait_event("agent_settled");
+        let requests = fake.llm_requests();
+        assert_eq!(requests.len(), 1, "{api}: {}", agent.dump());
+        let q = &requests[0];
+        assert_eq!(q.body["hooked"], 1, "{api}: {}", q.body);
+        assert_eq!(q.header("x-extra"), Some("yes"), "{api}");
+        assert_eq!(q.header("x-drop"), None, "{api}");
+        assert_eq!(q.header("x-keep"), Some("2"), "{api}");
+        let log = std::fs::read_to_string(root.cwd.join("hooks.log")).unwrap();
+        let lines: Vec<Value> = log
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(
+            lines[0],
+            json!({"ev": "headers", "headers": {"x-drop": "1", "x-keep": "2"}}),
+            "{api}"
+        );
+        let responses: Vec<&Value> = lines.iter().filter(|l| l["ev"] == "response").collect();
+        if responds {
+            assert_eq!(
+                responses,
+                [&json!({"ev": "response", "status": 200})],
+                "{api}"
+            );
+        } else {
+            assert!(responses.is_empty(), "{api}: {log}");
+        }
+        agent.kill();
+    }
+}

@@ -1,0 +1,218 @@
+//! Host events pi sends and waits for (host.mjs `emit*`), and the replies of their handlers.
+
+use super::{lenient, present};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// HTTP headers as an object of strings, in the order given.
+#[derive(Debug, Clone, Default)]
+pub struct Headers(pub Vec<(String, String)>);
+
+impl Serialize for Headers {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+/// `systemPromptOptions` of `before_agent_start` (upstream `BuildSystemPromptOptions`, the
+/// parts pi fills).
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SystemPromptOptions {
+    /// The session's working directory.
+    pub cwd: String,
+    /// The active tools' names.
+    pub selected_tools: Vec<String>,
+    /// Always empty (no hidden tools in RPC mode).
+    pub hidden_tools: Vec<String>,
+    /// Always empty.
+    pub prompt_guidelines: Vec<String>,
+}
+
+/// An event pi runs the handlers of and waits for ([`ToHost::HostEvent`]), as upstream's
+/// extension event objects (docs/extensions.md "Events"); fields in upstream's key order.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum HostEvent {
+    /// `before_agent_start` of a user prompt. Reply: [`BeforeAgentStartReply`].
+    #[serde(rename_all = "camelCase")]
+    BeforeAgentStart {
+        /// Always `"user"`.
+        message_type: String,
+        /// The prompt text.
+        prompt: String,
+        /// The system prompt the run would use.
+        system_prompt: String,
+        /// How that prompt was built.
+        system_prompt_options: SystemPromptOptions,
+        /// The prompt's images; absent when none (upstream's `undefined`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        images: Option<Vec<pi_ai::ImageContent>>,
+    },
+    /// `message_end` of a finalized message. Reply: [`MessageEndReply`].
+    MessageEnd {
+        /// The message.
+        message: Box<pi_ai::Message>,
+    },
+    /// `context` of one LLM call (system messages left out). Reply: `null` (unchanged) or
+    /// [`ContextReply`].
+    Context {
+        /// The messages.
+        messages: Vec<pi_ai::Message>,
+    },
+    /// `model_select`. Reply: `null`.
+    #[serde(rename_all = "camelCase")]
+    ModelSelect {
+        /// The new model.
+        model: Box<pi_ai::Model>,
+        /// The model before; absent when none.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        previous_model: Option<Box<pi_ai::Model>>,
+        /// `set` or `cycle`.
+        source: String,
+    },
+    /// `before_provider_headers`. Reply: [`HeadersReply`].
+    BeforeProviderHeaders {
+        /// The request headers.
+        headers: Headers,
+    },
+    /// `before_provider_request`. Reply: `null` (unchanged) or [`PayloadReply`].
+    BeforeProviderRequest {
+        /// The provider-specific request body.
+        payload: Value,
+    },
+    /// `after_provider_response`. Reply: `null`.
+    AfterProviderResponse {
+        /// The HTTP status.
+        status: u16,
+        /// The response headers (lower-case names).
+        headers: Headers,
+    },
+}
+
+/// The event of [`ToHost::UserBash`] (upstream `UserBashEvent`).
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type", rename = "user_bash", rename_all = "camelCase")]
+pub struct UserBashEvent {
+    /// The command as the client sent it.
+    pub command: String,
+    /// `excludeFromContext` of the `bash` command.
+    pub exclude_from_context: bool,
+    /// The working directory.
+    pub cwd: String,
+}
+
+/// A `custom` message as an extension gives it (`pi.sendMessage`, a `before_agent_start`
+/// `message`): `{customType, content, display, details}`. `customType`, `content` and
+/// `details` pass as given (extension data); `display` not `true`/`false` reads `false`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CustomMessageDraft {
+    /// `customType` (absent = `None`).
+    #[serde(default, deserialize_with = "present")]
+    pub custom_type: Option<Value>,
+    /// `content`: a string or content blocks (absent = `None`).
+    #[serde(default, deserialize_with = "present")]
+    pub content: Option<Value>,
+    /// Whether the client shows it.
+    #[serde(default, deserialize_with = "lenient")]
+    pub display: bool,
+    /// `details` (`null` = none).
+    #[serde(default)]
+    pub details: Option<Value>,
+}
+
+impl CustomMessageDraft {
+    /// `v` as a draft; `None` when it is not an object.
+    pub fn from_value(v: &Value) -> Option<Self> {
+        v.as_object()?;
+        Self::deserialize(v).ok()
+    }
+}
+
+/// The reply to `before_agent_start`: `{messages, systemPrompt?}`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BeforeAgentStartReply {
+    /// The returned messages, in handler order (drafts; see [`CustomMessageDraft`]).
+    #[serde(default, deserialize_with = "lenient")]
+    pub messages: Vec<Value>,
+    /// The system prompt when a handler replaced it.
+    #[serde(default, deserialize_with = "lenient")]
+    pub system_prompt: Option<String>,
+}
+
+/// The reply to an actionable boundary (`turn_end`, `agent_before_settle`):
+/// `{entries, continue}`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct BoundaryReply {
+    /// Draft entries (validated by pi afterwards).
+    #[serde(default, deserialize_with = "lenient")]
+    pub entries: Vec<Value>,
+    /// Whether one continuation is wanted.
+    #[serde(default, rename = "continue", deserialize_with = "lenient")]
+    pub continue_run: bool,
+}
+
+/// The reply to `message_end`: `{message}` (the final one; `null` = unchanged).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct MessageEndReply {
+    /// The message.
+    #[serde(default)]
+    pub message: Option<pi_ai::Message>,
+}
+
+/// The reply to `context` when the handlers changed the list: `{messages}`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ContextReply {
+    /// The messages to send.
+    pub messages: Vec<pi_ai::Message>,
+}
+
+/// The reply to `before_provider_headers`: `{headers}` as the handlers left them (`null` =
+/// deleted).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct HeadersReply {
+    /// Name → value; a non-string value reads as `None`.
+    #[serde(default, deserialize_with = "lenient")]
+    pub headers: Option<serde_json::Map<String, Value>>,
+}
+
+/// The reply to `before_provider_request` when a handler returned a value: `{payload}`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct PayloadReply {
+    /// The replacement body (`null` included); `None` = no replacement.
+    #[serde(default, deserialize_with = "present")]
+    pub payload: Option<Value>,
+}
+
+/// The reply to [`ToHost::UserBash`]: `null` (run here), `{result}` or `{executed}`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct UserBashReply {
+    /// The handler's `BashResult`, as given (pi checks it).
+    #[serde(default)]
+    pub result: Option<Value>,
+    /// The outcome of a run through the handler's `operations`.
+    #[serde(default)]
+    pub executed: Option<BashExecuted>,
+}
+
+/// `{output, exitCode?, cancelled}` of a run through a `user_bash` handler's `operations`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BashExecuted {
+    /// Everything the command wrote.
+    #[serde(default, deserialize_with = "lenient")]
+    pub output: String,
+    /// The exit code, when known.
+    #[serde(default, deserialize_with = "lenient")]
+    pub exit_code: Option<i64>,
+    /// Aborted.
+    #[serde(default, deserialize_with = "lenient")]
+    pub cancelled: bool,
+}
