@@ -411,32 +411,12 @@ impl Extensions {
     /// session whose tools were chosen (`pi.setActiveTools`) keeps them plus the added tools.
     fn rebuild_loadout(&self, change: impl FnOnce() -> Vec<String>) {
         let runtime = self.runtime.get();
-        let session = runtime.map(|r| r.session());
-        let default_before = match (runtime, &session) {
-            (Some(r), Some(s)) => {
-                let default: Vec<String> = r
-                    .factory()
-                    .loadout(s.cwd())
-                    .tools
-                    .iter()
-                    .map(|t| t.definition().name)
-                    .collect();
-                default == s.active_tool_names()
-            }
-            _ => true,
-        };
+        let default_before = runtime.is_none_or(|r| r.on_default_tools());
         let added = change();
-        let (Some(runtime), Some(session)) = (runtime, session) else {
+        let Some(runtime) = runtime else {
             return;
         };
-        let loadout = if default_before {
-            runtime.factory().loadout(session.cwd())
-        } else {
-            let mut active = session.active_tool_names();
-            active.extend(added);
-            runtime.factory().loadout_with(session.cwd(), &active)
-        };
-        session.set_loadout(loadout);
+        runtime.rebuild_tools(default_before, added);
         self.push_state();
     }
 
@@ -614,7 +594,7 @@ impl Extensions {
         }
     }
 
-    /// Sends the host the session mirror (`ToHost::State`, `api::state`): only the entries
+    /// Sends the host the session mirror (`ToHost::State`, [`api::HostApi::state`]): only the entries
     /// after the last push when the session is the same. Nothing before the runtime exists.
     pub fn push_state(&self) {
         let Some(runtime) = self.runtime.get() else {
@@ -624,13 +604,12 @@ impl Extensions {
             return;
         }
         let mut pushed = self.pushed.lock();
-        let session = runtime.session();
-        let id = session.state().session_id;
+        let id = runtime.session_id();
         let from = match &*pushed {
             Some((sid, last)) if *sid == id => last.clone(),
             _ => None,
         };
-        let state = api::state(runtime, from.as_deref());
+        let state = runtime.state(from.as_deref());
         let last = state
             .get("entries")
             .and_then(Value::as_array)
