@@ -216,6 +216,9 @@ fn later(work: impl std::future::Future<Output = Value> + Send + 'static) -> Cal
 /// Unknown methods are answered `{error}` (and ignored when nothing waits for them).
 fn handle(runtime: &AgentSessionRuntime, method: &str, params: &Value) -> CallReply {
     let runtime = runtime.clone();
+    if let Some(reply) = command_context_call(&runtime, method, params) {
+        return reply;
+    }
     let session = runtime.session();
     let str_param = |k: &str| params.get(k).and_then(Value::as_str).map(str::to_string);
     match method {
@@ -315,25 +318,43 @@ fn handle(runtime: &AgentSessionRuntime, method: &str, params: &Value) -> CallRe
                 }
             });
         }
-        "waitForIdle" => {
-            return later(async move {
-                runtime.session().wait_idle().await;
-                answer(&runtime, Value::Null)
-            })
+        other => {
+            tracing::debug!("extension call {other} is not supported yet");
+            return CallReply::Now(
+                json!({"error": format!("{other} is not supported by this pi build")}),
+            );
         }
+    }
+    CallReply::Now(json!({ "value": null }))
+}
+
+/// The command context's calls that wait for the session or replace it (`waitForIdle`,
+/// `newSession`, `fork`, `switchSession`, `reload`); `None` for any other method.
+fn command_context_call(
+    runtime: &AgentSessionRuntime,
+    method: &str,
+    params: &Value,
+) -> Option<CallReply> {
+    let runtime = runtime.clone();
+    let str_param = |k: &str| params.get(k).and_then(Value::as_str).map(str::to_string);
+    let reply = match method {
+        "waitForIdle" => later(async move {
+            runtime.session().wait_idle().await;
+            answer(&runtime, Value::Null)
+        }),
         "newSession" => {
             let parent = str_param("parentSession");
-            return later(async move {
+            later(async move {
                 match runtime.new_session(parent).await {
                     Ok(cancelled) => answer(&runtime, json!({ "cancelled": cancelled })),
                     Err(e) => failure(&runtime, e),
                 }
-            });
+            })
         }
         "fork" => {
             let entry_id = str_param("entryId").unwrap_or_default();
             let at = params.get("position").and_then(Value::as_str) == Some("at");
-            return later(async move {
+            later(async move {
                 let r = if at {
                     runtime.clone_through(&entry_id).await
                 } else {
@@ -343,33 +364,26 @@ fn handle(runtime: &AgentSessionRuntime, method: &str, params: &Value) -> CallRe
                     Ok(cancelled) => answer(&runtime, json!({ "cancelled": cancelled })),
                     Err(e) => failure(&runtime, e),
                 }
-            });
+            })
         }
         "switchSession" => {
             let path = str_param("sessionPath").unwrap_or_default();
-            return later(async move {
+            later(async move {
                 match runtime.switch_session(&path).await {
                     Ok(cancelled) => answer(&runtime, json!({ "cancelled": cancelled })),
                     Err(e) => failure(&runtime, e),
                 }
-            });
-        }
-        "reload" => {
-            return later(async move {
-                match runtime.reload_extensions().await {
-                    Ok(()) => answer(&runtime, Value::Null),
-                    Err(e) => failure(&runtime, e),
-                }
             })
         }
-        other => {
-            tracing::debug!("extension call {other} is not supported yet");
-            return CallReply::Now(
-                json!({"error": format!("{other} is not supported by this pi build")}),
-            );
-        }
-    }
-    CallReply::Now(json!({ "value": null }))
+        "reload" => later(async move {
+            match runtime.reload_extensions().await {
+                Ok(()) => answer(&runtime, Value::Null),
+                Err(e) => failure(&runtime, e),
+            }
+        }),
+        _ => return None,
+    };
+    Some(reply)
 }
 
 /// `pi.sendUserMessage(content, {deliverAs})`: admitted like a prompt with source
