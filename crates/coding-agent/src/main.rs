@@ -2,6 +2,7 @@
 
 use pi_ai::Model;
 use pi_coding_agent::agent_session::factory::{SessionFactory, SessionRequest};
+use pi_coding_agent::agent_session::host_calls;
 use pi_coding_agent::agent_session::runtime::AgentSessionRuntime;
 use pi_coding_agent::cli::{self, Cli};
 use pi_coding_agent::config::{self, ModelRegistry, Settings};
@@ -418,7 +419,7 @@ async fn run_mode(
     match mode {
         Mode::Rpc => {
             let runtime = AgentSessionRuntime::new(factory, request, sink);
-            let _ = api_slot.set(runtime.clone());
+            host_calls::bind(&api_slot, runtime.clone());
             extensions_started(&runtime).await;
             let result = rpc::run(runtime.clone(), out.clone()).await;
             extensions_stopping(&runtime).await;
@@ -450,7 +451,7 @@ async fn run_mode(
             // A runtime, as in RPC mode: extension API calls (`sendMessage`, `appendEntry`,
             // `ctx.newSession()`, ...) reach the session through it.
             let runtime = AgentSessionRuntime::new(factory, request, sink);
-            let _ = api_slot.set(runtime.clone());
+            host_calls::bind(&api_slot, runtime.clone());
             let json = mode == Mode::Json;
             if json {
                 out.raw_line(runtime.session().header_json().to_string());

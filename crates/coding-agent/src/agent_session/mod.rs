@@ -23,6 +23,7 @@ pub mod compaction;
 pub mod convert;
 mod extension_api;
 pub mod factory;
+pub mod host_calls;
 mod image_guard;
 mod queries;
 pub mod queues;

@@ -130,15 +130,14 @@ pub fn handle_call(
         }
     };
     if let Some(rt) = runtime.get() {
-        let session = rt.session();
-        let fresh = session.model().and_then(|m| {
+        let fresh = rt.model().and_then(|m| {
             let reg = registry.read().ok()?;
             reg.find(&m.provider, &m.id).filter(|f| **f != m).cloned()
         });
         if let Some(fresh) = fresh {
-            session.refresh_model(fresh);
+            rt.refresh_model(fresh);
         }
-        if let (Some(name), None, Some(ext)) = (refresh_later, &error, session.extensions()) {
+        if let (Some(name), None, Some(ext)) = (refresh_later, &error, rt.extensions()) {
             let host = ext.host().clone();
             let registry = registry.clone();
             let offline = std::env::var_os("PI_OFFLINE").is_some_and(|v| !v.is_empty());

@@ -1,0 +1,179 @@
+//! The tools the extensions registered, and their `tool_call` / `tool_result` hooks
+//! ([`pi_agent::ToolCallHooks`]).
+
+use super::wire::{self, ToHost, ToolCallResult};
+use super::{tool, Extensions};
+use pi_agent::{BeforeToolCall, ToolCallHooks, ToolOutput};
+use pi_ai::ToolCall;
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+impl Extensions {
+    /// Every registered tool in registration order ([`wire::ToolInfo::seq`]; load order for
+    /// equal places).
+    fn tool_infos(&self) -> Vec<wire::ToolInfo> {
+        let mut all: Vec<wire::ToolInfo> = self
+            .loaded
+            .read()
+            .extensions
+            .iter()
+            .flat_map(|e| e.tools.iter().cloned())
+            .collect();
+        all.sort_by_key(|t| t.seq);
+        all
+    }
+
+    /// `(tool name, extension path)` of every registered tool.
+    pub fn tool_paths(&self) -> Vec<(String, String)> {
+        self.loaded
+            .read()
+            .extensions
+            .iter()
+            .flat_map(|e| e.tools.iter().map(|t| (t.name.clone(), e.path.clone())))
+            .collect()
+    }
+
+    /// The registered tools, in load order, as agent tools.
+    pub fn tools(self: &Arc<Self>) -> Vec<Arc<dyn pi_agent::AgentTool>> {
+        self.tool_infos()
+            .into_iter()
+            .map(|info| {
+                Arc::new(tool::ExtensionTool {
+                    info,
+                    extensions: self.clone(),
+                }) as Arc<dyn pi_agent::AgentTool>
+            })
+            .collect()
+    }
+
+    /// The system-prompt view of the registered tools (snippet and guidelines as given).
+    pub fn prompt_tools(&self) -> Vec<crate::system_prompt::PromptTool> {
+        self.tool_infos()
+            .iter()
+            .map(|t| crate::system_prompt::PromptTool {
+                definition: pi_ai::ToolDefinition {
+                    name: t.name.clone(),
+                    description: t.description.clone().unwrap_or_default(),
+                    parameters: t.parameters.clone().unwrap_or(Value::Null),
+                },
+                snippet: t.prompt_snippet.clone(),
+                guidelines: t.prompt_guidelines.clone().unwrap_or_default(),
+            })
+            .collect()
+    }
+}
+
+#[async_trait::async_trait]
+impl ToolCallHooks for Extensions {
+    async fn before_tool_call(
+        &self,
+        call: &ToolCall,
+        args: Value,
+        parent: Option<&str>,
+    ) -> BeforeToolCall {
+        if !self.handles("tool_call") {
+            return BeforeToolCall::Proceed(args);
+        }
+        let id = self.host.next_id();
+        let mut event = json!({
+            "type": "tool_call",
+            "toolName": call.name,
+            "toolCallId": call.id,
+        });
+        if let Some(p) = parent {
+            event["parentToolCallId"] = json!(p);
+        }
+        event["input"] = args.clone();
+        let msg = ToHost::ToolCall { id, event };
+        let started = std::time::Instant::now();
+        let reply = self.host.request(id, &msg, Some(self.hook_timeout)).await;
+        // Read by bench/extension_hooks.py (PI_LOG=pi_coding_agent::extensions=debug).
+        tracing::debug!(
+            "tool_call hook round trip us={}",
+            started.elapsed().as_micros()
+        );
+        match reply {
+            Ok(v) => match serde_json::from_value::<ToolCallResult>(v) {
+                Ok(r) if r.block => BeforeToolCall::Block(r.reason.unwrap_or_default()),
+                Ok(r) => BeforeToolCall::Proceed(r.input.unwrap_or(args)),
+                Err(e) => {
+                    let text = format!("invalid tool_call result: {e}");
+                    self.error("<runtime>", "tool_call", &text);
+                    BeforeToolCall::Block(format!("Blocked: extension {text}"))
+                }
+            },
+            Err(e) => {
+                let text = e.to_string();
+                let owners = self.handlers_of("tool_call");
+                for p in &owners {
+                    self.error(p, "tool_call", &text);
+                }
+                BeforeToolCall::Block(format!(
+                    "Tool call blocked: the extension tool_call hook failed ({text})"
+                ))
+            }
+        }
+    }
+
+    async fn after_tool_call(
+        &self,
+        call: &ToolCall,
+        args: &Value,
+        output: ToolOutput,
+        is_error: bool,
+        parent: Option<&str>,
+    ) -> (ToolOutput, bool) {
+        if !self.handles("tool_result") || self.host.is_dead() {
+            return (output, is_error);
+        }
+        let id = self.host.next_id();
+        let mut event = json!({
+            "type": "tool_result",
+            "toolName": call.name,
+            "toolCallId": call.id,
+        });
+        if let Some(p) = parent {
+            event["parentToolCallId"] = json!(p);
+        }
+        event["input"] = args.clone();
+        event["content"] = json!(output.content);
+        event["details"] = json!(output.details);
+        if let Some(sc) = &output.structured_content {
+            event["structuredContent"] = sc.clone();
+        }
+        event["isError"] = json!(is_error);
+        let msg = ToHost::ToolResult { id, event };
+        match self.host.request(id, &msg, Some(self.hook_timeout)).await {
+            Ok(Value::Null) => (output, is_error),
+            Ok(v) => {
+                let mut out = output;
+                if let Some(c) = v
+                    .get("content")
+                    .and_then(|c| serde_json::from_value(c.clone()).ok())
+                {
+                    out.content = c;
+                    // Replacing `content` alone drops the machine-readable result, so a
+                    // redaction cannot leak through it (upstream `ToolResultEvent`).
+                    out.structured_content = None;
+                }
+                if let Some(s) = v.get("structuredContent") {
+                    out.structured_content = (!s.is_null()).then(|| s.clone());
+                }
+                if let Some(d) = v.get("details") {
+                    out.details = (!d.is_null()).then(|| d.clone());
+                }
+                let is_error = v
+                    .get("isError")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(is_error);
+                (out, is_error)
+            }
+            Err(e) => {
+                for p in self.handlers_of("tool_result") {
+                    self.error(&p, "tool_result", &e.to_string());
+                }
+                (output, is_error)
+            }
+        }
+    }
+}
