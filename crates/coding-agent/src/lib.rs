@@ -1,26 +1,23 @@
 //! `pi-coding-agent` library: tools, sessions, settings, resources and the run modes.
 
+// The platform floor lives in its own crate; its modules keep their paths here.
+pub use pi_platform::{child_guard, cli, images, json_error, mem, procs};
+
 pub mod agent_session;
 pub mod auth;
 pub mod auth_cmd;
-pub mod child_guard;
-pub mod cli;
 pub mod codemode;
 pub mod config;
 pub mod export;
 pub mod extensions;
 pub mod file_args;
-pub mod images;
-pub mod json_error;
 pub mod list_models;
 pub mod mcp;
-pub mod mem;
 pub mod models_cmd;
 pub mod output;
 pub mod package_cmd;
 pub mod packages;
 pub mod print_mode;
-pub mod procs;
 pub mod protocol;
 pub mod resources;
 pub mod rpc;
