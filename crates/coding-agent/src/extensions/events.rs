@@ -81,6 +81,22 @@ pub const AWAITED: &[&str] = &[
     "tool_execution_end",
 ];
 
+/// The type of `ev` when it is one of [`AWAITED`] whose handlers run when the client is to see
+/// it (not `message_end` and `turn_end`, whose handlers ran at their own hooks); `None`
+/// otherwise. Decided without serializing the event (`message_update` deltas pass here).
+pub(super) fn awaited_kind(ev: &RpcEvent) -> Option<&'static str> {
+    let t = match ev {
+        RpcEvent::AgentStart => "agent_start",
+        RpcEvent::AgentEnd { .. } => "agent_end",
+        RpcEvent::TurnStart => "turn_start",
+        RpcEvent::MessageStart { .. } => "message_start",
+        RpcEvent::ToolExecutionStart { .. } => "tool_execution_start",
+        RpcEvent::ToolExecutionEnd { .. } => "tool_execution_end",
+        _ => return None,
+    };
+    AWAITED.contains(&t).then_some(t)
+}
+
 thread_local! {
     /// Set while [`Delivery`] hands an event whose handlers were already notified to the sink,
     /// so that the tap ([`Extensions::tap`]) does not send it again. The sink is synchronous:

@@ -978,6 +978,10 @@ impl Extensions {
         ev: RpcEvent,
         sink: EventSink,
     ) -> Result<BoxFuture<'static, ()>, RpcEvent> {
+        let waits = events::awaited_kind(&ev).is_some_and(|t| self.handles(t));
+        if !waits || self.host.is_dead() {
+            return Err(ev);
+        }
         let Some(event) = self.observe(&ev, true) else {
             return Err(ev);
         };
