@@ -768,13 +768,7 @@ impl AgentSession {
             self.emit(event);
             return None;
         };
-        match ext.notify_awaited(event, self.inner.sink.clone()) {
-            Ok(wait) => Some(wait),
-            Err(event) => {
-                self.emit(event);
-                None
-            }
-        }
+        ext.notify_awaited(event, self.inner.sink.clone())
     }
 }
 

@@ -971,36 +971,40 @@ impl Extensions {
     /// (at most the hook timeout; a host that fails to answer only ends the wait, logged) and
     /// then hands `ev` to `sink`, a sink built by [`Extensions::tap`], which then does not send
     /// it again. Dropped unfinished, the future still sends `ev` to the host (if it had not
-    /// yet) and to `sink`, without waiting. `Err(ev)`: nothing to wait for, `ev` untouched, for
-    /// the caller to hand to the sink as usual.
+    /// yet) and to `sink`, without waiting. `None`: nothing to wait for, `ev` was handed to
+    /// `sink` now (which taps it as usual).
     pub fn notify_awaited(
         self: &Arc<Self>,
         ev: RpcEvent,
         sink: EventSink,
-    ) -> Result<BoxFuture<'static, ()>, RpcEvent> {
+    ) -> Option<BoxFuture<'static, ()>> {
         let waits = events::awaited_kind(&ev).is_some_and(|t| self.handles(t));
         if !waits || self.host.is_dead() {
-            return Err(ev);
+            sink(ev);
+            return None;
         }
         let Some(event) = self.observe(&ev, true) else {
-            return Err(ev);
+            sink(ev);
+            return None;
         };
         let mut delivery = events::Delivery::new(ev, sink, self.host.clone(), event);
         let me = self.clone();
-        Ok(async move {
-            if let Some(event) = delivery.take_unsent() {
-                let id = me.host.next_id();
-                let msg = ToHost::Event {
-                    id: Some(id),
-                    event,
-                };
-                if let Err(e) = me.host.request(id, &msg, Some(me.hook_timeout)).await {
-                    tracing::warn!("extension notification: {e}");
+        Some(
+            async move {
+                if let Some(event) = delivery.take_unsent() {
+                    let id = me.host.next_id();
+                    let msg = ToHost::Event {
+                        id: Some(id),
+                        event,
+                    };
+                    if let Err(e) = me.host.request(id, &msg, Some(me.hook_timeout)).await {
+                        tracing::warn!("extension notification: {e}");
+                    }
                 }
+                delivery.deliver();
             }
-            delivery.deliver();
-        }
-        .boxed())
+            .boxed(),
+        )
     }
 
     /// What the tap does for `ev` before the client sees it: refreshes the state mirror for
@@ -1014,9 +1018,7 @@ impl Extensions {
         let Ok(v) = serde_json::to_value(ev) else {
             return None;
         };
-        let Some(t) = v.get("type").and_then(Value::as_str) else {
-            return None;
-        };
+        let t = v.get("type").and_then(Value::as_str)?;
         let handled = self.handles(t);
         // Handlers of these read the session (entries, idle state) as it is now; `tool_call`
         // handlers see it through the assistant message that made the call (upstream
