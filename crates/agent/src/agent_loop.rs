@@ -3,12 +3,14 @@
 //! One call of [`run_agent_loop`] is one *run*: `agent_start`, one or more turns, `agent_end`.
 //! Everything the loop needs from the outside (model, tools, queues, message conversion) comes
 //! through [`RunHooks`], asked afresh before every LLM call so that changes made mid-run (model,
-//! thinking level, tools) apply from the next turn on. Events are delivered synchronously, in
-//! order, through the `emit` callback.
+//! thinking level, tools) apply from the next turn on. Events are delivered in order through
+//! the `emit` callback; the loop awaits the future it may return before it goes on
+//! ([`EmitFn`]).
 
 use crate::event::AgentEvent;
 use crate::tool::{AgentTool, ToolContext, ToolError, ToolOutput};
 use crate::validate::validate_tool_arguments;
+use futures::future::BoxFuture;
 use futures::stream::{FuturesUnordered, StreamExt};
 use futures::FutureExt;
 use pi_ai::{
@@ -23,8 +25,25 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-/// Event sink. Called from the loop's task and from tool update callbacks.
-pub type EmitFn = Arc<dyn Fn(AgentEvent) + Send + Sync>;
+/// Event sink. Called from the loop's task, from tool update callbacks and from the nested
+/// calls of a running tool ([`crate::NestedCalls`]).
+///
+/// Returns `None` when the event has been handled (the common case: no allocation, e.g. for
+/// every `message_update` delta), or a future the caller awaits before it goes on: the sink
+/// uses it to hold the run until someone has seen the event (the coding agent waits there for
+/// extension handlers, upstream's "emit to extensions first", and hands the event to its client
+/// when the future completes). The loop and [`crate::NestedCalls`] always await it before
+/// emitting the next event; a caller that cannot await (a tool's synchronous `on_update`) drops
+/// it, so a sink that returns one must still deliver the event, without waiting, when the
+/// future is dropped unfinished.
+pub type EmitFn = Arc<dyn Fn(AgentEvent) -> Option<BoxFuture<'static, ()>> + Send + Sync>;
+
+/// Emits `ev` through `emit` and awaits what the sink returned ([`EmitFn`]).
+pub async fn emit_event(emit: &EmitFn, ev: AgentEvent) {
+    if let Some(wait) = emit(ev) {
+        wait.await;
+    }
+}
 
 /// The context transcript shared between the loop and readers such as `get_messages`.
 pub type SharedMessages = Arc<Mutex<Vec<Message>>>;
@@ -212,8 +231,8 @@ pub async fn run_agent_loop(
     emit: &EmitFn,
 ) -> Vec<Message> {
     let mut created: Vec<Message> = Vec::new();
-    emit(AgentEvent::AgentStart);
-    emit(AgentEvent::TurnStart);
+    emit_event(emit, AgentEvent::AgentStart).await;
+    emit_event(emit, AgentEvent::TurnStart).await;
     for m in prompts {
         let _ = push_message(&messages, &mut created, hooks, emit, m).await;
     }
@@ -226,7 +245,7 @@ pub async fn run_agent_loop(
                 if !hooks.before_next_turn().await && pending.is_empty() {
                     break 'outer;
                 }
-                emit(AgentEvent::TurnStart);
+                emit_event(emit, AgentEvent::TurnStart).await;
             }
             first = false;
             for m in std::mem::take(&mut pending) {
@@ -243,26 +262,34 @@ pub async fn run_agent_loop(
             };
             lock_messages(&messages).push(assistant_msg.clone());
             created.push(assistant_msg.clone());
-            emit(AgentEvent::MessageEnd {
-                message: assistant_msg.clone(),
-            });
+            emit_event(
+                emit,
+                AgentEvent::MessageEnd {
+                    message: assistant_msg.clone(),
+                },
+            )
+            .await;
             if matches!(
                 assistant.stop_reason,
                 StopReason::Error | StopReason::Aborted
             ) {
                 // Entries may still be appended; a continuation is not made.
                 hooks.turn_boundary(&assistant_msg, &[]).await;
-                emit(AgentEvent::TurnEnd {
-                    message: assistant_msg,
-                    tool_results: vec![],
-                });
+                emit_event(
+                    emit,
+                    AgentEvent::TurnEnd {
+                        message: assistant_msg,
+                        tool_results: vec![],
+                    },
+                )
+                .await;
                 break 'outer;
             }
             let calls: Vec<ToolCall> = assistant.tool_calls().cloned().collect();
             let results = if calls.is_empty() {
                 vec![]
             } else if assistant.stop_reason == StopReason::Length {
-                refuse_truncated_calls(&calls, emit)
+                refuse_truncated_calls(&calls, emit).await
             } else {
                 execute_tool_calls(&calls, &cfg.tools, hooks.tool_call_hooks(), cancel, emit).await
             };
@@ -281,10 +308,14 @@ pub async fn run_agent_loop(
                 }
             }
             let wants_more = hooks.turn_boundary(&assistant_msg, &results).await;
-            emit(AgentEvent::TurnEnd {
-                message: assistant_msg,
-                tool_results: results,
-            });
+            emit_event(
+                emit,
+                AgentEvent::TurnEnd {
+                    message: assistant_msg,
+                    tool_results: results,
+                },
+            )
+            .await;
             has_more_tool_calls = !calls.is_empty();
             pending = hooks.drain_steering();
             if wants_more && !has_more_tool_calls && pending.is_empty() {
@@ -299,9 +330,13 @@ pub async fn run_agent_loop(
         }
         pending = follow_ups;
     }
-    emit(AgentEvent::AgentEnd {
-        messages: created.clone(),
-    });
+    emit_event(
+        emit,
+        AgentEvent::AgentEnd {
+            messages: created.clone(),
+        },
+    )
+    .await;
     created
 }
 
@@ -312,11 +347,11 @@ async fn push_message(
     emit: &EmitFn,
     m: Message,
 ) -> Message {
-    emit(AgentEvent::MessageStart { message: m.clone() });
+    emit_event(emit, AgentEvent::MessageStart { message: m.clone() }).await;
     let m = hooks.message_end(m).await;
     lock_messages(messages).push(m.clone());
     created.push(m.clone());
-    emit(AgentEvent::MessageEnd { message: m.clone() });
+    emit_event(emit, AgentEvent::MessageEnd { message: m.clone() }).await;
     m
 }
 
@@ -367,9 +402,13 @@ async fn stream_assistant(
                 partial.timestamp = p.timestamp;
                 if !started_emitted {
                     started_emitted = true;
-                    emit(AgentEvent::MessageStart {
-                        message: Message::Assistant(partial.clone()),
-                    });
+                    emit_event(
+                        emit,
+                        AgentEvent::MessageStart {
+                            message: Message::Assistant(partial.clone()),
+                        },
+                    )
+                    .await;
                 }
             }
             AssistantMessageEvent::Done { message, .. }
@@ -381,14 +420,22 @@ async fn stream_assistant(
             other => {
                 if !started_emitted {
                     started_emitted = true;
-                    emit(AgentEvent::MessageStart {
-                        message: Message::Assistant(partial.clone()),
-                    });
+                    emit_event(
+                        emit,
+                        AgentEvent::MessageStart {
+                            message: Message::Assistant(partial.clone()),
+                        },
+                    )
+                    .await;
                 }
-                emit(AgentEvent::MessageUpdate {
-                    usage: partial.usage.clone(),
-                    event: other,
-                });
+                emit_event(
+                    emit,
+                    AgentEvent::MessageUpdate {
+                        usage: partial.usage.clone(),
+                        event: other,
+                    },
+                )
+                .await;
             }
         }
     }
@@ -418,9 +465,13 @@ async fn stream_assistant(
     if !started_emitted {
         // No response started (HTTP or connection error): upstream's message_start already
         // carries the final message.
-        emit(AgentEvent::MessageStart {
-            message: Message::Assistant(message.clone()),
-        });
+        emit_event(
+            emit,
+            AgentEvent::MessageStart {
+                message: Message::Assistant(message.clone()),
+            },
+        )
+        .await;
     }
     message
 }
@@ -445,28 +496,35 @@ fn tool_result(
     }
 }
 
-fn refuse_truncated_calls(calls: &[ToolCall], emit: &EmitFn) -> Vec<ToolResultMessage> {
-    calls
-        .iter()
-        .map(|call| {
-            let out = ToolOutput::error(length_tool_error(&call.name));
-            emit(AgentEvent::ToolExecutionStart {
+async fn refuse_truncated_calls(calls: &[ToolCall], emit: &EmitFn) -> Vec<ToolResultMessage> {
+    let mut results = Vec::with_capacity(calls.len());
+    for call in calls {
+        let out = ToolOutput::error(length_tool_error(&call.name));
+        emit_event(
+            emit,
+            AgentEvent::ToolExecutionStart {
                 tool_call_id: call.id.clone(),
                 tool_name: call.name.clone(),
                 args: call.arguments.clone(),
                 parent_tool_call_id: None,
-            });
-            emit(AgentEvent::ToolExecutionEnd {
+            },
+        )
+        .await;
+        emit_event(
+            emit,
+            AgentEvent::ToolExecutionEnd {
                 tool_call_id: call.id.clone(),
                 tool_name: call.name.clone(),
                 result: out.clone(),
                 is_error: true,
                 duration_ms: None,
                 parent_tool_call_id: None,
-            });
-            tool_result(call, &out, true, None, None)
-        })
-        .collect()
+            },
+        )
+        .await;
+        results.push(tool_result(call, &out, true, None, None));
+    }
+    results
 }
 
 enum Prepared {
@@ -527,12 +585,16 @@ async fn execute_tool_calls(
     // Each tool's definition (with its JSON schema) is built once per batch, not per call.
     let definitions: Vec<ToolDefinition> = tools.iter().map(|t| t.definition()).collect();
     for (idx, call) in calls.iter().enumerate() {
-        emit(AgentEvent::ToolExecutionStart {
-            tool_call_id: call.id.clone(),
-            tool_name: call.name.clone(),
-            args: call.arguments.clone(),
-            parent_tool_call_id: None,
-        });
+        emit_event(
+            emit,
+            AgentEvent::ToolExecutionStart {
+                tool_call_id: call.id.clone(),
+                tool_name: call.name.clone(),
+                args: call.arguments.clone(),
+                parent_tool_call_id: None,
+            },
+        )
+        .await;
         let prepared = match tools
             .iter()
             .zip(&definitions)
@@ -576,14 +638,18 @@ async fn execute_tool_calls(
         match prepared {
             Prepared::Failed(error) => {
                 let out = ToolOutput::error(error.to_string());
-                emit(AgentEvent::ToolExecutionEnd {
-                    tool_call_id: call.id.clone(),
-                    tool_name: call.name.clone(),
-                    result: out.clone(),
-                    is_error: true,
-                    duration_ms: None,
-                    parent_tool_call_id: None,
-                });
+                emit_event(
+                    emit,
+                    AgentEvent::ToolExecutionEnd {
+                        tool_call_id: call.id.clone(),
+                        tool_name: call.name.clone(),
+                        result: out.clone(),
+                        is_error: true,
+                        duration_ms: None,
+                        parent_tool_call_id: None,
+                    },
+                )
+                .await;
                 outcomes[idx] = Some(tool_result(call, &out, true, None, None));
             }
             Prepared::Ready(tool, args) => {
@@ -594,14 +660,16 @@ async fn execute_tool_calls(
                 let ctx = ToolContext {
                     call_id: call.id.clone(),
                     cancel: cancel.clone(),
+                    // A synchronous callback: a future the sink returns is dropped, which
+                    // still delivers the update ([`EmitFn`]).
                     on_update: Arc::new(move |partial: ToolOutput| {
-                        emit_u(AgentEvent::ToolExecutionUpdate {
+                        drop(emit_u(AgentEvent::ToolExecutionUpdate {
                             tool_call_id: id.clone(),
                             tool_name: name.clone(),
                             args: raw_args.clone(),
                             partial_result: partial,
                             parent_tool_call_id: None,
-                        })
+                        }))
                     }),
                     nested: nested.clone(),
                 };
@@ -633,14 +701,18 @@ async fn execute_tool_calls(
     }
     while let Some((idx, out, is_error, duration, nested)) = running.next().await {
         let call = &calls[idx];
-        emit(AgentEvent::ToolExecutionEnd {
-            tool_call_id: call.id.clone(),
-            tool_name: call.name.clone(),
-            result: out.clone(),
-            is_error,
-            duration_ms: Some(duration),
-            parent_tool_call_id: None,
-        });
+        emit_event(
+            emit,
+            AgentEvent::ToolExecutionEnd {
+                tool_call_id: call.id.clone(),
+                tool_name: call.name.clone(),
+                result: out.clone(),
+                is_error,
+                duration_ms: Some(duration),
+                parent_tool_call_id: None,
+            },
+        )
+        .await;
         outcomes[idx] = Some(tool_result(call, &out, is_error, Some(duration), nested));
     }
     outcomes.into_iter().flatten().collect()

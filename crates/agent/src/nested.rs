@@ -68,15 +68,17 @@ impl NestedCalls {
         self.record.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn send(&self, event: AgentEvent) {
+    /// Emits `event` and awaits what the sink returned ([`EmitFn`]).
+    async fn send(&self, event: AgentEvent) {
         if let Some(emit) = &self.emit {
-            emit(event);
+            crate::agent_loop::emit_event(emit, event).await;
         }
     }
 
     /// Starts a call of `name` with `args` (as the tool passed them, before validation):
-    /// gives it its id, records it and emits its `tool_execution_start`.
-    pub fn start(&self, name: &str, args: &Value) -> NestedCall {
+    /// gives it its id, records it and emits its `tool_execution_start`, completing once the
+    /// sink is done with it ([`EmitFn`]: e.g. once extension handlers answered).
+    pub async fn start(&self, name: &str, args: &Value) -> NestedCall {
         let (id, slot) = {
             let mut r = self.lock();
             let id = format!("{}/{}", self.parent, r.next);
@@ -111,7 +113,8 @@ impl NestedCalls {
             tool_name: name.to_string(),
             args: args.clone(),
             parent_tool_call_id: Some(self.parent.clone()),
-        });
+        })
+        .await;
         NestedCall {
             id,
             name: name.to_string(),
@@ -122,25 +125,29 @@ impl NestedCalls {
     }
 
     /// The partial-result sink for `call`'s own [`crate::ToolContext`]: each output so far
-    /// becomes a `tool_execution_update` of `call`.
+    /// becomes a `tool_execution_update` of `call` (a synchronous callback: a future the sink
+    /// returns is dropped, which still delivers the update, [`EmitFn`]).
     pub fn updater(&self, call: &NestedCall) -> UpdateFn {
         let this = self.clone();
         let (id, name, args) = (call.id.clone(), call.name.clone(), call.args.clone());
         Arc::new(move |partial: ToolOutput| {
-            this.send(AgentEvent::ToolExecutionUpdate {
-                tool_call_id: id.clone(),
-                tool_name: name.clone(),
-                args: args.clone(),
-                partial_result: partial,
-                parent_tool_call_id: Some(this.parent.clone()),
-            })
+            if let Some(emit) = &this.emit {
+                drop(emit(AgentEvent::ToolExecutionUpdate {
+                    tool_call_id: id.clone(),
+                    tool_name: name.clone(),
+                    args: args.clone(),
+                    partial_result: partial,
+                    parent_tool_call_id: Some(this.parent.clone()),
+                }));
+            }
         })
     }
 
     /// Ends `call` with `result`: records its status, duration (ms) and, for an error, its
     /// text, and emits its `tool_execution_end` (`durationMs` only when `ran`: a call refused
-    /// before it ran, by validation or a hook, has none, as in the loop).
-    pub fn finish(&self, call: NestedCall, result: &ToolOutput, is_error: bool, ran: bool) {
+    /// before it ran, by validation or a hook, has none, as in the loop), completing once the
+    /// sink is done with it ([`EmitFn`]).
+    pub async fn finish(&self, call: NestedCall, result: &ToolOutput, is_error: bool, ran: bool) {
         let elapsed = call.started.elapsed().as_millis() as u64;
         if let Some(slot) = call.slot {
             let mut r = self.lock();
@@ -171,7 +178,8 @@ impl NestedCalls {
             is_error,
             duration_ms: ran.then_some(elapsed),
             parent_tool_call_id: Some(self.parent.clone()),
-        });
+        })
+        .await;
     }
 
     /// The record so far: `None` when no nested call was made. `complete` is false when the
@@ -191,12 +199,19 @@ impl NestedCalls {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use futures::executor::block_on;
     use serde_json::json;
 
     fn events() -> (EmitFn, Arc<Mutex<Vec<AgentEvent>>>) {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let sink = seen.clone();
-        (Arc::new(move |e| sink.lock().unwrap().push(e)), seen)
+        (
+            Arc::new(move |e| {
+                sink.lock().unwrap().push(e);
+                None
+            }),
+            seen,
+        )
     }
 
     #[test]
@@ -204,12 +219,12 @@ mod tests {
         let (emit, seen) = events();
         let nested = NestedCalls::new("call_1", Some(emit));
         assert_eq!(nested.record(), None);
-        let a = nested.start("read", &json!({"path": "a.txt"}));
-        let b = nested.start("bash", &json!({"command": "false"}));
+        let a = block_on(nested.start("read", &json!({"path": "a.txt"})));
+        let b = block_on(nested.start("bash", &json!({"command": "false"})));
         assert_eq!((a.id.as_str(), b.id.as_str()), ("call_1/1", "call_1/2"));
-        nested.finish(a, &ToolOutput::text("x"), false, true);
+        block_on(nested.finish(a, &ToolOutput::text("x"), false, true));
         assert!(!nested.record().unwrap().complete, "b is unfinished");
-        nested.finish(b, &ToolOutput::error("exit 1"), true, false);
+        block_on(nested.finish(b, &ToolOutput::error("exit 1"), true, false));
         let record = nested.record().unwrap();
         assert!(record.complete);
         assert_eq!(record.calls[0].arguments, Some(json!({"path": "a.txt"})));
@@ -242,8 +257,8 @@ mod tests {
     fn the_record_keeps_to_its_limits() {
         let nested = NestedCalls::new("p", None);
         let big = json!({"text": "x".repeat(NestedToolCalls::MAX_ARGUMENT_BYTES_PER_CALL)});
-        let c = nested.start("echo", &big);
-        nested.finish(c, &ToolOutput::text("ok"), false, true);
+        let c = block_on(nested.start("echo", &big));
+        block_on(nested.finish(c, &ToolOutput::text("ok"), false, true));
         let record = nested.record().unwrap();
         assert_eq!(record.calls[0].arguments, None);
         assert_eq!(
@@ -252,8 +267,8 @@ mod tests {
         );
         assert!(!record.complete);
         for _ in 0..NestedToolCalls::MAX_CALLS + 5 {
-            let c = nested.start("echo", &json!({}));
-            nested.finish(c, &ToolOutput::text("ok"), false, true);
+            let c = block_on(nested.start("echo", &json!({})));
+            block_on(nested.finish(c, &ToolOutput::text("ok"), false, true));
         }
         let record = nested.record().unwrap();
         assert_eq!(record.calls.len(), NestedToolCalls::MAX_CALLS);

@@ -513,7 +513,7 @@ mod tests {
 
     /// A record left for the writer task is written even though the task that queued it never
     /// yields to it on the same thread again: it awaits something else, and the writer task
-    /// runs meanwhile (the case that needed `block_in_place`'s hook before).
+    /// runs meanwhile (the case of a run task that waits for extension handlers).
     #[test]
     fn a_deferred_record_goes_out_while_its_task_waits() {
         let rt = runtime();

@@ -297,6 +297,7 @@ pub async fn run_with(
     let emit: EmitFn = Arc::new(move |e: AgentEvent| {
         on_event(&e);
         sink.lock().unwrap().push(e);
+        None
     });
     let messages: SharedMessages = Arc::default();
     let created = tokio::time::timeout(

@@ -7,6 +7,7 @@ use super::retry::{self, AfterRun, RetryPolicy, RETRY_CANCELLED};
 use super::run_hooks::Hooks;
 use super::{AgentSession, RunPhase};
 use crate::protocol::rpc::RpcEvent;
+use futures::future::BoxFuture;
 use futures::FutureExt;
 use pi_agent::{run_agent_loop, AgentEvent, EmitFn};
 use pi_ai::{now_ms, AssistantMessage, ImageContent, Message, Model, StopReason};
@@ -585,10 +586,13 @@ impl AgentSession {
                 let message = Message::Assistant(m);
                 self.transcript().push(message.clone());
                 self.persist_message(&message);
-                self.emit(RpcEvent::AgentEnd {
+                let end = RpcEvent::AgentEnd {
                     messages: vec![message],
                     will_retry: false,
-                });
+                };
+                if let Some(wait) = self.emit_awaited(end) {
+                    wait.await;
+                }
                 None
             }
         }
@@ -674,8 +678,10 @@ impl AgentSession {
     }
 
     /// Converts a loop event to its protocol form; persists on `message_end`; emits
-    /// `queue_update` right before a delivered queued message (§5.4).
-    fn handle_event(&self, ev: AgentEvent) {
+    /// `queue_update` right before a delivered queued message (§5.4). The loop's
+    /// [`EmitFn`]: returns the future that holds the loop while extension handlers see the
+    /// event first ([`AgentSession::emit_awaited`]); `None` when the event went out already.
+    fn handle_event(&self, ev: AgentEvent) -> Option<BoxFuture<'static, ()>> {
         match &ev {
             AgentEvent::MessageStart {
                 message: message @ Message::User(_),
@@ -714,21 +720,55 @@ impl AgentSession {
             }
             _ => {}
         }
-        if let Some(event) = RpcEvent::from_agent(ev, will_retry) {
-            self.emit(event);
-        }
-        if chain_succeeded {
-            // The first good response of a chain ends it (agent-loop.md §6.2 step 7).
-            let mut st = self.inner.retry.lock();
-            if st.attempt > 0 {
-                let attempt = std::mem::take(&mut st.attempt);
-                self.emit(RpcEvent::AutoRetryEnd {
-                    success: true,
-                    attempt,
-                    final_error: None,
-                });
+        let wait = match RpcEvent::from_agent(ev, will_retry) {
+            Some(event) => self.emit_awaited(event),
+            None => None,
+        };
+        match wait {
+            None => {
+                self.close_retry_chain(chain_succeeded);
+                None
+            }
+            Some(wait) => {
+                let this = self.clone();
+                Some(
+                    async move {
+                        wait.await;
+                        this.close_retry_chain(chain_succeeded);
+                    }
+                    .boxed(),
+                )
             }
         }
+    }
+
+    /// After a good response (`chain_succeeded`): the first one of a retry chain ends it
+    /// (agent-loop.md §6.2 step 7) with `auto_retry_end {success: true}`.
+    fn close_retry_chain(&self, chain_succeeded: bool) {
+        if !chain_succeeded {
+            return;
+        }
+        let mut st = self.inner.retry.lock();
+        if st.attempt > 0 {
+            let attempt = std::mem::take(&mut st.attempt);
+            self.emit(RpcEvent::AutoRetryEnd {
+                success: true,
+                attempt,
+                final_error: None,
+            });
+        }
+    }
+
+    /// Emits an event of the agent loop: one that extension handlers are to see first
+    /// ([`crate::extensions::Extensions::notify_awaited`]) is sent to them now and reaches the
+    /// sink when the returned future completes (or is dropped); any other goes to the sink now
+    /// (`None`).
+    fn emit_awaited(&self, event: RpcEvent) -> Option<BoxFuture<'static, ()>> {
+        let Some(ext) = self.extensions() else {
+            self.emit(event);
+            return None;
+        };
+        ext.notify_awaited(event, self.inner.sink.clone())
     }
 }
 

@@ -506,7 +506,7 @@ impl sandbox::Host for ScriptHost {
         // upstream's codemode does, with its id still unknown (`<parent>/?`).
         let slot = self.begin_record(name, &args);
         let started = Instant::now();
-        let call = self.nested.start(name, &args);
+        let call = self.handle.block_on(self.nested.start(name, &args));
         let id = call.id.clone();
         let (result, output, is_error, ran) = match self.run_call(entry, &call, args) {
             CallOutcome::Refused(text) => (Err(text.clone()), ToolOutput::error(text), true, false),
@@ -533,7 +533,8 @@ impl sandbox::Host for ScriptHost {
             }
         });
         self.end_record(slot, &id, started, error_text.as_deref());
-        self.nested.finish(call, &output, is_error, ran);
+        self.handle
+            .block_on(self.nested.finish(call, &output, is_error, ran));
         result
     }
 

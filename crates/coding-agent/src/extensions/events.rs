@@ -6,16 +6,18 @@
 //! answer (died, timed out) is reported as `extension_error` and the run goes on unchanged,
 //! except `user_bash`, whose failure fails the `bash` command as upstream does.
 
+use super::host::ExtensionHost;
 use super::wire::{
     BeforeAgentStartReply, BoundaryReply, ContextReply, CustomMessageDraft, HostEvent,
     MessageEndReply, SystemPromptOptions, ToHost, UserBashEvent, UserBashReply,
 };
 use super::Extensions;
-use crate::protocol::rpc::RpcEvent;
+use crate::protocol::rpc::{EventSink, RpcEvent};
 use crate::tools::shell::BashResult;
 use pi_ai::{ImageContent, Message, Model};
 use serde::Deserialize;
 use serde_json::{json, Value};
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -63,9 +65,11 @@ pub enum UserBash {
 }
 
 /// The agent-loop notifications whose handlers are waited for before the client sees the
-/// event. They are only emitted by the run task, never from the task that reads the host's
-/// replies (`tool_execution_update` of an extension tool is, and `message_update` is too
-/// frequent: both are sent without waiting).
+/// event ([`Extensions::notify_awaited`], awaited by the agent loop; `message_end` and
+/// `turn_end` handlers run earlier, at their own hooks). They are only emitted by the run task
+/// (or a codemode script's nested calls), never from the task that reads the host's replies
+/// (`tool_execution_update` of an extension tool is, and `message_update` is too frequent: both
+/// are sent without waiting).
 pub const AWAITED: &[&str] = &[
     "agent_start",
     "agent_end",
@@ -77,33 +81,87 @@ pub const AWAITED: &[&str] = &[
     "tool_execution_end",
 ];
 
-impl Extensions {
-    /// Sends a notification `event` and waits (at most the hook timeout) until its handlers
-    /// are done, without starving the runtime (`block_in_place` on the multi-threaded
-    /// runtime; elsewhere it is sent without waiting). A host that fails to answer only ends
-    /// the wait.
-    pub(super) fn notify_and_wait(&self, event: Value) {
-        let Ok(handle) = tokio::runtime::Handle::try_current() else {
-            self.host.send(&ToHost::Event { id: None, event });
-            return;
-        };
-        if handle.runtime_flavor() != tokio::runtime::RuntimeFlavor::MultiThread {
-            self.host.send(&ToHost::Event { id: None, event });
-            return;
-        }
-        let id = self.host.next_id();
-        let msg = ToHost::Event {
-            id: Some(id),
-            event,
-        };
-        let r = crate::tasks::block_in_place(|| {
-            handle.block_on(self.host.request(id, &msg, Some(self.hook_timeout)))
-        });
-        if let Err(e) = r {
-            tracing::warn!("extension notification: {e}");
+/// The type of `ev` when it is one of [`AWAITED`] whose handlers run when the client is to see
+/// it (not `message_end` and `turn_end`, whose handlers ran at their own hooks); `None`
+/// otherwise. Decided without serializing the event (`message_update` deltas pass here).
+pub(super) fn awaited_kind(ev: &RpcEvent) -> Option<&'static str> {
+    let t = match ev {
+        RpcEvent::AgentStart => "agent_start",
+        RpcEvent::AgentEnd { .. } => "agent_end",
+        RpcEvent::TurnStart => "turn_start",
+        RpcEvent::MessageStart { .. } => "message_start",
+        RpcEvent::ToolExecutionStart { .. } => "tool_execution_start",
+        RpcEvent::ToolExecutionEnd { .. } => "tool_execution_end",
+        _ => return None,
+    };
+    AWAITED.contains(&t).then_some(t)
+}
+
+thread_local! {
+    /// Set while [`Delivery`] hands an event whose handlers were already notified to the sink,
+    /// so that the tap ([`Extensions::tap`]) does not send it again. The sink is synchronous:
+    /// the tap reads it on the same thread, before anything else can run there.
+    static NOTIFIED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether the event now passing the tap was already sent to the host by
+/// [`Extensions::notify_awaited`] (clears the mark).
+pub(super) fn take_notified() -> bool {
+    NOTIFIED.with(|n| n.replace(false))
+}
+
+/// An awaited event on its way to the client ([`Extensions::notify_awaited`]): handed to the
+/// sink by [`Delivery::deliver`] once the handlers answered, or when dropped before (the
+/// notification then sent without waiting if it had not been sent yet), so that no event is
+/// lost.
+pub(super) struct Delivery {
+    event: Option<RpcEvent>,
+    sink: EventSink,
+    host: Arc<ExtensionHost>,
+    unsent: Option<Value>,
+}
+
+impl Delivery {
+    /// `event` for `sink`, its extension shape `notification` not yet sent to `host`.
+    pub(super) fn new(
+        event: RpcEvent,
+        sink: EventSink,
+        host: Arc<ExtensionHost>,
+        notification: Value,
+    ) -> Self {
+        Delivery {
+            event: Some(event),
+            sink,
+            host,
+            unsent: Some(notification),
         }
     }
 
+    /// The notification to send now (`None` once taken): the caller sends it.
+    pub(super) fn take_unsent(&mut self) -> Option<Value> {
+        self.unsent.take()
+    }
+
+    /// Hands the event to the sink, marked as notified (once).
+    pub(super) fn deliver(&mut self) {
+        if let Some(ev) = self.event.take() {
+            NOTIFIED.with(|n| n.set(true));
+            (self.sink)(ev);
+            NOTIFIED.with(|n| n.set(false));
+        }
+    }
+}
+
+impl Drop for Delivery {
+    fn drop(&mut self) {
+        if let Some(event) = self.unsent.take() {
+            self.host.send(&ToHost::Event { id: None, event });
+        }
+        self.deliver();
+    }
+}
+
+impl Extensions {
     /// Runs the `before_agent_start` handlers for a run started by a user prompt
     /// (`messageType: "user"`, `prompt`, `images`); `system_prompt` is the prompt the run
     /// would use. Handlers that throw are reported (`extension_error`) and skipped.

@@ -38,6 +38,8 @@ pub use resources::Discovered;
 
 use crate::protocol::rpc::EventSink;
 use crate::protocol::rpc::RpcEvent;
+use futures::future::BoxFuture;
+use futures::FutureExt;
 use host::ExtensionHost;
 use parking_lot::{Mutex, RwLock};
 use serde_json::Value;
@@ -162,60 +164,121 @@ impl Extensions {
     }
 
     /// Wraps `sink` so that the session events extensions listen to are also sent to the host,
-    /// in upstream's extension shape ([`events::EventShaper`]). The agent-loop events of
-    /// [`events::AWAITED`] wait for their handlers before the client sees them (upstream
-    /// "emit to extensions first"), so what a handler does (a `notify`, …) comes first; the
-    /// others are sent without waiting.
+    /// in upstream's extension shape ([`events::EventShaper`]), without waiting for their
+    /// handlers. The agent-loop events of [`events::AWAITED`] that are to wait for their
+    /// handlers go through [`Extensions::notify_awaited`] first, which sends them itself: the
+    /// tap then only passes them on. An awaited event that reaches the tap directly (emitted
+    /// outside the loop, e.g. an idle `sendMessage`'s `message_start`) is sent without waiting.
     pub fn tap(self: &Arc<Self>, sink: EventSink) -> EventSink {
         let me = self.clone();
         Arc::new(move |ev: RpcEvent| {
-            if let Ok(v) = serde_json::to_value(&ev) {
-                if let Some(t) = v.get("type").and_then(Value::as_str) {
-                    let handled = me.handles(t);
-                    // Handlers of these read the session (entries, idle state) as it is now;
-                    // `tool_call` handlers see it through the assistant message that made the
-                    // call (upstream docs/extensions.md "ctx.sessionManager").
-                    let refresh = (handled
-                        && matches!(
-                            t,
-                            "agent_start"
-                                | "agent_end"
-                                | "agent_settled"
-                                | "turn_start"
-                                | "turn_end"
-                                | "message_end"
-                        ))
-                        || (t == "message_end" && me.handles("tool_call"));
-                    // The turn counter follows every run, handled or not.
-                    let counted = matches!(ev, RpcEvent::AgentStart | RpcEvent::TurnEnd { .. });
-                    if (handled || refresh) && !me.host.is_dead() {
-                        if refresh {
-                            me.push_state();
-                        }
-                        // `turn_end` handlers ran at the turn boundary already
-                        // (`AgentSession::turn_boundary`); the count still advances.
-                        // Likewise `message_end` handlers ran before the message was final
-                        // (`Extensions::message_end`).
-                        if handled && t == "message_end" {
-                        } else if handled && t == "turn_end" {
-                            me.shaper.shape(&ev, Value::Null);
-                        } else if handled {
-                            let awaited = events::AWAITED.contains(&t);
-                            let event = me.shaper.shape(&ev, v);
-                            if awaited {
-                                me.notify_and_wait(event);
-                            } else {
-                                me.host.send(&ToHost::Event { id: None, event });
-                            }
-                        } else if counted {
-                            me.shaper.shape(&ev, Value::Null);
-                        }
-                    } else if counted {
-                        me.shaper.shape(&ev, Value::Null);
-                    }
-                }
+            if !events::take_notified() {
+                me.observe(&ev, false);
             }
             sink(ev)
         })
+    }
+
+    /// The agent-loop event `ev` held until its handlers are done (upstream "emit to extensions
+    /// first", so what a handler does, a `notify`, `sendMessage`, …, reaches the client before
+    /// the event): when `ev` is one of [`events::AWAITED`] that an extension handles (and the
+    /// host lives), it is sent to the host now (the state mirror refreshed first, the turn
+    /// counter advanced, as the tap does), and the returned future awaits the handlers' reply
+    /// (at most the hook timeout; a host that fails to answer only ends the wait, logged) and
+    /// then hands `ev` to `sink`, a sink built by [`Extensions::tap`], which then does not send
+    /// it again. Dropped unfinished, the future still sends `ev` to the host (if it had not
+    /// yet) and to `sink`, without waiting. `None`: nothing to wait for, `ev` was handed to
+    /// `sink` now (which taps it as usual).
+    pub fn notify_awaited(
+        self: &Arc<Self>,
+        ev: RpcEvent,
+        sink: EventSink,
+    ) -> Option<BoxFuture<'static, ()>> {
+        let waits = events::awaited_kind(&ev).is_some_and(|t| self.handles(t));
+        if !waits || self.host.is_dead() {
+            sink(ev);
+            return None;
+        }
+        let Some(event) = self.observe(&ev, true) else {
+            sink(ev);
+            return None;
+        };
+        let mut delivery = events::Delivery::new(ev, sink, self.host.clone(), event);
+        let me = self.clone();
+        Some(
+            async move {
+                if let Some(event) = delivery.take_unsent() {
+                    let id = me.host.next_id();
+                    let msg = ToHost::Event {
+                        id: Some(id),
+                        event,
+                    };
+                    if let Err(e) = me.host.request(id, &msg, Some(me.hook_timeout)).await {
+                        tracing::warn!("extension notification: {e}");
+                    }
+                }
+                delivery.deliver();
+            }
+            .boxed(),
+        )
+    }
+
+    /// What the tap does for `ev` before the client sees it: refreshes the state mirror for
+    /// the handlers that read the session, advances the turn counter, and sends the handled
+    /// events to the host (without waiting). With `awaited`, an event of [`events::AWAITED`]
+    /// that is handled is not sent: its shaped extension event is returned for the caller to
+    /// send and wait for ([`Extensions::notify_awaited`]); `None` otherwise (and without
+    /// `awaited`, always).
+    fn observe(&self, ev: &RpcEvent, awaited: bool) -> Option<Value> {
+        let counted = matches!(ev, RpcEvent::AgentStart | RpcEvent::TurnEnd { .. });
+        let Ok(v) = serde_json::to_value(ev) else {
+            return None;
+        };
+        let t = v.get("type").and_then(Value::as_str)?;
+        let handled = self.handles(t);
+        // Handlers of these read the session (entries, idle state) as it is now; `tool_call`
+        // handlers see it through the assistant message that made the call (upstream
+        // docs/extensions.md "ctx.sessionManager").
+        let refresh = (handled
+            && matches!(
+                t,
+                "agent_start"
+                    | "agent_end"
+                    | "agent_settled"
+                    | "turn_start"
+                    | "turn_end"
+                    | "message_end"
+            ))
+            || (t == "message_end" && self.handles("tool_call"));
+        if !(handled || refresh) || self.host.is_dead() {
+            // The turn counter follows every run, handled or not.
+            if counted {
+                self.shaper.shape(ev, Value::Null);
+            }
+            return None;
+        }
+        // `turn_end` handlers ran at the turn boundary already (`AgentSession::turn_boundary`);
+        // the count still advances. Likewise `message_end` handlers ran before the message was
+        // final (`Extensions::message_end`).
+        let wait = awaited
+            && handled
+            && events::AWAITED.contains(&t)
+            && !matches!(t, "message_end" | "turn_end");
+        if refresh {
+            self.push_state();
+        }
+        if handled && t == "message_end" {
+        } else if handled && t == "turn_end" {
+            self.shaper.shape(ev, Value::Null);
+        } else if handled {
+            let event = self.shaper.shape(ev, v);
+            if wait {
+                return Some(event);
+            }
+            self.host.send(&ToHost::Event { id: None, event });
+        } else if counted {
+            self.shaper.shape(ev, Value::Null);
+        }
+        None
     }
 }

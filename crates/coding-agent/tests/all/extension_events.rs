@@ -270,6 +270,77 @@ fn agent_turn_and_message_events_carry_upstream_payloads() {
     );
 }
 
+/// Upstream's "emit to extensions first", with handlers that take time: a `turn_start` and a
+/// `tool_execution_start` handler each await a 300 ms timer, note the time and then notify.
+/// The client sees each notify before the event it came from, and the run waits for them: the
+/// model request comes after the `turn_start` handler finished, the tool runs after the
+/// `tool_execution_start` handler finished (the loop awaits its handlers, issue 23).
+#[test]
+fn slow_loop_event_handlers_hold_the_run_and_come_before_the_event() {
+    let ext = r#"import { writeFileSync } from "node:fs";
+    export default function (pi) {
+      const slow = () => new Promise((r) => setTimeout(r, 300));
+      pi.on("turn_start", async (e, ctx) => {
+        if (e.turnIndex !== 0) return;
+        await slow();
+        writeFileSync("turn_done.txt", String(Date.now()));
+        ctx.ui.notify("turn handler done");
+      });
+      pi.on("tool_execution_start", async (e, ctx) => {
+        await slow();
+        writeFileSync("tool_done.txt", String(Date.now()));
+        ctx.ui.notify("tool handler done");
+      });
+    }"#;
+    let (fake, root) = setup(
+        Script::new([
+            Turn::tool_call("bash", json!({"command": "date +%s%3N > tool_ran.txt"})),
+            Turn::text("done"),
+        ]),
+        DEFAULT_MODEL,
+    );
+    root.write_cwd_file("slow.js", ext);
+    let mut agent = root.spawn_with(false, &["-e", "slow.js"]);
+    agent.request(json!({"id": "p", "type": "prompt", "message": "go"}));
+    agent.wait_event("agent_settled");
+    let notify = |text: &'static str| {
+        move |v: &Value| {
+            kind(v) == "extension_ui_request" && v["method"] == "notify" && v["message"] == text
+        }
+    };
+    let (turn_note, _) = agent.wait_from(0, LIVENESS, notify("turn handler done"));
+    let (turn_start, _) = agent.wait_from(0, LIVENESS, |v| kind(v) == "turn_start");
+    assert!(
+        turn_note < turn_start,
+        "notify before turn_start: {}",
+        agent.dump()
+    );
+    let (tool_note, _) = agent.wait_from(0, LIVENESS, notify("tool handler done"));
+    let (tool_start, _) = agent.wait_from(0, LIVENESS, |v| kind(v) == "tool_execution_start");
+    assert!(
+        tool_note < tool_start,
+        "notify before tool_execution_start: {}",
+        agent.dump()
+    );
+    let ms = |file: &str| -> f64 {
+        let text = std::fs::read_to_string(root.cwd.join(file)).unwrap();
+        text.trim()
+            .parse()
+            .unwrap_or_else(|e| panic!("{file}: {text:?}: {e}"))
+    };
+    let requested = fake.requests()[0].t * 1000.0;
+    let turn_done = ms("turn_done.txt");
+    assert!(
+        requested >= turn_done - 1.0,
+        "model request at {requested} before the turn_start handler finished at {turn_done}"
+    );
+    let (tool_ran, tool_done) = (ms("tool_ran.txt"), ms("tool_done.txt"));
+    assert!(
+        tool_ran >= tool_done - 1.0,
+        "tool ran at {tool_ran} before the tool_execution_start handler finished at {tool_done}"
+    );
+}
+
 #[test]
 fn handlers_compose_in_load_then_registration_order() {
     let a = r#"import { writeFileSync } from "node:fs";
