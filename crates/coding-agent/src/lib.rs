@@ -1,7 +1,7 @@
 //! `pi-coding-agent` library: tools, sessions, settings, resources and the run modes.
 
 // The platform floor lives in its own crate; its modules keep their paths here.
-pub use pi_platform::{child_guard, cli, images, json_error, mem, procs};
+pub use pi_platform::{child_guard, cli, images, json_error, mem, procs, tasks};
 
 pub mod agent_session;
 pub mod auth;
@@ -23,6 +23,5 @@ pub mod resources;
 pub mod rpc;
 pub mod session;
 pub mod system_prompt;
-pub mod tasks;
 pub mod tools;
 pub mod trust;

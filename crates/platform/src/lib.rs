@@ -7,7 +7,8 @@
 //! * [`json_error`]: the `SyntaxError` texts Node's `JSON.parse` gives for invalid input;
 //! * [`images`]: image detection, conversion and resizing for models;
 //! * [`mem`]: handing freed heap memory back to the system between runs;
-//! * [`cli`]: the `pi` command-line grammar (flags, values, diagnostics).
+//! * [`cli`]: the `pi` command-line grammar (flags, values, diagnostics);
+//! * [`tasks`]: the texts of task panics, and why nothing blocks on async work.
 //!
 //! `pi-coding-agent` re-exports each module under its old path (`pi_coding_agent::procs`, …).
 
@@ -17,3 +18,4 @@ pub mod images;
 pub mod json_error;
 pub mod mem;
 pub mod procs;
+pub mod tasks;

@@ -1,9 +1,8 @@
-//! Work on the async runtime: the panics of tasks (platform floor: imports nothing of this
-//! crate).
+//! Work on the async runtime: the panics of tasks.
 //!
 //! Nothing waits for async work by blocking a worker any more: the extension notifications
 //! the agent loop waits for are awaited (`pi_agent::EmitFn`), and stdout is written from a
-//! writer task (`crate::output`). clippy's `disallowed-methods` forbids
+//! writer task (`pi_coding_agent::output`). clippy's `disallowed-methods` forbids
 //! `tokio::task::block_in_place`.
 
 /// The message of a panic payload (a `&str` or `String` panic; anything else is
