@@ -193,6 +193,11 @@ struct Inner {
     next_turn: Mutex<Vec<Message>>,
     run: RunControl,
     retry: Mutex<retry::RetryState>,
+    /// Held while a back-off is announced (`auto_retry_start` and the `context_edit` hiding
+    /// the failed attempt) and by `abort_retry`, so a client that answers `auto_retry_start`
+    /// at once still sees the edit before `auto_retry_end`, as upstream's single thread
+    /// orders them. Taken before `retry`, never while another session lock is held.
+    retry_announce: Mutex<()>,
     store: Mutex<SessionManager>,
     messages: SharedMessages,
     /// A `role:"system"` message is already in the context (recorded at the first run).
@@ -258,6 +263,7 @@ impl AgentSession {
                 next_turn: Mutex::new(Vec::new()),
                 run: RunControl::default(),
                 retry: Mutex::new(retry::RetryState::default()),
+                retry_announce: Mutex::new(()),
                 store: Mutex::new(config.store),
                 messages: Arc::new(std::sync::Mutex::new(context)),
                 system_recorded: AtomicBool::new(system_recorded),

@@ -479,18 +479,22 @@ impl AgentSession {
     ) -> bool {
         let backoff = CancellationToken::new();
         {
-            let mut st = self.inner.retry.lock();
-            st.attempt = attempt;
-            st.backoff = Some(backoff.clone());
+            // An `abort_retry` sent on `auto_retry_start` waits until the edit is out.
+            let _announcing = self.inner.retry_announce.lock();
+            {
+                let mut st = self.inner.retry.lock();
+                st.attempt = attempt;
+                st.backoff = Some(backoff.clone());
+            }
+            self.inner.run.set_phase(RunPhase::RetryBackoff);
+            self.emit(RpcEvent::AutoRetryStart {
+                attempt,
+                max_attempts,
+                delay_ms,
+                error_message,
+            });
+            self.hide_last_assistant();
         }
-        self.inner.run.set_phase(RunPhase::RetryBackoff);
-        self.emit(RpcEvent::AutoRetryStart {
-            attempt,
-            max_attempts,
-            delay_ms,
-            error_message,
-        });
-        self.hide_last_assistant();
         let slept = tokio::select! {
             _ = tokio::time::sleep(std::time::Duration::from_millis(delay_ms)) => true,
             _ = backoff.cancelled() => false,
@@ -537,6 +541,7 @@ impl AgentSession {
     /// `auto_retry_end`, the response, then `agent_settled` (golden `abort_retry`). Without a
     /// back-off in progress only `respond` runs.
     pub fn abort_retry(&self, respond: impl FnOnce()) {
+        let _announced = self.inner.retry_announce.lock();
         let mut st = self.inner.retry.lock();
         if let Some(token) = st.backoff.take() {
             token.cancel();

@@ -273,6 +273,45 @@ fn abort_retry_ends_a_long_backoff_at_once() {
     assert_eq!(roles, ["system", "user"], "the failed attempt is hidden");
 }
 
+/// An `abort_retry` sent the moment `auto_retry_start` is read still comes after the
+/// `context_edit` that hides the failed attempt, as upstream's single thread orders them:
+/// `auto_retry_start`, the edit, then `auto_retry_end` and the response (a race before the
+/// announcement was made atomic; it showed on a loaded machine in the `abort_retry`
+/// conformance scenario). Several rounds, as the race is timing-dependent.
+#[test]
+fn abort_retry_on_auto_retry_start_comes_after_the_context_edit() {
+    for round in 0..5 {
+        let (_fake, mut agent, _root) = start(
+            vec![Turn::error(529), Turn::text("never requested")],
+            json!({"baseDelayMs": 60000, "provider": {"maxRetries": 0}}),
+            Value::Null,
+        );
+        let from = agent.records().len();
+        prompt(&mut agent);
+        agent.wait_event("auto_retry_start");
+        agent.send(json!({"id": "ar", "type": "abort_retry"}));
+        let records = run_records(&agent, from);
+        let kinds: Vec<String> = outline(&records)
+            .into_iter()
+            .filter(|k| {
+                k.starts_with("auto_retry")
+                    || k.starts_with("entry_appended")
+                    || k == "response:abort_retry"
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "auto_retry_start",
+                "entry_appended:context_edit",
+                "auto_retry_end:false",
+                "response:abort_retry"
+            ],
+            "round {round}"
+        );
+    }
+}
+
 #[test]
 fn abort_during_backoff_settles_aborted() {
     let (fake, mut agent, _root) = start(
