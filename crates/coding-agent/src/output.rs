@@ -8,10 +8,11 @@
 //!
 //! **When a batch is written** (issue 15: no thread hand-off per event). A record queued from
 //! inside a task of the async runtime is only queued: the first record of a burst wakes the
-//! *writer task* ([`Output::stdout`] spawns it on the runtime), which runs once the queuing
-//! task yields and drains the buffer on its worker — so a burst of events goes out in one
-//! write with no thread woken, and a slow stream still sees each event as soon as the task
-//! that queued it awaits. A record queued on any other thread (the RPC reader, which runs on
+//! *writer task* ([`Output::stdout`] spawns it on the runtime), which yields to the other
+//! ready tasks until a round of them queues nothing more, then drains the buffer on its
+//! worker — so a burst of events goes out in one write with no thread woken, however often
+//! the tasks producing it hand work to each other, and a slow stream still sees each event
+//! as soon as the tasks that queued it wait. A record queued on any other thread (the RPC reader, which runs on
 //! the main thread's `block_on`, tool reader threads) wakes the writer thread when it is idle,
 //! as does a deferred buffer past [`DEFER_MAX`] bytes or one whose oldest line is older than
 //! [`DEFER_MAX_AGE`] (a task that stays busy without yielding). Nothing is tied to a thread:
@@ -185,6 +186,20 @@ async fn write_task(shared: Arc<Shared>) {
     let shared = &gone.0;
     loop {
         shared.task_wake.notified().await;
+        // The tasks that are ready run first (a yield puts this task behind them and behind
+        // the I/O driver's next poll): as long as a round of them queues more records, the
+        // burst goes on, so it becomes one write however often its producers hand work to
+        // each other (a provider's body reader and the agent loop do per event). Bounded by
+        // `DEFER_MAX`/`DEFER_MAX_AGE`, past which the next record wakes the writer thread.
+        let mut seen = lock(shared).queued;
+        loop {
+            tokio::task::yield_now().await;
+            let st = lock(shared);
+            if st.deferred_since.is_none() || st.queued == seen {
+                break;
+            }
+            seen = st.queued;
+        }
         let mut st = lock(shared);
         if st.deferred_since.take().is_some() && !st.writing {
             drop(drain(shared, st));
