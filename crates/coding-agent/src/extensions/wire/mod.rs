@@ -6,6 +6,7 @@
 
 mod calls;
 mod events;
+mod input;
 mod load;
 mod provider;
 #[cfg(test)]
@@ -14,6 +15,7 @@ mod tools;
 
 pub use calls::*;
 pub use events::*;
+pub use input::*;
 pub use load::*;
 pub use provider::*;
 pub use tools::*;
