@@ -6,6 +6,8 @@
 
 mod calls;
 mod events;
+#[cfg(test)]
+mod host_tests;
 mod input;
 mod load;
 mod provider;
