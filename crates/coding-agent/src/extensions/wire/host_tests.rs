@@ -39,7 +39,7 @@ fn old_input_event(
 
 #[test]
 fn input_event_is_byte_equal() {
-    let imgs = vec![image("AAA"), image("BBB")];
+    let imgs = [image("AAA"), image("BBB")];
     for (images, sb) in [
         (&[][..], None),
         (&imgs[..], None),
