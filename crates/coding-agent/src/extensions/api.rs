@@ -9,7 +9,7 @@
 
 use crate::extensions::host::CallReply;
 use pi_ai::Model;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::sync::{Arc, OnceLock};
 
 /// What the extensions need from the session runtime.
@@ -56,9 +56,9 @@ pub type RuntimeSlot = Arc<OnceLock<Arc<dyn HostApi>>>;
 pub fn handle(slot: &RuntimeSlot, method: &str, params: &Value) -> CallReply {
     let Some(runtime) = slot.get() else {
         tracing::warn!("extension call {method} before the session started; ignored");
-        return CallReply::Now(
-            json!({"error": format!("{method}: the session has not started yet")}),
-        );
+        return CallReply::Now(super::wire::value_of(&super::wire::CallError {
+            error: format!("{method}: the session has not started yet"),
+        }));
     };
     runtime.handle(method, params)
 }

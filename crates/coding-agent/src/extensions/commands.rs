@@ -2,10 +2,11 @@
 //! (`pi.registerFlag`).
 
 use super::host::{self, HostError};
-use super::wire::{FlagInfo, ToHost};
+use super::wire::{self, FlagInfo, ToHost};
 use super::Extensions;
 use crate::protocol::rpc::SlashCommand;
-use serde_json::{json, Value};
+use crate::resources::SourceInfo;
+use serde_json::Value;
 
 impl Extensions {
     /// The registered slash commands in load order, as `get_commands` lists them (§4.10):
@@ -23,12 +24,14 @@ impl Extensions {
                     description: c.description.clone(),
                     source: "extension".into(),
                     source_info: match src.and_then(|s| s.package.as_ref()) {
-                        Some(info) => json!(info),
-                        None => json!({
-                            "path": ext.path,
-                            "source": src.map_or("local", |s| s.source),
-                            "scope": src.map_or("user", |s| s.scope),
-                            "origin": "top-level",
+                        Some(info) => wire::value_of(info),
+                        None => wire::value_of(&SourceInfo {
+                            path: ext.path.clone(),
+                            source: src.map_or("local", |s| s.source).into(),
+                            scope: src.map_or("user", |s| s.scope).into(),
+                            origin: "top-level".into(),
+                            base_dir: None,
+                            changelog_path: None,
                         }),
                     },
                 });

@@ -8,15 +8,16 @@
 
 use super::host::ExtensionHost;
 use super::wire::{
-    BeforeAgentStartReply, BoundaryReply, ContextReply, CustomMessageDraft, HostEvent,
-    MessageEndReply, SystemPromptOptions, ToHost, UserBashEvent, UserBashReply,
+    value_of, BeforeAgentStartReply, BoundaryReply, ContextReply, CustomMessageDraft, EventType,
+    HostEvent, LoopEvent, MessageEndReply, SystemPromptOptions, ToHost, UserBashEvent,
+    UserBashReply,
 };
 use super::Extensions;
 use crate::protocol::rpc::{EventSink, RpcEvent};
 use crate::tools::shell::BashResult;
 use pi_ai::{ImageContent, Message, Model};
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -226,11 +227,7 @@ impl Extensions {
         event: Value,
         cancel: &tokio_util::sync::CancellationToken,
     ) -> BoundaryProposal {
-        let kind = event
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
+        let kind = EventType::of(&event).unwrap_or_default();
         if !self.handles(&kind) || self.host.is_dead() {
             return BoundaryProposal::default();
         }
@@ -544,17 +541,16 @@ impl EventShaper {
         match ev {
             RpcEvent::AgentStart => {
                 self.turn_index.store(0, Ordering::SeqCst);
-                json!({"type": "agent_start"})
+                value_of(&LoopEvent::AgentStart)
             }
             RpcEvent::AgentEnd { .. } => keep(&v, &["type", "messages"]),
-            RpcEvent::TurnStart => json!({
-                "type": "turn_start",
-                "turnIndex": self.turn_index.load(Ordering::SeqCst),
-                "timestamp": pi_ai::now_ms(),
+            RpcEvent::TurnStart => value_of(&LoopEvent::TurnStart {
+                turn_index: self.turn_index.load(Ordering::SeqCst),
+                timestamp: pi_ai::now_ms(),
             }),
             RpcEvent::TurnEnd { .. } => {
                 let i = self.turn_index.fetch_add(1, Ordering::SeqCst);
-                json!({"type": "turn_end", "turnIndex": i})
+                value_of(&LoopEvent::TurnEnd { turn_index: i })
             }
             RpcEvent::MessageStart { .. } | RpcEvent::MessageEnd { .. } => {
                 keep(&v, &["type", "message"])

@@ -1,6 +1,8 @@
 //! The Node child process that runs extensions, and the request/reply plumbing to it.
 
-use super::wire::{FromHost, LoadResult, ProviderStreamEvent, ToHost};
+use super::wire::{
+    value_of, FromHost, LoadResult, ProviderStreamEvent, ToHost, TranspileParams, TranspileReply,
+};
 use crate::protocol::rpc::EventSink;
 use crate::protocol::rpc::RpcEvent;
 use parking_lot::Mutex;
@@ -267,11 +269,10 @@ impl ExtensionHost {
                         params,
                     } if method == "transpile" => {
                         // The loader thread waits for this; transpiling is quick and local.
-                        let path = params.get("path").and_then(Value::as_str).unwrap_or("");
-                        let result = match super::typescript::transpile_file(Path::new(path)) {
-                            Ok(code) => serde_json::json!({ "code": code }),
-                            Err(error) => serde_json::json!({ "error": error }),
-                        };
+                        let path = TranspileParams::from_value(&params).path;
+                        let result = value_of(&TranspileReply::from(
+                            super::typescript::transpile_file(Path::new(&path)),
+                        ));
                         send_line(&reply_tx, &ToHost::CallResult { id, result });
                     }
                     FromHost::Call { id, method, params } => match (on_call(method, params), id) {

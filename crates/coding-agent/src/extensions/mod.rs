@@ -85,14 +85,7 @@ impl Extensions {
             _ => None,
         };
         let state = runtime.state(from.as_deref());
-        let last = state
-            .get("entries")
-            .and_then(Value::as_array)
-            .and_then(|e| e.last())
-            .and_then(|e| e.get("id"))
-            .and_then(Value::as_str)
-            .map(str::to_string)
-            .or(from);
+        let last = wire::last_entry_id(&state).or(from);
         *pushed = Some((id, last));
         // Sent under the lock: pushes reach the host in the order they were computed.
         self.host.send(&ToHost::State { state });
@@ -103,11 +96,7 @@ impl Extensions {
     /// combined result (`{cancel: true}` from a `session_before_*` handler), `null` when no
     /// extension handles it or the host failed (then after an `extension_error`).
     pub async fn emit_session_event(&self, event: Value) -> Value {
-        let kind = event
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
+        let kind = wire::EventType::of(&event).unwrap_or_default();
         if !self.handles(&kind) || self.host.is_dead() {
             return Value::Null;
         }
@@ -234,7 +223,8 @@ impl Extensions {
         let Ok(v) = serde_json::to_value(ev) else {
             return None;
         };
-        let t = v.get("type").and_then(Value::as_str)?;
+        let t = wire::EventType::of(&v)?;
+        let t = t.as_str();
         let handled = self.handles(t);
         // Handlers of these read the session (entries, idle state) as it is now; `tool_call`
         // handlers see it through the assistant message that made the call (upstream

@@ -3,7 +3,6 @@
 
 use super::wire::{self, ToHost};
 use super::Extensions;
-use serde_json::json;
 use std::path::{Path, PathBuf};
 
 /// What [`Extensions::discover_resources`] found: skill files and prompt template files, each
@@ -33,7 +32,10 @@ impl Extensions {
         let id = self.host.next_id();
         let msg = ToHost::Event {
             id: Some(id),
-            event: json!({"type": EVENT, "cwd": cwd, "reason": reason}),
+            event: wire::value_of(&wire::ResourcesDiscoverEvent {
+                cwd: &cwd.to_string_lossy(),
+                reason,
+            }),
         };
         let found: Vec<wire::DiscoveredResources> =
             match self.host.request(id, &msg, Some(self.hook_timeout)).await {

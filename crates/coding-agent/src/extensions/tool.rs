@@ -1,7 +1,7 @@
 //! Tools registered by extensions (`pi.registerTool`), executed in the extension host.
 
 use super::host::HostError;
-use super::wire::{ToHost, ToolInfo, ToolPartial, ToolReply};
+use super::wire::{EmptyObjectSchema, ToHost, ToolInfo, ToolPartial, ToolReply};
 use super::Extensions;
 use async_trait::async_trait;
 use pi_agent::{AgentTool, ToolContext, ToolError, ToolOutput};
@@ -29,7 +29,7 @@ impl AgentTool for ExtensionTool {
                 .info
                 .parameters
                 .clone()
-                .unwrap_or_else(|| serde_json::json!({"type": "object", "properties": {}})),
+                .unwrap_or_else(EmptyObjectSchema::value),
         }
     }
 

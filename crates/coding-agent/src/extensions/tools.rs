@@ -1,11 +1,11 @@
 //! The tools the extensions registered, and their `tool_call` / `tool_result` hooks
 //! ([`pi_agent::ToolCallHooks`]).
 
-use super::wire::{self, ToHost, ToolCallResult};
+use super::wire::{self, ToHost, ToolCallEvent, ToolCallResult, ToolResultEvent, ToolResultReply};
 use super::{tool, Extensions};
 use pi_agent::{BeforeToolCall, ToolCallHooks, ToolOutput};
 use pi_ai::ToolCall;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::sync::Arc;
 
 impl Extensions {
@@ -75,15 +75,12 @@ impl ToolCallHooks for Extensions {
             return BeforeToolCall::Proceed(args);
         }
         let id = self.host.next_id();
-        let mut event = json!({
-            "type": "tool_call",
-            "toolName": call.name,
-            "toolCallId": call.id,
+        let event = wire::value_of(&ToolCallEvent {
+            tool_name: &call.name,
+            tool_call_id: &call.id,
+            parent_tool_call_id: parent,
+            input: &args,
         });
-        if let Some(p) = parent {
-            event["parentToolCallId"] = json!(p);
-        }
-        event["input"] = args.clone();
         let msg = ToHost::ToolCall { id, event };
         let started = std::time::Instant::now();
         let reply = self.host.request(id, &msg, Some(self.hook_timeout)).await;
@@ -127,47 +124,20 @@ impl ToolCallHooks for Extensions {
             return (output, is_error);
         }
         let id = self.host.next_id();
-        let mut event = json!({
-            "type": "tool_result",
-            "toolName": call.name,
-            "toolCallId": call.id,
+        let event = wire::value_of(&ToolResultEvent {
+            tool_name: &call.name,
+            tool_call_id: &call.id,
+            parent_tool_call_id: parent,
+            input: args,
+            content: &output.content,
+            details: &output.details,
+            structured_content: output.structured_content.as_ref(),
+            is_error,
         });
-        if let Some(p) = parent {
-            event["parentToolCallId"] = json!(p);
-        }
-        event["input"] = args.clone();
-        event["content"] = json!(output.content);
-        event["details"] = json!(output.details);
-        if let Some(sc) = &output.structured_content {
-            event["structuredContent"] = sc.clone();
-        }
-        event["isError"] = json!(is_error);
         let msg = ToHost::ToolResult { id, event };
         match self.host.request(id, &msg, Some(self.hook_timeout)).await {
             Ok(Value::Null) => (output, is_error),
-            Ok(v) => {
-                let mut out = output;
-                if let Some(c) = v
-                    .get("content")
-                    .and_then(|c| serde_json::from_value(c.clone()).ok())
-                {
-                    out.content = c;
-                    // Replacing `content` alone drops the machine-readable result, so a
-                    // redaction cannot leak through it (upstream `ToolResultEvent`).
-                    out.structured_content = None;
-                }
-                if let Some(s) = v.get("structuredContent") {
-                    out.structured_content = (!s.is_null()).then(|| s.clone());
-                }
-                if let Some(d) = v.get("details") {
-                    out.details = (!d.is_null()).then(|| d.clone());
-                }
-                let is_error = v
-                    .get("isError")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(is_error);
-                (out, is_error)
-            }
+            Ok(v) => ToolResultReply::from_value(&v).apply(output, is_error),
             Err(e) => {
                 for p in self.handlers_of("tool_result") {
                     self.error(&p, "tool_result", &e.to_string());

@@ -216,3 +216,157 @@ pub struct BashExecuted {
     #[serde(default, deserialize_with = "lenient")]
     pub cancelled: bool,
 }
+
+/// `v` as a JSON value, for the events [`ToHost::Event`] carries as a value. The event types
+/// serialize without failing (string keys, plain data); should one fail, the event reads
+/// `null` (`json!`, which this replaces, would have panicked).
+pub fn value_of<T: Serialize>(v: &T) -> Value {
+    serde_json::to_value(v).unwrap_or(Value::Null)
+}
+
+/// The `type` of an event object (`{type, …}`): a string `type` reads as `Some`; a missing or
+/// non-string one, or a value that is not an object, as `None`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct EventType {
+    /// The event's `type`.
+    #[serde(default, rename = "type", deserialize_with = "lenient")]
+    pub kind: Option<String>,
+}
+
+impl EventType {
+    /// The `type` of `v` (see [`EventType`]).
+    pub fn of(v: &Value) -> Option<String> {
+        if !v.is_object() {
+            return None;
+        }
+        Self::deserialize(v).ok().and_then(|t| t.kind)
+    }
+}
+
+/// The agent-loop events pi builds itself for the extensions rather than passing the client's
+/// event on (upstream `_emitExtensionEvent`, docs/extensions.md "agent_start / agent_end",
+/// "turn_start / turn_end"): `agent_start {}`, `turn_start {turnIndex, timestamp}`,
+/// `turn_end {turnIndex}` (the count only; the session's turn boundary sends the full one).
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum LoopEvent {
+    /// A run started.
+    AgentStart,
+    /// A turn started.
+    #[serde(rename_all = "camelCase")]
+    TurnStart {
+        /// The turn's index in the run, from 0.
+        turn_index: u64,
+        /// When (ms since the epoch).
+        timestamp: i64,
+    },
+    /// A turn ended.
+    #[serde(rename_all = "camelCase")]
+    TurnEnd {
+        /// The turn's index in the run, from 0.
+        turn_index: u64,
+    },
+}
+
+/// `resources_discover` (upstream docs/extensions.md "resources_discover": after
+/// `session_start`): `{type, cwd, reason}`, `reason` `startup` or `reload`. Reply: a list of
+/// [`super::DiscoveredResources`].
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type", rename = "resources_discover")]
+pub struct ResourcesDiscoverEvent<'a> {
+    /// The session's working directory (a non-UTF-8 path is written lossily).
+    pub cwd: &'a str,
+    /// Why discovery runs.
+    pub reason: &'a str,
+}
+
+/// The `id` of the last entry of a state mirror ([`ToHost::State`]'s `state`, `{…, entries:
+/// [{id, …}, …]}`): `None` when `state` is not an object, `entries` is not an array or is
+/// empty, or its last element has no string `id`. The entries are not copied.
+pub fn last_entry_id(state: &Value) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Entries {
+        #[serde(default, deserialize_with = "last_id")]
+        entries: Option<String>,
+    }
+    if !state.is_object() {
+        return None;
+    }
+    Entries::deserialize(state).ok().and_then(|e| e.entries)
+}
+
+/// `entries` read as its last element's string `id` (anything else = `None`).
+fn last_id<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    d.deserialize_any(LastId { whole: true })
+}
+
+/// Visits `entries` (`whole`) or one entry: a list gives its last entry's id, an object its
+/// string `id`; every other value gives `None`.
+struct LastId {
+    whole: bool,
+}
+
+impl<'de> serde::de::Visitor<'de> for LastId {
+    type Value = Option<String>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_none<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut last = None;
+        if self.whole {
+            while let Some(id) = seq.next_element_seed(EntrySeed)? {
+                last = id;
+            }
+        } else {
+            while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        }
+        Ok(last)
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut id = None;
+        while let Some(k) = map.next_key::<String>()? {
+            if !self.whole && k == "id" {
+                id = match map.next_value::<Value>()? {
+                    Value::String(s) => Some(s),
+                    _ => None,
+                };
+            } else {
+                map.next_value::<serde::de::IgnoredAny>()?;
+            }
+        }
+        Ok(id)
+    }
+}
+
+/// One element of `entries`, read as its string `id`.
+struct EntrySeed;
+
+impl<'de> serde::de::DeserializeSeed<'de> for EntrySeed {
+    type Value = Option<String>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(LastId { whole: false })
+    }
+}

@@ -1,8 +1,63 @@
 //! What the host reports after loading the extensions ([`super::ToHost::Load`], [`super::ToHost::Reload`],
 //! [`super::FromHost::Registered`]) and the `resources_discover` answer.
 
-use serde::Deserialize;
+use super::lenient;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+/// The params of the host's `transpile` call (a `.ts` extension file it imports, host.mjs
+/// `callPi("transpile", {path})`): `{path}`; a missing or non-string `path` reads as `""`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct TranspileParams {
+    /// The file to transpile.
+    #[serde(default, deserialize_with = "lenient")]
+    pub path: String,
+}
+
+impl TranspileParams {
+    /// The params `v`; anything but an object reads as `{}`.
+    pub fn from_value(v: &Value) -> Self {
+        if !v.is_object() {
+            return Self::default();
+        }
+        Self::deserialize(v).unwrap_or_default()
+    }
+}
+
+/// The answer to `transpile` ([`super::ToHost::CallResult`]): `{code}` (the JavaScript) or
+/// `{error}` (why the file could not be read or transpiled).
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum TranspileReply {
+    /// Transpiled.
+    Code {
+        /// The JavaScript module text.
+        code: String,
+    },
+    /// Failed.
+    Error {
+        /// The reason.
+        error: String,
+    },
+}
+
+impl From<Result<String, String>> for TranspileReply {
+    fn from(r: Result<String, String>) -> Self {
+        match r {
+            Ok(code) => Self::Code { code },
+            Err(error) => Self::Error { error },
+        }
+    }
+}
+
+/// The answer to an API call pi cannot carry out (made before the session exists, while the
+/// extensions load): `{error}` ([`super::ToHost::CallResult`]; host.mjs rejects the call's
+/// promise with it).
+#[derive(Debug, Clone, Serialize)]
+pub struct CallError {
+    /// The reason.
+    pub error: String,
+}
 
 /// One extension command as the host reports it after loading.
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -6,6 +6,9 @@
 
 mod calls;
 mod events;
+#[cfg(test)]
+mod host_tests;
+mod input;
 mod load;
 mod provider;
 #[cfg(test)]
@@ -14,6 +17,7 @@ mod tools;
 
 pub use calls::*;
 pub use events::*;
+pub use input::*;
 pub use load::*;
 pub use provider::*;
 pub use tools::*;
