@@ -123,6 +123,23 @@ pub struct SendMessageParams {
 }
 impl CallParams for SendMessageParams {}
 
+/// The `role` of a message pi holds as an opaque object (`Message::Other`), to tell the
+/// `role: "custom"` messages `pi.sendMessage` makes (non-string = none).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct MessageRole {
+    /// The role.
+    #[serde(deserialize_with = "lenient")]
+    pub role: Option<String>,
+}
+
+impl MessageRole {
+    /// Whether `message` is `role: "custom"`.
+    pub fn is_custom(message: &serde_json::Map<String, Value>) -> bool {
+        Self::deserialize(message).is_ok_and(|r| r.role.as_deref() == Some("custom"))
+    }
+}
+
 /// `pi.appendEntry(customType, data?)`: `{customType, data?}`.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", default)]

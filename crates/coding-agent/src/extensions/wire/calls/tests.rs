@@ -637,3 +637,18 @@ fn boundary_drafts_read_as_upstream_allows() {
         "{e}"
     );
 }
+
+#[test]
+fn message_role_reads_as_before() {
+    for m in [
+        json!({"role": "custom"}),
+        json!({"role": "user"}),
+        json!({"role": 1}),
+        json!({}),
+        json!({"role": null, "x": 1}),
+    ] {
+        let map = m.as_object().unwrap();
+        let old = map.get("role").and_then(Value::as_str) == Some("custom");
+        assert_eq!(MessageRole::is_custom(map), old, "{m}");
+    }
+}
