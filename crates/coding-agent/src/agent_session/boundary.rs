@@ -7,47 +7,24 @@
 //! context is rebuilt; `continue` asks for one more model request.
 
 use super::AgentSession;
+use crate::extensions::wire::{
+    BeforeSettleEvent, BoundaryContext, BoundaryDraft as Draft, ContextEntry, TurnEndEvent,
+};
 use crate::protocol::rpc::RpcEvent;
-use crate::session::{CustomMessageEntry, EntryKind, SessionEntry};
+use crate::session::{EntryKind, SessionEntry};
 use pi_ai::{Message, StopReason, ToolResultMessage};
-use serde::Deserialize;
-use serde_json::{json, Map, Value};
+use serde::Serialize;
+use serde_json::Value;
+
+/// A boundary event as the JSON the host is sent (`null` should it not serialize, which its
+/// messages and entries always do).
+fn to_json(event: &impl Serialize) -> Value {
+    serde_json::to_value(event).unwrap_or(Value::Null)
+}
 
 /// Continuation requested where the model has nothing to answer (upstream's text).
 fn not_runnable(event: &str) -> String {
     format!("{event} requested continuation without runnable model context")
-}
-
-/// One draft entry a boundary handler may return (upstream "Allowed draft entry types").
-#[derive(Debug, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum Draft {
-    /// `{type: "custom", customType, data?}`: extension state, not in the context.
-    Custom {
-        #[serde(rename = "customType")]
-        custom_type: String,
-        #[serde(default)]
-        data: Option<Value>,
-    },
-    /// `{type: "custom_message", customType, content, display?, details?}`: a user-role
-    /// message for the model.
-    CustomMessage(CustomMessageEntry),
-    /// `{type: "context_edit", targetId, replacement}`: `null` hides the target.
-    ContextEdit {
-        #[serde(rename = "targetId")]
-        target_id: String,
-        replacement: Option<Value>,
-    },
-    /// `{type: "compaction", summary, firstKeptEntryId?, tokensBefore?, details?}`.
-    Compaction {
-        summary: String,
-        #[serde(default, rename = "firstKeptEntryId")]
-        first_kept_entry_id: Option<String>,
-        #[serde(default, rename = "tokensBefore")]
-        tokens_before: u64,
-        #[serde(default)]
-        details: Option<Value>,
-    },
 }
 
 /// Why a boundary proposal was refused as a whole (nothing of it is appended).
@@ -101,19 +78,18 @@ impl AgentSession {
         ext.push_state();
         let (message_entry_id, tool_result_entry_ids) = self.turn_entry_ids(tool_results.len());
         let outcome = outcome_of(message);
-        // Upstream's member order.
-        let mut m = Map::new();
-        m.insert("type".into(), "turn_end".into());
-        m.insert("turnIndex".into(), ext.turn_index().into());
-        m.insert("message".into(), json!(message));
-        m.insert("toolResults".into(), json!(tool_results));
-        m.insert("messageEntryId".into(), json!(message_entry_id));
-        m.insert("toolResultEntryIds".into(), json!(tool_result_entry_ids));
-        m.insert("outcome".into(), outcome.into());
-        m.insert("entries".into(), json!([]));
-        m.insert("continue".into(), false.into());
-        m.insert("context".into(), self.boundary_context());
-        let proposal = ext.boundary(Value::Object(m), cancel).await;
+        let event = TurnEndEvent {
+            turn_index: ext.turn_index(),
+            message,
+            tool_results,
+            message_entry_id,
+            tool_result_entry_ids,
+            outcome,
+            entries: vec![],
+            continue_run: false,
+            context: self.boundary_context(),
+        };
+        let proposal = ext.boundary(to_json(&event), cancel).await;
         self.commit_drafts("turn_end", proposal.entries);
         if !proposal.continue_run {
             return false;
@@ -141,13 +117,13 @@ impl AgentSession {
             .rev()
             .find(|m| matches!(m, Message::Assistant(_)))
             .map_or("completed", outcome_of);
-        let mut m = Map::new();
-        m.insert("type".into(), "agent_before_settle".into());
-        m.insert("outcome".into(), outcome.into());
-        m.insert("entries".into(), json!([]));
-        m.insert("continue".into(), false.into());
-        m.insert("context".into(), self.boundary_context());
-        let proposal = ext.boundary(Value::Object(m), cancel).await;
+        let event = BeforeSettleEvent {
+            outcome,
+            entries: vec![],
+            continue_run: false,
+            context: self.boundary_context(),
+        };
+        let proposal = ext.boundary(to_json(&event), cancel).await;
         self.commit_drafts("agent_before_settle", proposal.entries);
         proposal.continue_run
             && !cancel.is_cancelled()
@@ -195,14 +171,17 @@ impl AgentSession {
     /// `event.context` of a boundary: `contextEntries` (`{sourceEntry, messages}` for each
     /// entry of the projection), `contextMessages` (the transcript), `llmMessages` (what the
     /// model is sent), `pendingMessages` (queued steering and follow-ups) and `canContinue`.
-    fn boundary_context(&self) -> Value {
-        let entries: Vec<Value> = self
+    fn boundary_context(&self) -> BoundaryContext {
+        let context_entries: Vec<ContextEntry> = self
             .inner
             .store
             .lock()
             .build_projection()
             .into_iter()
-            .map(|p| json!({"sourceEntry": p.entry, "messages": p.messages}))
+            .map(|p| ContextEntry {
+                source_entry: p.entry,
+                messages: p.messages,
+            })
             .collect();
         let messages = self.transcript().clone();
         let llm = self.llm_messages(&messages);
@@ -212,13 +191,13 @@ impl AgentSession {
             .find(|m| !matches!(m, Message::System(_)))
             .is_some_and(|m| !matches!(m, Message::Assistant(_)));
         let pending = self.inner.queues.lock().pending();
-        json!({
-            "contextEntries": entries,
-            "contextMessages": messages,
-            "llmMessages": llm,
-            "pendingMessages": pending,
-            "canContinue": can_continue,
-        })
+        BoundaryContext {
+            context_entries,
+            context_messages: messages,
+            llm_messages: llm,
+            pending_messages: pending,
+            can_continue,
+        }
     }
 
     /// Validates the proposal as a whole and appends its entries in order (`entry_appended`

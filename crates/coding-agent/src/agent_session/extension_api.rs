@@ -4,7 +4,7 @@
 use super::factory::SessionFactory;
 use super::queues::QueueKind;
 use super::{AgentSession, Loadout, PromptOutcome};
-use crate::extensions::wire::{CompleteContext, CompleteOptions, CustomMessageDraft};
+use crate::extensions::wire::{CompleteContext, CompleteOptions, CustomMessageDraft, MessageRole};
 use crate::protocol::rpc::RpcEvent;
 use crate::session::{CustomMessageEntry, EntryKind};
 use pi_agent::AgentTool;
@@ -20,7 +20,7 @@ pub(super) fn custom_message_entry(message: &Message) -> Option<EntryKind> {
     let Message::Other(m) = message else {
         return None;
     };
-    if m.get("role").and_then(Value::as_str) != Some("custom") {
+    if !MessageRole::is_custom(m) {
         return None;
     }
     let draft = CustomMessageDraft::deserialize(m).unwrap_or_default();

@@ -16,10 +16,17 @@ use super::runtime::AgentSessionRuntime;
 use super::{Admission, Admitting, AgentSession, InputSource, PromptInput, Responder};
 use crate::extensions::api::{HostApi, RuntimeSlot};
 use crate::extensions::host::CallReply;
+use crate::extensions::wire::{
+    AppendEntryParams, CallAnswer, CallParams, Cancelled, CompactParams, CompleteParams,
+    ForkParams, NewSessionParams, SendMessageParams, SendUserMessageParams, SessionMirror,
+    SessionToolInfo, SetActiveToolsParams, SetLabelParams, SetModelParams, SetSessionNameParams,
+    SetThinkingLevelParams, SourceInfo, SwitchSessionParams,
+};
 use crate::extensions::Extensions;
 use futures::FutureExt;
 use pi_ai::{Model, ThinkingLevel};
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
 use std::sync::Arc;
 
 /// The session runtime as the extensions see it ([`HostApi`]).
@@ -82,19 +89,6 @@ impl HostApi for SessionHost {
     }
 }
 
-/// The text of a `sendUserMessage` content: a string, or the text blocks of a block array.
-fn text_of(content: &Value) -> String {
-    match content {
-        Value::String(s) => s.clone(),
-        Value::Array(blocks) => blocks
-            .iter()
-            .filter_map(|b| b.get("text").and_then(Value::as_str))
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
-    }
-}
-
 /// The session mirror for the host (`ToHost::State`, wire.rs): `entries` are those after
 /// `entries_from` when given (the host appends them), else all of them.
 ///
@@ -116,10 +110,10 @@ fn state(runtime: &AgentSessionRuntime, entries_from: Option<&str>) -> Value {
     };
     let (entries, from) = match entries_from {
         Some(id) => match session.entries(Some(&Value::String(id.into()))) {
-            Ok(e) => (e, Value::String(id.into())),
-            Err(_) => (all(), Value::Null),
+            Ok(e) => (e, Some(id.to_string())),
+            Err(_) => (all(), None),
         },
-        None => (all(), Value::Null),
+        None => (all(), None),
     };
     let stats = session.session_stats();
     // `pi.getCommands()`: the `get_commands` list (extension commands, built-in ones,
@@ -136,32 +130,37 @@ fn state(runtime: &AgentSessionRuntime, entries_from: Option<&str>) -> Value {
         res.skill_commands,
         &shadowed,
     ));
-    json!({
-        "cwd": session.cwd().to_string_lossy(),
-        "sessionFile": st.session_file,
-        "sessionId": st.session_id,
-        "sessionName": st.session_name,
-        "sessionDir": session.session_dir(),
-        "header": session.header_json(),
-        "leafId": entries.leaf_id,
-        "entries": entries.entries,
-        "entriesFrom": from,
-        "model": session.model(),
-        "availableModels": session.available_models(),
-        "thinkingLevel": st.thinking_level,
-        "activeTools": session.active_tool_names(),
-        "allTools": all_tools(runtime),
-        "isIdle": !st.is_streaming && !st.is_compacting,
-        "hasPendingMessages": st.pending_message_count > 0,
-        "contextUsage": stats.context_usage,
-        "systemPrompt": session.system_prompt(),
-        "commands": commands,
+    to_json(&SessionMirror {
+        cwd: session.cwd().to_string_lossy().into_owned(),
+        session_file: st.session_file,
+        session_id: st.session_id,
+        session_name: st.session_name,
+        session_dir: session.session_dir(),
+        header: session.header_json(),
+        leaf_id: entries.leaf_id,
+        entries: entries.entries,
+        entries_from: from,
+        model: session.model(),
+        available_models: session.available_models(),
+        thinking_level: st.thinking_level,
+        active_tools: session.active_tool_names(),
+        all_tools: all_tools(runtime),
+        is_idle: !st.is_streaming && !st.is_compacting,
+        has_pending_messages: st.pending_message_count > 0,
+        context_usage: stats.context_usage,
+        system_prompt: session.system_prompt(),
+        commands,
     })
+}
+
+/// `v` as JSON (`null` should it not serialize, which these shapes always do).
+fn to_json(v: &impl Serialize) -> Value {
+    serde_json::to_value(v).unwrap_or(Value::Null)
 }
 
 /// `pi.getAllTools()`: every tool a session of this process can offer, built-in first, with
 /// upstream's `sourceInfo` (`builtin:<name>` for ours, the extension's path for theirs).
-fn all_tools(runtime: &AgentSessionRuntime) -> Value {
+fn all_tools(runtime: &AgentSessionRuntime) -> Vec<SessionToolInfo> {
     let factory = runtime.factory();
     let session = runtime.session();
     let tools = factory.all_tools(session.cwd());
@@ -169,37 +168,29 @@ fn all_tools(runtime: &AgentSessionRuntime) -> Value {
         .extensions()
         .map(|e| e.tool_paths())
         .unwrap_or_default();
-    Value::Array(
-        tools
-            .iter()
-            .map(|t| {
-                let d = t.definition();
-                let source = match ext_paths.iter().find(|(n, _)| *n == d.name) {
-                    Some((_, path)) => json!({"path": path, "source": "local", "scope": "user", "origin": "top-level"}),
-                    None => json!({"path": format!("builtin:{}", d.name), "source": "builtin", "scope": "temporary", "origin": "top-level"}),
-                };
-                json!({
-                    "name": d.name,
-                    "description": d.description,
-                    "parameters": d.parameters,
-                    "exposure": "direct",
-                    "sourceInfo": source,
-                })
-            })
-            .collect(),
-    )
+    tools
+        .iter()
+        .map(|t| {
+            let d = t.definition();
+            let source = match ext_paths.iter().find(|(n, _)| *n == d.name) {
+                Some((_, path)) => SourceInfo::extension(path),
+                None => SourceInfo::builtin(&d.name),
+            };
+            SessionToolInfo::direct(d.name, d.description, d.parameters, source)
+        })
+        .collect()
 }
 
 /// A call answered with `{value}` after the mirror has been pushed.
-fn answer(runtime: &AgentSessionRuntime, value: Value) -> Value {
+fn answer(runtime: &AgentSessionRuntime, value: impl Serialize) -> Value {
     push(runtime);
-    json!({ "value": value })
+    CallAnswer::Value { value }.to_json()
 }
 
 /// A failed call: `{error}` (the host throws it in the extension).
 fn failure(runtime: &AgentSessionRuntime, error: String) -> Value {
     push(runtime);
-    json!({ "error": error })
+    CallAnswer::<Value>::Error { error }.to_json()
 }
 
 fn push(runtime: &AgentSessionRuntime) {
@@ -220,62 +211,45 @@ fn handle(runtime: &AgentSessionRuntime, method: &str, params: &Value) -> CallRe
         return reply;
     }
     let session = runtime.session();
-    let str_param = |k: &str| params.get(k).and_then(Value::as_str).map(str::to_string);
     match method {
         "setSessionName" => {
-            let name = params.get("name").and_then(Value::as_str).unwrap_or("");
-            if let Err(e) = session.set_session_name(name) {
+            let p = SetSessionNameParams::read(params);
+            if let Err(e) = session.set_session_name(&p.name) {
                 tracing::warn!("extension setSessionName: {e}");
             }
         }
-        "sendUserMessage" => send_user_message(&session, params),
+        "sendUserMessage" => send_user_message(&session, SendUserMessageParams::read(params)),
         "sendMessage" => {
-            let message = super::custom_message(params.get("message").unwrap_or(&Value::Null));
-            let deliver = params.pointer("/options/deliverAs").and_then(Value::as_str);
-            let trigger = params
-                .pointer("/options/triggerTurn")
-                .and_then(Value::as_bool)
-                .unwrap_or(false);
+            let p = SendMessageParams::read(params);
+            let message = super::custom_message(&p.message);
+            let deliver = p.options.deliver_as.as_deref();
+            let trigger = p.options.trigger_turn;
             if let Some(work) = session.send_custom_message(message, deliver, trigger) {
                 tokio::spawn(work);
             }
         }
         "appendEntry" => {
-            let custom_type = params
-                .get("customType")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            let data = params.get("data").cloned().filter(|d| !d.is_null());
-            if let Err(e) = session.append_custom_entry(custom_type, data) {
+            let p = AppendEntryParams::read(params);
+            if let Err(e) = session.append_custom_entry(&p.custom_type, p.data) {
                 tracing::warn!("extension appendEntry: {e}");
             }
         }
         "setLabel" => {
-            let id = str_param("entryId").unwrap_or_default();
-            let label = str_param("label");
-            if let Err(e) = session.set_label(&id, label.as_deref()) {
+            let p = SetLabelParams::read(params);
+            if let Err(e) = session.set_label(&p.entry_id, p.label.as_deref()) {
                 tracing::warn!("extension setLabel: {e}");
             }
         }
         "setActiveTools" => {
-            let names: Vec<String> = params
-                .get("names")
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_string)
-                        .collect()
-                })
-                .unwrap_or_default();
+            let names = SetActiveToolsParams::read(params).names;
             let loadout = runtime.factory().loadout_with(session.cwd(), &names);
             session.set_loadout(loadout);
             push(&runtime);
         }
         "setThinkingLevel" => {
-            if let Some(level) = params
-                .get("level")
-                .and_then(Value::as_str)
+            if let Some(level) = SetThinkingLevelParams::read(params)
+                .level
+                .as_deref()
                 .and_then(ThinkingLevel::parse)
             {
                 session.set_thinking_level(level);
@@ -285,32 +259,28 @@ fn handle(runtime: &AgentSessionRuntime, method: &str, params: &Value) -> CallRe
         "setModel" => {
             // Upstream: `false` when the provider has no credentials (the model is then not
             // among the available ones).
-            let provider = str_param("provider").unwrap_or_default();
-            let id = str_param("id").unwrap_or_default();
-            let ok = session.set_model(&provider, &id).is_ok();
-            return CallReply::Now(answer(&runtime, Value::Bool(ok)));
+            let p = SetModelParams::read(params);
+            let ok = session.set_model(&p.provider, &p.id).is_ok();
+            return CallReply::Now(answer(&runtime, ok));
         }
         "abort" => {
             tokio::spawn(async move { session.abort().await });
         }
         "shutdown" => runtime.request_shutdown(),
         "compact" => {
-            let custom = str_param("customInstructions");
+            let custom = CompactParams::read(params).custom_instructions;
             return later(async move {
                 match session.compact(custom).await {
-                    Ok(r) => answer(&runtime, serde_json::to_value(r).unwrap_or(Value::Null)),
+                    Ok(r) => answer(&runtime, r),
                     Err(e) => failure(&runtime, e),
                 }
             });
         }
         "complete" => {
-            let provider = str_param("provider").unwrap_or_default();
-            let id = str_param("id").unwrap_or_default();
-            let context = params.get("context").cloned().unwrap_or(Value::Null);
-            let options = params.get("options").cloned().unwrap_or(Value::Null);
+            let p = CompleteParams::read(params);
             return later(async move {
                 match session
-                    .complete_for_extension(&provider, &id, &context, &options)
+                    .complete_for_extension(&p.provider, &p.id, &p.context, &p.options)
                     .await
                 {
                     Ok(m) => answer(&runtime, m),
@@ -320,12 +290,10 @@ fn handle(runtime: &AgentSessionRuntime, method: &str, params: &Value) -> CallRe
         }
         other => {
             tracing::debug!("extension call {other} is not supported yet");
-            return CallReply::Now(
-                json!({"error": format!("{other} is not supported by this pi build")}),
-            );
+            return CallReply::Now(CallAnswer::unsupported(other).to_json());
         }
     }
-    CallReply::Now(json!({ "value": null }))
+    CallReply::Now(CallAnswer::done().to_json())
 }
 
 /// The command context's calls that wait for the session or replace it (`waitForIdle`,
@@ -336,24 +304,23 @@ fn command_context_call(
     params: &Value,
 ) -> Option<CallReply> {
     let runtime = runtime.clone();
-    let str_param = |k: &str| params.get(k).and_then(Value::as_str).map(str::to_string);
     let reply = match method {
         "waitForIdle" => later(async move {
             runtime.session().wait_idle().await;
             answer(&runtime, Value::Null)
         }),
         "newSession" => {
-            let parent = str_param("parentSession");
+            let parent = NewSessionParams::read(params).parent_session;
             later(async move {
                 match runtime.new_session(parent).await {
-                    Ok(cancelled) => answer(&runtime, json!({ "cancelled": cancelled })),
+                    Ok(cancelled) => answer(&runtime, Cancelled { cancelled }),
                     Err(e) => failure(&runtime, e),
                 }
             })
         }
         "fork" => {
-            let entry_id = str_param("entryId").unwrap_or_default();
-            let at = params.get("position").and_then(Value::as_str) == Some("at");
+            let p = ForkParams::read(params);
+            let (at, entry_id) = (p.at(), p.entry_id);
             later(async move {
                 let r = if at {
                     runtime.clone_through(&entry_id).await
@@ -361,16 +328,16 @@ fn command_context_call(
                     runtime.fork(&entry_id).await.map(|t| t.is_none())
                 };
                 match r {
-                    Ok(cancelled) => answer(&runtime, json!({ "cancelled": cancelled })),
+                    Ok(cancelled) => answer(&runtime, Cancelled { cancelled }),
                     Err(e) => failure(&runtime, e),
                 }
             })
         }
         "switchSession" => {
-            let path = str_param("sessionPath").unwrap_or_default();
+            let path = SwitchSessionParams::read(params).session_path;
             later(async move {
                 match runtime.switch_session(&path).await {
-                    Ok(cancelled) => answer(&runtime, json!({ "cancelled": cancelled })),
+                    Ok(cancelled) => answer(&runtime, Cancelled { cancelled }),
                     Err(e) => failure(&runtime, e),
                 }
             })
@@ -390,16 +357,16 @@ fn command_context_call(
 /// `extension` (its `input` handlers run; no commands or template expansion, upstream's
 /// default): starts a run when idle; while streaming it is queued as `deliverAs` says
 /// (`steer`, else `followUp`).
-fn send_user_message(session: &AgentSession, params: &Value) {
-    let text = text_of(params.get("content").unwrap_or(&Value::Null));
+fn send_user_message(session: &AgentSession, params: SendUserMessageParams) {
+    let text = params.text();
     let deliver = params
-        .pointer("/options/deliverAs")
-        .and_then(Value::as_str)
-        .unwrap_or("followUp");
+        .options
+        .deliver_as
+        .unwrap_or_else(|| "followUp".to_string());
     let input = PromptInput {
         text,
         images: vec![],
-        streaming_behavior: Some(deliver.to_string()),
+        streaming_behavior: Some(deliver),
         source: InputSource::Extension,
         commands: false,
         agent_dir: None,

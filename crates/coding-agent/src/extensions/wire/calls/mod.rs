@@ -1,4 +1,18 @@
-//! The params of the API calls extensions make ([`super::FromHost::Call`]) that pi reads.
+//! The API calls extensions make ([`super::FromHost::Call`]) as pi reads and answers them:
+//! their params ([`params`]), the answers ([`replies`]), and the session shapes pi sends the
+//! host along with them: the state mirror ([`mirror`]) and the boundary events ([`boundary`]).
+
+mod boundary;
+mod mirror;
+mod params;
+mod replies;
+#[cfg(test)]
+mod tests;
+
+pub use boundary::*;
+pub use mirror::*;
+pub use params::*;
+pub use replies::*;
 
 use super::{checked, lenient};
 use serde::Deserialize;
