@@ -11,7 +11,10 @@
 //! session header line and then every event as one JSON line. In both, a final assistant
 //! message that ended in `error`/`aborted` puts its error on stderr and exits 1, and so does
 //! having no message at all (upstream 1.6 exits 0 silently in both cases; a script calling
-//! `pi -p` has to be able to tell that nothing was answered).
+//! `pi -p` has to be able to tell that nothing was answered). In text mode a final reply cut
+//! at the output token limit (`length`) prints its text, then [`TRUNCATED`] on stderr, and
+//! exits 1: what upstream's print mode is written to do, though in 1.6 it never does (the cut
+//! reply is hidden from the context before it looks, so it prints nothing and exits 0).
 
 use crate::agent_session::runtime::AgentSessionRuntime;
 use crate::agent_session::{Admission, Admitting, InputSource, PromptInput, Responder};
@@ -21,9 +24,15 @@ use pi_ai::{Content, Message, StopReason};
 pub const NO_MESSAGE: &str =
     "Error: no message to send: give one as an argument (pi -p \"question\") or on stdin";
 
+/// What text mode prints on stderr after the text of a final reply that stopped at the
+/// output token limit (`stopReason: "length"`), before exiting 1 (upstream 1.6
+/// `dist/modes/print-mode.js`, verbatim).
+pub const TRUNCATED: &str = "Response was truncated: the model reached its output token limit.";
+
 /// Runs `messages` through the session of `runtime`; returns the process exit code (0, or 1
 /// after a message on stderr: no message, a refused prompt, a session file that could not be
-/// written, or a final assistant message with stop reason `error`/`aborted`). A message an
+/// written, a final assistant message with stop reason `error`/`aborted`, or, in text mode, a
+/// final reply cut at the output limit: its text on stdout, [`TRUNCATED`] on stderr). A message an
 /// extension command or `input` handler handled prints nothing and is no failure (upstream).
 pub async fn run(runtime: &AgentSessionRuntime, messages: Vec<String>, json_mode: bool) -> i32 {
     run_with_images(runtime, messages, vec![], json_mode).await
@@ -76,6 +85,14 @@ pub async fn run_with_images(
         Message::Assistant(a) => Some(a),
         _ => None,
     });
+    // A reply cut at the output limit is hidden from the context when its run ends, so the
+    // context's last assistant message is an older one (or none). Upstream 1.6 looks at the
+    // context only, prints nothing and exits 0; its `stopReason === "length"` branch is meant
+    // for the cut reply: text mode answers that one (json mode is left as it was).
+    let last = match session.last_branch_assistant() {
+        Some(cut) if !json_mode && cut.stop_reason == StopReason::Length => Some(cut),
+        _ => last,
+    };
     let Some(last) = last else { return 0 };
     if matches!(last.stop_reason, StopReason::Error | StopReason::Aborted) {
         eprintln!(
@@ -92,6 +109,10 @@ pub async fn run_with_images(
         if let Content::Text(t) = block {
             println!("{}", t.text);
         }
+    }
+    if last.stop_reason == StopReason::Length {
+        eprintln!("{TRUNCATED}");
+        return 1;
     }
     0
 }

@@ -81,6 +81,9 @@ mod models_pull;
 #[path = "all/packages.rs"]
 mod packages;
 
+#[path = "all/print.rs"]
+mod print;
+
 #[path = "all/proc_hygiene.rs"]
 mod proc_hygiene;
 

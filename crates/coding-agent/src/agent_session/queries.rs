@@ -78,6 +78,22 @@ impl AgentSession {
         }
     }
 
+    /// The last assistant message of the active branch, also one a `context_edit` hid from
+    /// the context (a reply cut at the output limit is hidden as soon as its run ends, 1.6
+    /// notes §5), or `None` when the branch has none. Print mode reads it to answer a cut reply
+    /// as upstream's `print-mode.ts` means to (its `stopReason === "length"` branch).
+    pub fn last_branch_assistant(&self) -> Option<pi_ai::AssistantMessage> {
+        let store = self.inner.store.lock();
+        store
+            .branch()
+            .into_iter()
+            .rev()
+            .find_map(|e| match &store.materialize(&e).kind {
+                EntryKind::Message(Message::Assistant(a)) => Some(a.clone()),
+                _ => None,
+            })
+    }
+
     /// Text of the last assistant message (skipping aborted empty ones), or `None`.
     pub fn last_assistant_text(&self) -> Option<String> {
         self.transcript().iter().rev().find_map(|m| match m {
