@@ -284,89 +284,11 @@ pub struct ResourcesDiscoverEvent<'a> {
 /// [{id, …}, …]}`): `None` when `state` is not an object, `entries` is not an array or is
 /// empty, or its last element has no string `id`. The entries are not copied.
 pub fn last_entry_id(state: &Value) -> Option<String> {
-    #[derive(Deserialize)]
-    struct Entries {
-        #[serde(default, deserialize_with = "last_id")]
-        entries: Option<String>,
-    }
-    if !state.is_object() {
-        return None;
-    }
-    Entries::deserialize(state).ok().and_then(|e| e.entries)
-}
-
-/// `entries` read as its last element's string `id` (anything else = `None`).
-fn last_id<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    d.deserialize_any(LastId { whole: true })
-}
-
-/// Visits `entries` (`whole`) or one entry: a list gives its last entry's id, an object its
-/// string `id`; every other value gives `None`.
-struct LastId {
-    whole: bool,
-}
-
-impl<'de> serde::de::Visitor<'de> for LastId {
-    type Value = Option<String>;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("any value")
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_unit<E>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_none<E>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        let mut last = None;
-        if self.whole {
-            while let Some(id) = seq.next_element_seed(EntrySeed)? {
-                last = id;
-            }
-        } else {
-            while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
-        }
-        Ok(last)
-    }
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut id = None;
-        while let Some(k) = map.next_key::<String>()? {
-            if !self.whole && k == "id" {
-                id = match map.next_value::<Value>()? {
-                    Value::String(s) => Some(s),
-                    _ => None,
-                };
-            } else {
-                map.next_value::<serde::de::IgnoredAny>()?;
-            }
-        }
-        Ok(id)
-    }
-}
-
-/// One element of `entries`, read as its string `id`.
-struct EntrySeed;
-
-impl<'de> serde::de::DeserializeSeed<'de> for EntrySeed {
-    type Value = Option<String>;
-
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(LastId { whole: false })
-    }
+    state
+        .get("entries")?
+        .as_array()?
+        .last()?
+        .get("id")?
+        .as_str()
+        .map(str::to_string)
 }
