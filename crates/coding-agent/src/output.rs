@@ -240,6 +240,8 @@ struct Shared {
     sink: Mutex<Box<dyn Write + Send>>,
     /// Whether records queued inside a runtime task are left for the writer task (stdout only).
     defers: bool,
+    /// How long a deferred record may wait ([`DEFER_MAX_AGE`] but in tests).
+    max_age: Duration,
     /// Whether the writer task runs (set once it is spawned, cleared when it is dropped).
     task_alive: AtomicBool,
     /// Wakes the writer task.
@@ -272,7 +274,13 @@ impl Output {
     /// A writer on `w` that leaves records queued inside runtime tasks for its writer task
     /// (spawned when called inside a tokio runtime; outside one it never defers).
     fn deferring(w: Box<dyn Write + Send>) -> Self {
-        let out = Self::start(w, true);
+        Self::deferring_for(w, DEFER_MAX_AGE)
+    }
+
+    /// [`Output::deferring`] with `max_age` in place of [`DEFER_MAX_AGE`] (tests of the
+    /// batching use a long one so that a preempted test thread cannot trip the age bound).
+    fn deferring_for(w: Box<dyn Write + Send>, max_age: Duration) -> Self {
+        let out = Self::start(w, true, max_age);
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
             out.shared.task_alive.store(true, Ordering::Release);
             handle.spawn(write_task(out.shared.clone()));
@@ -282,14 +290,15 @@ impl Output {
 
     /// Starts a writer thread on any sink (used by tests); it never defers.
     pub fn with_writer(w: Box<dyn Write + Send>) -> Self {
-        Self::start(w, false)
+        Self::start(w, false, DEFER_MAX_AGE)
     }
 
-    fn start(w: Box<dyn Write + Send>, defers: bool) -> Self {
+    fn start(w: Box<dyn Write + Send>, defers: bool, max_age: Duration) -> Self {
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
             sink: Mutex::new(w),
             defers,
+            max_age,
             task_alive: AtomicBool::new(false),
             task_wake: tokio::sync::Notify::new(),
             progress: Condvar::new(),
@@ -360,7 +369,7 @@ impl Output {
             || st.buf.len() >= DEFER_MAX
             || st
                 .deferred_since
-                .is_some_and(|t| t.elapsed() >= DEFER_MAX_AGE);
+                .is_some_and(|t| t.elapsed() >= self.shared.max_age);
         if now_due {
             st.deferred_since = None;
             wake_writer(&self.shared, &mut st);
@@ -503,13 +512,15 @@ mod tests {
     }
 
     /// A burst queued by one task goes out in one write, in order, once the task yields.
+    /// (The age bound is set to a minute: under load the test thread can be preempted for
+    /// more than [`DEFER_MAX_AGE`] between two records, which CI once did: 23 writes.)
     #[test]
     fn a_burst_from_a_task_is_one_write() {
         let rt = runtime();
         let sink = Batches::default();
         let s2 = sink.clone();
         rt.block_on(async move {
-            let out = Output::deferring(Box::new(s2));
+            let out = Output::deferring_for(Box::new(s2), Duration::from_secs(60));
             let o = out.clone();
             tokio::spawn(async move {
                 for i in 0..200 {
