@@ -134,15 +134,19 @@ fn run_find(
         .add_custom_ignore_filename(".fdignore");
     let not_git: EntryFilter = Arc::new(|e: &ignore::DirEntry| e.file_name() != ".git");
     let limit = limit_count(limit_arg);
-    let found = first_in_walk_order(
+    // One result past the limit tells "exactly `limit` matches" (no notice) from "more"
+    // (upstream 1.6 asks fd for `limit + 1`, pi #7121).
+    let mut found = first_in_walk_order(
         &mut walk,
         Some(not_git),
         &FindSearch { matches },
-        limit,
+        limit.saturating_add(1),
         SEQUENTIAL_ENTRIES,
         cancel,
     )
     .map_err(|e| e.to_string())?;
+    let limit_reached = found.len() > limit;
+    found.truncate(limit);
     let results: Vec<String> = found
         .into_iter()
         .map(|(path, is_dir)| {
@@ -161,7 +165,6 @@ fn run_find(
     if results.is_empty() {
         return Ok(ToolOutput::text("No files found matching pattern"));
     }
-    let limit_reached = results.len() >= limit;
     let row_limit = limit_reached.then(|| {
         ListingNotice::row_limit(
             limit_arg,

@@ -197,11 +197,13 @@ fn run_grep(p: &GrepParams, cancel: &CancellationToken) -> Result<ToolOutput, St
     }
 
     let limit = limit_count(p.limit);
-    let hits = first_in_walk_order(
+    // Only a match past the limit proves that the limit cut results off (upstream 1.6's
+    // grep waits for one more match before its notice).
+    let mut hits = first_in_walk_order(
         &mut walk,
         None,
         &GrepSearch { matcher: &matcher },
-        limit,
+        limit.saturating_add(1),
         SEQUENTIAL_FILES,
         cancel,
     )
@@ -209,7 +211,8 @@ fn run_grep(p: &GrepParams, cancel: &CancellationToken) -> Result<ToolOutput, St
     if hits.is_empty() {
         return Ok(ToolOutput::text("No matches found"));
     }
-    let limit_reached = hits.len() >= limit;
+    let limit_reached = hits.len() > limit;
+    hits.truncate(limit);
 
     let format_path = |file: &Path| -> String {
         if is_dir {

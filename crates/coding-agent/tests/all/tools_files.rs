@@ -154,6 +154,19 @@ async fn grep_respects_gitignore_and_formats() {
         text(&out),
         "a.rs:1: one\n\n[1 matches limit reached. Use limit=2 for more, or refine pattern]"
     );
+    // Exactly `limit` matches: no notice (upstream 1.6 waits for one match past the limit).
+    let out = run(&*t, json!({"pattern":"e","path":"src/a.rs","limit":3}))
+        .await
+        .unwrap();
+    assert_eq!(
+        text(&out),
+        "a.rs:1: one\na.rs:2: needle here\na.rs:3: three"
+    );
+    assert!(
+        !format!("{:?}", out.details).contains("LimitReached"),
+        "{:?}",
+        out.details
+    );
     let out = run(&*t, json!({"pattern":"zzz"})).await.unwrap();
     assert_eq!(text(&out), "No matches found");
     let err = run(&*t, json!({"pattern":"x","path":"missing"}))
@@ -192,6 +205,14 @@ async fn find_and_ls() {
     assert_eq!(
         text(&out),
         "src/lib.rs\n\n[1 results limit reached. Use limit=2 for more, or refine pattern]"
+    );
+    // Exactly `limit` results: no notice (upstream 1.6 asks fd for one past the limit).
+    let out = run(&*t, json!({"pattern":"*.rs","limit":2})).await.unwrap();
+    assert_eq!(text(&out), "src/lib.rs\nsrc/nested/mod.rs");
+    assert!(
+        !format!("{:?}", out.details).contains("LimitReached"),
+        "{:?}",
+        out.details
     );
     let out = run(&*t, json!({"pattern":"*.zig"})).await.unwrap();
     assert_eq!(text(&out), "No files found matching pattern");
