@@ -350,12 +350,15 @@ impl Startup {
     /// without writing anything.
     fn record_session_start(&self, opened: &mut Opened, initial: &InitialModel) {
         let session = &mut opened.session;
+        // Whether the session is new is decided before `--name` adds its `session_info`
+        // (upstream writes session_info, model_change, thinking_level_change in that order).
+        let fresh = session.is_empty();
         if let Some(name) = &self.cli.name {
             if let Err(e) = session.append_session_info(name) {
                 config::warn(&format!("could not record the session name: {e}"));
             }
         }
-        if session.is_empty() {
+        if fresh {
             record_start(session, initial.model.as_ref(), initial.thinking_level);
         } else if opened.has_messages && !opened.has_level_entry {
             if let Err(e) = session.append_thinking_level_change(initial.thinking_level.as_str()) {

@@ -89,6 +89,20 @@ fn names_follow_the_session_and_switch_errors_are_upstreams() {
     root.write_cwd_file("plain.txt", "just text\n");
     let mut agent = root.spawn_with(true, &["--name", "first name"]);
     assert_eq!(state(&mut agent, "s0")["sessionName"], "first name");
+    // A fresh session named on the command line still starts with its model and thinking
+    // level, after the name, as upstream 1.6 writes it (issue 27: ours wrote only the name).
+    let r = agent.request(json!({"id": "e0", "type": "get_entries"}));
+    let types: Vec<&str> = r["data"]["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        types,
+        ["session_info", "model_change", "thinking_level_change"],
+        "{r}"
+    );
     agent.send(json!({"id": "p1", "type": "prompt", "message": "Q1"}));
     agent.wait_event("agent_settled");
     let from = agent.len();
