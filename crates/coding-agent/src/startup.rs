@@ -221,7 +221,6 @@ impl Startup {
             cli.session_dir.as_deref(),
             env_session_dir.as_deref(),
             self.launch_settings.session_dir(),
-            &self.launch_cwd,
         );
         let flags = resolve::SessionFlags {
             continue_recent: cli.continue_session,

@@ -17,10 +17,10 @@ mod table;
 mod write;
 
 use super::paths::file_name_for;
-pub(crate) use super::paths::resolve_path;
 pub use super::paths::{
     default_session_dir, encode_cwd, find_most_recent_session, validate_session_id,
 };
+pub(crate) use super::paths::{resolve_path, session_dir_path};
 use table::{Ids, Key, Slot};
 
 /// Errors of the session store. Display texts match upstream's error messages.
@@ -131,7 +131,7 @@ impl SessionManager {
     /// the first assistant message (spec §5.1); the file will be
     /// `<session_dir>/<timestamp with ':' '.' → '-'>_<uuid v7>.jsonl` (spec §1.3).
     pub fn create(session_dir: &Path, cwd: &Path) -> SessionManager {
-        let dir = resolve_path(session_dir);
+        let dir = session_dir_path(session_dir);
         let _ = std::fs::create_dir_all(&dir);
         let mut sm = Self::blank(cwd, Some(dir), true);
         sm.start_new(None, None);

@@ -50,6 +50,34 @@ pub(crate) fn resolve_path(p: &Path) -> PathBuf {
     out
 }
 
+/// A session folder as the user gave it: an absolute path as [`resolve_path`] makes it; a
+/// relative one stays relative (to the process cwd, which is pi's cwd) with `.`/`..` removed
+/// lexically, like Node's `path.join`, so the session files in it read as upstream 1.6 shows
+/// them (`sessionDir: "sess"` → `sessionFile` `sess/<file>.jsonl`; issue 27).
+pub(crate) fn session_dir_path(p: &Path) -> PathBuf {
+    if p.is_absolute() {
+        return resolve_path(p);
+    }
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if matches!(out.components().next_back(), Some(Component::Normal(_))) {
+                    out.pop();
+                } else {
+                    out.push("..");
+                }
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    if out.as_os_str().is_empty() {
+        out.push(".");
+    }
+    out
+}
+
 /// The session folder name for a cwd: `--` + cwd without one leading `/` or `\`, with every
 /// `/`, `\` and `:` replaced by `-`, + `--` (spec `sessions.md` §1.2).
 /// Example: `/home/u/my-proj` → `--home-u-my-proj--`.

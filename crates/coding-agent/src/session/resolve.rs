@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 
 use super::entry::SessionHeader;
 use super::manager::{
-    default_session_dir, find_most_recent_session, resolve_path, validate_session_id,
-    NewSessionOptions, SessionError, SessionManager,
+    default_session_dir, find_most_recent_session, resolve_path, session_dir_path,
+    validate_session_id, NewSessionOptions, SessionError, SessionManager,
 };
 use super::store;
 
@@ -81,29 +81,19 @@ pub struct StartupSession {
     pub warning: Option<String>,
 }
 
-/// The session folder override, by upstream's precedence: `--session-dir` (resolved against
-/// `cwd`) > `PI_CODING_AGENT_SESSION_DIR` when non-empty (`~` expanded) > settings
-/// `sessionDir` (`~` expanded, relative to `cwd`). `None` = the default per-cwd folder.
+/// The session folder override, by upstream's precedence: `--session-dir` >
+/// `PI_CODING_AGENT_SESSION_DIR` when non-empty (`~` expanded) > settings `sessionDir` (`~`
+/// expanded). `None` = the default per-cwd folder. A relative folder stays relative to the
+/// process cwd (pi's cwd), as upstream keeps it: session files in it show as given (see
+/// `paths::session_dir_path`).
 pub fn session_dir_override(
     cli: Option<&Path>,
     env: Option<&str>,
     settings: Option<&str>,
-    cwd: &Path,
 ) -> Option<PathBuf> {
-    let expand = |s: &str| {
-        let p = crate::config::expand_home(s);
-        if p.is_absolute() {
-            p
-        } else {
-            cwd.join(p)
-        }
-    };
+    let expand = |s: &str| crate::config::expand_home(s);
     if let Some(dir) = cli {
-        return Some(if dir.is_absolute() {
-            dir.to_path_buf()
-        } else {
-            cwd.join(dir)
-        });
+        return Some(dir.to_path_buf());
     }
     if let Some(env) = env.filter(|e| !e.is_empty()) {
         return Some(expand(env));
@@ -157,9 +147,9 @@ struct Scope {
 impl Scope {
     fn new(agent_dir: &Path, cwd: &Path, session_dir: Option<&Path>) -> Scope {
         let default = default_session_dir(agent_dir, cwd);
-        match session_dir.map(resolve_path) {
-            Some(dir) if dir != default => Scope {
-                dir,
+        match session_dir {
+            Some(dir) if resolve_path(dir) != default => Scope {
+                dir: session_dir_path(dir),
                 filter_cwd: Some(resolve_path(cwd)),
             },
             _ => Scope {
@@ -305,7 +295,7 @@ pub fn open_startup_session(
     }
     let scope = Scope::new(agent_dir, cwd, session_dir);
     let new_dir = session_dir
-        .map(resolve_path)
+        .map(session_dir_path)
         .unwrap_or_else(|| scope.dir.clone());
     if let Some(arg) = &flags.fork {
         if let Some(id) = &flags.session_id {
@@ -327,7 +317,7 @@ pub fn open_startup_session(
         return match resolve_target(arg, &scope, agent_dir, session_dir, cwd)? {
             Target::Path(p) | Target::Local(p) => done(SessionManager::open_with(
                 &p,
-                session_dir.map(resolve_path).as_deref(),
+                session_dir.map(session_dir_path).as_deref(),
                 None,
             )?),
             Target::Global(_, session_cwd) => Err(ResolveError::OtherProject {
@@ -338,7 +328,7 @@ pub fn open_startup_session(
     }
     if flags.continue_recent {
         return match find_most_recent_session(&scope.dir, scope.filter_cwd.as_deref()) {
-            Some(p) => done(SessionManager::open_with(&p, Some(&scope.dir), None)?),
+            Some(p) => done(SessionManager::open_listed(&p, &scope.dir)?),
             None => done(SessionManager::create(&scope.dir, cwd)),
         };
     }

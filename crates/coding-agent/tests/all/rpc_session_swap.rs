@@ -151,3 +151,34 @@ fn names_follow_the_session_and_switch_errors_are_upstreams() {
     agent.close_stdin();
     assert_eq!(agent.wait_exit(LIVENESS).and_then(|s| s.code()), Some(0));
 }
+
+/// A relative session folder (`--session-dir`, settings `sessionDir`) stays relative in what
+/// clients see, as upstream 1.6 keeps it: `sessionFile` is `sess/<file>.jsonl`, for the first
+/// session, after `new_session`, and for `--continue` (issue 27: ours showed absolute paths).
+#[test]
+fn a_relative_session_dir_shows_as_given() {
+    let (_fake, root) = setup(Script::new([Turn::text("A1.")]), DEFAULT_MODEL);
+    let mut agent = root.spawn_with(true, &["--session-dir", "./sess"]);
+    let first = state(&mut agent, "s0")["sessionFile"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        first.starts_with("sess/") && first.ends_with(".jsonl"),
+        "{first}"
+    );
+    agent.send(json!({"id": "p1", "type": "prompt", "message": "Q1"}));
+    agent.wait_event("agent_settled");
+    assert!(root.cwd.join(&first).is_file(), "{first}");
+    let r = agent.request(json!({"id": "n", "type": "new_session"}));
+    assert_eq!(r["data"], json!({"cancelled": false}), "{r}");
+    let second = state(&mut agent, "s1")["sessionFile"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(second.starts_with("sess/") && second != first, "{second}");
+    drop(agent);
+
+    let mut again = root.spawn_with(true, &["--session-dir", "sess", "--continue"]);
+    assert_eq!(state(&mut again, "s2")["sessionFile"], first.as_str());
+}

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::{
-    file_name_for, resolve_path, validate_session_id, SessionError, SessionManager, LAZY_MIN_BYTES,
+    file_name_for, resolve_path, session_dir_path, validate_session_id, SessionError,
+    SessionManager, LAZY_MIN_BYTES,
 };
 use crate::session::entry::{SessionEntry, SessionHeader};
 use crate::session::scan;
@@ -27,6 +28,20 @@ impl SessionManager {
     /// * Files older than version 3 are migrated and rewritten.
     pub fn open(path: &Path) -> Result<SessionManager, SessionError> {
         Self::open_with(path, None, None)
+    }
+
+    /// [`open_with`](Self::open_with) for a file found by listing `session_dir`
+    /// (`--continue`): a relative folder's file keeps its relative path, as upstream's
+    /// `continueRecent` shows it (`sess/<file>.jsonl`; issue 27).
+    pub(crate) fn open_listed(
+        path: &Path,
+        session_dir: &Path,
+    ) -> Result<SessionManager, SessionError> {
+        let mut sm = Self::open_with(path, Some(session_dir), None)?;
+        if path.is_relative() {
+            sm.session_file = Some(session_dir_path(path));
+        }
+        Ok(sm)
     }
 
     /// [`open`](Self::open) with an explicit session dir (for later new/fork/clone) and/or a cwd
@@ -182,7 +197,7 @@ impl SessionManager {
             target_cwd.to_string_lossy(),
             Some(source.to_string_lossy().into_owned()),
         );
-        let dir = resolve_path(session_dir);
+        let dir = session_dir_path(session_dir);
         let file = dir.join(file_name_for(&header));
         // Streamed, one record at a time (the source may be large): the first record that
         // parses must be a header; every later one that parses, but headers, is copied.
