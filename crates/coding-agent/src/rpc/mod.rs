@@ -22,7 +22,7 @@ use crate::tasks::panic_text;
 use futures::FutureExt;
 use pi_ai::{ImageContent, ThinkingLevel};
 use protocol::{
-    CancelledData, CommandsData, CycleModelData, Disposition, DispositionData, ForkData,
+    CancelledData, CommandsData, SandboxData, CycleModelData, Disposition, DispositionData, ForkData,
     ForkMessagesData, Incoming, LastAssistantTextData, LevelData, LevelsData, MessagesResponse,
     ModelsData, ResponseData, RpcCommand, RpcResponse,
 };
@@ -410,6 +410,13 @@ fn query_command(
                 &shadowed,
             ));
             reply(some(ResponseData::Commands(CommandsData { commands })))
+        }
+        RpcCommand::GetSandbox {} => {
+            let policy = runtime.factory().tool_options.sandbox;
+            reply(some(ResponseData::Sandbox(SandboxData {
+                mode: policy.mode.as_str().to_string(),
+                network: policy.network_allowed(),
+            })))
         }
         RpcCommand::GetSessionStats {} => {
             reply(some(ResponseData::Stats(Box::new(session.session_stats()))))
