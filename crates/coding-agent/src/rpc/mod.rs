@@ -22,9 +22,9 @@ use crate::tasks::panic_text;
 use futures::FutureExt;
 use pi_ai::{ImageContent, ThinkingLevel};
 use protocol::{
-    CancelledData, CommandsData, SandboxData, CycleModelData, Disposition, DispositionData, ForkData,
+    CancelledData, CommandsData, CycleModelData, Disposition, DispositionData, ForkData,
     ForkMessagesData, Incoming, LastAssistantTextData, LevelData, LevelsData, MessagesResponse,
-    ModelsData, ResponseData, RpcCommand, RpcResponse,
+    ModelsData, ResponseData, RpcCommand, RpcResponse, SandboxData,
 };
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};

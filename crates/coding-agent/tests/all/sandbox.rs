@@ -59,12 +59,7 @@ async fn workspace_write_blocks_writes_outside_cwd_and_tmp() {
     let out = outside_dir();
     let target = out.path().join("escaped.txt");
     let ww = policy(SandboxMode::WorkspaceWrite, false);
-    let (code, text) = bash(
-        &cwd,
-        ww,
-        &format!("echo no > '{}'", target.display()),
-    )
-    .await;
+    let (code, text) = bash(&cwd, ww, &format!("echo no > '{}'", target.display())).await;
     assert_ne!(code, Some(0), "{text}");
     assert!(text.contains("Permission denied"), "{text}");
     assert!(!target.exists());
@@ -83,7 +78,10 @@ async fn workspace_write_blocks_writes_outside_cwd_and_tmp() {
     .await;
     assert_eq!(code, Some(0), "{text}");
     assert_eq!(text, "visible");
-    assert_eq!(std::fs::read_to_string(cwd.join("inside.txt")).unwrap(), "yes\n");
+    assert_eq!(
+        std::fs::read_to_string(cwd.join("inside.txt")).unwrap(),
+        "yes\n"
+    );
     // The same command unsandboxed writes outside (the denial above is the sandbox's).
     let (code, text) = bash(
         &cwd,
@@ -156,7 +154,10 @@ async fn read_only_refuses_reads_outside_and_every_write() {
     let ro = policy(SandboxMode::ReadOnly, false);
     let (code, text) = bash(&cwd, ro, &format!("cat '{}'", secret.display())).await;
     assert_ne!(code, Some(0), "{text}");
-    assert!(!text.contains("secret\n") && text.contains("Permission denied"), "{text}");
+    assert!(
+        !text.contains("secret\n") && text.contains("Permission denied"),
+        "{text}"
+    );
     let (code, text) = bash(&cwd, ro, "cat mine.txt; ls /usr/bin >/dev/null").await;
     assert_eq!(code, Some(0), "{text}");
     assert_eq!(text, "mine");
@@ -178,7 +179,10 @@ async fn file_tools_honour_the_boundary() {
     )
     .await
     .unwrap_err();
-    assert!(err.starts_with("Sandbox (workspace-write): writing"), "{err}");
+    assert!(
+        err.starts_with("Sandbox (workspace-write): writing"),
+        "{err}"
+    );
     assert!(!outside.exists());
     run(write.as_ref(), json!({"path": "in.txt", "content": "x"}))
         .await
@@ -196,24 +200,39 @@ async fn file_tools_honour_the_boundary() {
     assert_eq!(std::fs::read_to_string(&outside).unwrap(), "old");
     // workspace-write reads everywhere; read-only does not.
     let read = sandboxed_tool(&cwd, "read", ww);
-    assert!(run(read.as_ref(), json!({"path": outside.to_string_lossy()})).await.is_ok());
+    assert!(
+        run(read.as_ref(), json!({"path": outside.to_string_lossy()}))
+            .await
+            .is_ok()
+    );
     let ro = policy(SandboxMode::ReadOnly, false);
     for (name, args) in [
         ("read", json!({"path": outside.to_string_lossy()})),
         ("ls", json!({"path": out.path().to_string_lossy()})),
-        ("find", json!({"pattern": "*", "path": out.path().to_string_lossy()})),
-        ("grep", json!({"pattern": "old", "path": out.path().to_string_lossy()})),
+        (
+            "find",
+            json!({"pattern": "*", "path": out.path().to_string_lossy()}),
+        ),
+        (
+            "grep",
+            json!({"pattern": "old", "path": out.path().to_string_lossy()}),
+        ),
     ] {
         let t = sandboxed_tool(&cwd, name, ro);
         let err = run(t.as_ref(), args).await.unwrap_err();
-        assert!(err.starts_with("Sandbox (read-only): reading"), "{name}: {err}");
+        assert!(
+            err.starts_with("Sandbox (read-only): reading"),
+            "{name}: {err}"
+        );
     }
     let read = sandboxed_tool(&cwd, "read", ro);
     assert!(run(read.as_ref(), json!({"path": "in.txt"})).await.is_ok());
     let write = sandboxed_tool(&cwd, "write", ro);
-    assert!(run(write.as_ref(), json!({"path": "in2.txt", "content": "x"}))
-        .await
-        .is_err());
+    assert!(
+        run(write.as_ref(), json!({"path": "in2.txt", "content": "x"}))
+            .await
+            .is_err()
+    );
 }
 
 /// The real binary: settings select workspace-write; a scripted bash call cannot write outside,
@@ -234,7 +253,11 @@ fn end_to_end_settings_sandbox_the_bash_tool() {
     root.merge_settings(json!({"sandbox": {"mode": "workspace-write"}}));
     let mut agent = root.spawn();
     let r = agent.request(json!({"id": "s", "type": "get_sandbox"}));
-    assert_eq!(r["data"], json!({"mode": "workspace-write", "network": false}), "{r}");
+    assert_eq!(
+        r["data"],
+        json!({"mode": "workspace-write", "network": false}),
+        "{r}"
+    );
     agent.send(json!({"id": "p", "type": "prompt", "message": "go"}));
     let (end, _) = agent.wait_from(0, LIVENESS, |v| kind(v) == "agent_settled");
     let recs = agent.events()[..=end].to_vec();
@@ -245,18 +268,29 @@ fn end_to_end_settings_sandbox_the_bash_tool() {
     let text = te["result"]["content"][0]["text"].as_str().unwrap_or("");
     assert!(text.contains("Permission denied"), "{te}");
     assert!(!target.exists());
-    assert_eq!(std::fs::read_to_string(root.cwd.join("inside.txt")).unwrap(), "in\n");
+    assert_eq!(
+        std::fs::read_to_string(root.cwd.join("inside.txt")).unwrap(),
+        "in\n"
+    );
     let body = fake.llm_requests()[0].body.to_string();
     assert!(body.contains("<sandbox>"), "{body}");
     assert!(body.contains("workspace-write"), "{body}");
     // --sandbox overrides the mode; an unknown mode is an error at start-up.
     let mut agent = root.spawn_with(false, &["--sandbox", "read-only"]);
     let r = agent.request(json!({"id": "s", "type": "get_sandbox"}));
-    assert_eq!(r["data"], json!({"mode": "read-only", "network": false}), "{r}");
+    assert_eq!(
+        r["data"],
+        json!({"mode": "read-only", "network": false}),
+        "{r}"
+    );
     let mut agent = root.spawn_with(false, &["--sandbox", "bogus"]);
     let status = agent.wait_exit(Duration::from_secs(20)).expect("exits");
     assert_eq!(status.code(), Some(1));
-    assert!(agent.stderr().contains("Invalid sandbox mode \"bogus\""), "{}", agent.stderr());
+    assert!(
+        agent.stderr().contains("Invalid sandbox mode \"bogus\""),
+        "{}",
+        agent.stderr()
+    );
 }
 
 /// No setting: `get_sandbox` says full, and the system prompt has no sandbox section.
@@ -268,5 +302,8 @@ fn default_is_full() {
     assert_eq!(r["data"], json!({"mode": "full", "network": true}), "{r}");
     agent.send(json!({"id": "p", "type": "prompt", "message": "go"}));
     agent.wait_from(0, LIVENESS, |v| kind(v) == "agent_settled");
-    assert!(!fake.llm_requests()[0].body.to_string().contains("<sandbox>"));
+    assert!(!fake.llm_requests()[0]
+        .body
+        .to_string()
+        .contains("<sandbox>"));
 }

@@ -186,8 +186,7 @@ pub async fn run_shell(
     // The group dies with the agent, even on SIGKILL (see crate::child_guard).
     crate::child_guard::supervise_group(command.as_std_mut());
     // After the supervisor's hook: the shell is sandboxed, its supervisor is not.
-    cmd.sandbox
-        .apply(command.as_std_mut(), &cmd.cwd, &shell)?;
+    cmd.sandbox.apply(command.as_std_mut(), &cmd.cwd, &shell)?;
     // stdout and stderr share one pipe, so output arrives in the order the command wrote it
     // (two pipes race: `echo out; echo err >&2` could come back as "err\nout").
     let (pipe_reader, pipe_writer) =
