@@ -158,8 +158,8 @@ impl Startup {
         }
         let mut opened = self.open_session()?;
         // A sandbox that was asked for and cannot be had stops the run (never unsandboxed).
-        let sandbox = tools::sandbox::SandboxPolicy::from_settings(
-            &opened.settings,
+        let sandbox = tools::sandbox::SandboxPolicy::from_setting(
+            opened.settings.get(tools::sandbox::SETTINGS_KEY),
             self.cli.sandbox.as_deref(),
         )
         .and_then(|p| p.check_available().map(|()| p))

@@ -2,7 +2,7 @@
 //! (issue 26; our own feature, upstream pi 1.6 has none).
 //!
 //! Setting `sandbox` (agent-dir `settings.json`, or a trusted project's `.pi/settings.json`;
-//! merged as every setting, [`crate::config::Settings`]) = `{"mode": "full" | "workspace-write" |
+//! merged as every setting, `config::Settings`) = `{"mode": "full" | "workspace-write" |
 //! "read-only", "network": bool}`; `--sandbox <mode>` overrides the mode. No setting = `full` =
 //! no sandbox at all (behaviour as before this module existed).
 //!
@@ -29,7 +29,6 @@
 //! [`SandboxPolicy::check_read`]), after resolving symlinks of the existing part of the path.
 //! The RPC `bash` command (the user's own command) is not sandboxed.
 
-use crate::config::Settings;
 use async_trait::async_trait;
 use pi_agent::{AgentTool, ToolContext, ToolError, ToolOutput};
 use pi_ai::ToolDefinition;
@@ -123,14 +122,15 @@ fn mode_error(value: &str, source: &str) -> String {
 }
 
 impl SandboxPolicy {
-    /// The policy of `settings` (`sandbox`), the CLI's `--sandbox <mode>` overriding the mode.
+    /// The policy of the merged `sandbox` setting (`setting`, `None` = unset;
+    /// `Settings::get(SETTINGS_KEY)`), the CLI's `--sandbox <mode>` overriding the mode.
     ///
     /// Errors (the caller exits 1): `sandbox` that is not an object, an unknown mode (setting or
     /// CLI), a `network` that is not a boolean. A sandbox that was asked for is never dropped
     /// because its setting is malformed.
-    pub fn from_settings(settings: &Settings, cli_mode: Option<&str>) -> Result<Self, String> {
+    pub fn from_setting(setting: Option<&Value>, cli_mode: Option<&str>) -> Result<Self, String> {
         let mut policy = SandboxPolicy::default();
-        match settings.get(SETTINGS_KEY) {
+        match setting {
             None => {}
             Some(Value::Object(m)) => {
                 match m.get("mode") {
@@ -681,34 +681,25 @@ mod linux {
 mod tests {
     use super::*;
 
-    fn settings(v: Value) -> Settings {
-        Settings::from_values(json!({ "sandbox": v }), json!({}))
+    fn from(v: Value, cli: Option<&str>) -> Result<SandboxPolicy, String> {
+        SandboxPolicy::from_setting(Some(&v), cli)
     }
 
     #[test]
     fn parses_setting_and_cli_override() {
-        let none = Settings::from_values(json!({}), json!({}));
         assert_eq!(
-            SandboxPolicy::from_settings(&none, None).unwrap(),
+            SandboxPolicy::from_setting(None, None).unwrap(),
             SandboxPolicy::default()
         );
-        let p = SandboxPolicy::from_settings(
-            &settings(json!({"mode": "read-only", "network": true})),
-            None,
-        )
-        .unwrap();
+        let p = from(json!({"mode": "read-only", "network": true}), None).unwrap();
         assert_eq!(p.mode, SandboxMode::ReadOnly);
         assert!(p.network);
-        let p = SandboxPolicy::from_settings(
-            &settings(json!({"mode": "read-only"})),
-            Some("workspace-write"),
-        )
-        .unwrap();
+        let p = from(json!({"mode": "read-only"}), Some("workspace-write")).unwrap();
         assert_eq!(p.mode, SandboxMode::WorkspaceWrite);
         assert!(!p.network_allowed());
-        assert!(SandboxPolicy::from_settings(&settings(json!({"mode": "nope"})), None).is_err());
-        assert!(SandboxPolicy::from_settings(&settings(json!("full")), None).is_err());
-        assert!(SandboxPolicy::from_settings(&none, Some("x")).is_err());
+        assert!(from(json!({"mode": "nope"}), None).is_err());
+        assert!(from(json!("full"), None).is_err());
+        assert!(SandboxPolicy::from_setting(None, Some("x")).is_err());
         assert_eq!(
             SandboxPolicy::default().to_json(),
             json!({"mode": "full", "network": true})
