@@ -157,6 +157,13 @@ impl Startup {
             return Ok(list_models(&reg, search));
         }
         let mut opened = self.open_session()?;
+        // A sandbox that was asked for and cannot be had stops the run (never unsandboxed).
+        let sandbox = tools::sandbox::SandboxPolicy::from_setting(
+            opened.settings.get(tools::sandbox::SETTINGS_KEY),
+            self.cli.sandbox.as_deref(),
+        )
+        .and_then(|p| p.check_available().map(|()| p))
+        .map_err(|e| fail(&e))?;
         // Extensions: a Node host only when at least one is configured (extensions/mod.rs). A
         // configured extension that cannot load stops the run (fail closed). They start before
         // the initial model is chosen, so providers they register take part in the choice.
@@ -184,7 +191,7 @@ impl Startup {
         };
         let services = self.services(&opened, scoped_models, extensions);
         let mcp = services.mcp.clone();
-        let factory = self.factory(&opened, services, &packages);
+        let factory = self.factory(&opened, services, &packages, sandbox);
         let request = SessionRequest {
             cwd: opened.cwd.clone(),
             store: opened.session,
@@ -463,6 +470,7 @@ impl Startup {
         opened: &Opened,
         services: SessionServices,
         packages: &RunPackages,
+        sandbox: tools::sandbox::SandboxPolicy,
     ) -> SessionFactory {
         let cli = &self.cli;
         let settings = &opened.settings;
@@ -486,8 +494,10 @@ impl Startup {
                     bin_dir: Some(agent_dir.join("bin")),
                     extra_env: vec![],
                     session_env: None,
+                    sandbox,
                 },
                 images: Default::default(),
+                sandbox,
             },
             resource_options: ResourceOptions {
                 no_context_files: cli.no_context_files,

@@ -15,6 +15,7 @@
 //! | `project_context` | context files found | `<project_context>\n<intro>\n\n<project_instructions path="…">\n<content>\n</project_instructions>…\n</project_context>` |
 //! | `skills` | visible skills and `read` or `bash` declared | `<skills>\n<intro>\n\n<available_skills>…</available_skills>\n</skills>` |
 //! | `cwd` | always | `<cwd>\n<cwd with \ → />\n</cwd>` |
+//! | `sandbox` | a sandbox mode is active (ours) | `<sandbox>\n<the boundary in a line>\n</sandbox>` |
 //!
 //! The text sent to the model is `content` (when non-empty) followed by the section texts,
 //! joined with blank lines. `toolsAdded` lists every tool definition, those of `read`, `bash`,
@@ -150,6 +151,10 @@ pub struct SystemPromptInput {
     /// (`mcp__<server>`), how they are reached (`codemode` or `tool_search`) and an optional
     /// one-line summary (docs/mcp.md "Control tool exposure").
     pub mcp_servers: Vec<McpServerLine>,
+    /// The boundary of an active sandbox in a line or two (`sandbox` section, right after
+    /// `cwd`; [`crate::tools::sandbox::SandboxPolicy::prompt_text`]); `None` = no sandbox, no
+    /// section (the prompt is then as before).
+    pub sandbox: Option<String>,
 }
 
 /// One server of the `mcp_servers` section.
@@ -270,6 +275,7 @@ impl SystemPromptInput {
             extra_guidelines: Vec::new(),
             docs: DocsPaths::detect(),
             mcp_servers: Vec::new(),
+            sandbox: None,
         }
     }
 }
@@ -422,6 +428,9 @@ pub fn build_sections(input: &SystemPromptInput) -> Vec<(String, String)> {
         raw.push(("skills", skills_text(&visible, tool)));
     }
     raw.push(("cwd", input.cwd.display().to_string().replace('\\', "/")));
+    if let Some(sandbox) = input.sandbox.as_deref().filter(|s| !s.is_empty()) {
+        raw.push(("sandbox", sandbox.to_string()));
+    }
     if !input.mcp_servers.is_empty() {
         raw.push(("mcp_servers", mcp_servers_text(&input.mcp_servers)));
     }

@@ -182,3 +182,6 @@ mod tools_validate;
 
 #[path = "all/trust_cwd.rs"]
 mod trust_cwd;
+
+#[path = "all/sandbox.rs"]
+mod sandbox;

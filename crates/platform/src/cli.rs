@@ -145,6 +145,10 @@ pub struct Cli {
     pub approve: Option<bool>,
     /// `--offline` (same as `PI_OFFLINE=1`).
     pub offline: bool,
+    /// `--sandbox <mode>`: the bash tool's kernel sandbox mode (`full`, `workspace-write`,
+    /// `read-only`), as given; overrides the `sandbox.mode` setting. Checked at start-up
+    /// (`pi_coding_agent::sandbox`), where an unknown mode is an error (exit 1).
+    pub sandbox: Option<String>,
     /// `@path` arguments without the `@`, in order.
     pub file_args: Vec<String>,
     /// Positional messages, in order.
@@ -331,6 +335,10 @@ impl Cli {
                 "--fork" if has_value => {
                     i += 1;
                     cli.fork = Some(args[i].to_string());
+                }
+                "--sandbox" if has_value => {
+                    i += 1;
+                    cli.sandbox = Some(args[i].to_string());
                 }
                 "--session-dir" if has_value => {
                     i += 1;
@@ -519,6 +527,7 @@ Options:
   --approve, -a                  Trust this project's .pi files for this run
   --no-approve, -na              Ignore this project's .pi files for this run
   --offline                      No startup network operations (same as PI_OFFLINE=1)
+  --sandbox <mode>               Kernel sandbox of the bash tool: full, workspace-write, read-only
   --                             Everything after is a message or @file
   --help, -h                     Show this help
   --version, -v                  Show the version

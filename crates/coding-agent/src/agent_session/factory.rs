@@ -172,6 +172,7 @@ impl SessionFactory {
         input.custom_prompt = resources.custom_prompt;
         input.append_prompt = resources.append_prompt;
         input.skills = resources.skills.clone();
+        input.sandbox = self.tool_options.sandbox.prompt_text(cwd);
         let (system_message, system_prompt) = build_system_message(&input);
         Loadout {
             tools,

@@ -24,7 +24,7 @@ use pi_ai::{ImageContent, ThinkingLevel};
 use protocol::{
     CancelledData, CommandsData, CycleModelData, Disposition, DispositionData, ForkData,
     ForkMessagesData, Incoming, LastAssistantTextData, LevelData, LevelsData, MessagesResponse,
-    ModelsData, ResponseData, RpcCommand, RpcResponse,
+    ModelsData, ResponseData, RpcCommand, RpcResponse, SandboxData,
 };
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -410,6 +410,13 @@ fn query_command(
                 &shadowed,
             ));
             reply(some(ResponseData::Commands(CommandsData { commands })))
+        }
+        RpcCommand::GetSandbox {} => {
+            let policy = runtime.factory().tool_options.sandbox;
+            reply(some(ResponseData::Sandbox(SandboxData {
+                mode: policy.mode.as_str().to_string(),
+                network: policy.network_allowed(),
+            })))
         }
         RpcCommand::GetSessionStats {} => {
             reply(some(ResponseData::Stats(Box::new(session.session_stats()))))

@@ -41,6 +41,8 @@ pub struct BashToolOptions {
     /// `PI_REASONING_LEVEL`; upstream-1.6-notes.md item 21), read when each command starts so
     /// that model and thinking-level changes show. Filled in once the session exists.
     pub session_env: Option<SessionEnvSlot>,
+    /// The kernel sandbox of every command (default `full` = none; [`super::sandbox`]).
+    pub sandbox: super::sandbox::SandboxPolicy,
 }
 
 /// Computes the session variables of the bash tool's commands, as `(name, value)` pairs.
@@ -254,6 +256,7 @@ impl AgentTool for BashTool {
             shell: Some(resolve_shell(self.options.shell_path.as_deref())?),
             env: Some(env),
             timeout,
+            sandbox: self.options.sandbox,
         };
 
         let started = std::time::Instant::now();

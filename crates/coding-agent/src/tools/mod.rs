@@ -11,6 +11,7 @@ pub mod find;
 pub mod grep;
 pub mod ls;
 pub mod read;
+pub mod sandbox;
 pub mod select;
 pub mod shell;
 pub mod truncate;
@@ -48,6 +49,9 @@ pub struct ToolOptions {
     pub bash: BashToolOptions,
     /// How the read tool prepares images (bound by the session to its model and settings).
     pub images: crate::images::ImagePolicySlot,
+    /// The sandbox of the bash tool's commands and the file tools' paths (setting `sandbox`,
+    /// `--sandbox`; default `full` = none).
+    pub sandbox: sandbox::SandboxPolicy,
 }
 
 /// Creates the named built-in tools (unknown names are skipped) for `cwd`, in the order given.
@@ -69,10 +73,15 @@ pub fn create_tools_with(
 
 /// Creates one built-in tool by name, `None` for an unknown name.
 pub fn create_tool(cwd: &Path, name: &str, options: &ToolOptions) -> Option<Arc<dyn AgentTool>> {
-    let cwd: PathBuf = cwd.to_path_buf();
+    let root: &Path = cwd;
+    let cwd: PathBuf = root.to_path_buf();
     let tool: Arc<dyn AgentTool> = match name {
         "read" => Arc::new(ReadTool::with_images(cwd, options.images.clone())),
-        "bash" => Arc::new(BashTool::new(cwd, options.bash.clone())),
+        "bash" => {
+            let mut bash = options.bash.clone();
+            bash.sandbox = options.sandbox;
+            Arc::new(BashTool::new(cwd, bash))
+        }
         "edit" => Arc::new(EditTool::new(cwd)),
         "write" => Arc::new(WriteTool::new(cwd)),
         "grep" => Arc::new(GrepTool::new(cwd)),
@@ -80,7 +89,7 @@ pub fn create_tool(cwd: &Path, name: &str, options: &ToolOptions) -> Option<Arc<
         "ls" => Arc::new(LsTool::new(cwd)),
         _ => return None,
     };
-    Some(tool)
+    Some(sandbox::guard_tool(tool, name, root, options.sandbox))
 }
 
 /// Builders for the parameter schemas. Key order matches upstream's TypeBox output:

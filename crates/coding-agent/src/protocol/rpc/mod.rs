@@ -249,6 +249,8 @@ pub enum RpcCommand {
     },
     /// `get_commands` (§4.10).
     GetCommands {},
+    /// `get_sandbox` (ours, not upstream): the sandbox of the bash tool, `{mode, network}`.
+    GetSandbox {},
     /// `extension_ui_response {id, value?|confirmed?|cancelled?}` (§6.2): never answered.
     ExtensionUiResponse {
         /// The dialog's request id (also in the envelope).

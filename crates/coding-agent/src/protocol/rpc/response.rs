@@ -468,6 +468,18 @@ pub struct CommandsData {
     pub commands: Vec<SlashCommand>,
 }
 
+/// `{mode, network}` of `get_sandbox` (ours, not upstream): the sandbox mode of the bash tool
+/// and the file tools (`full`, `workspace-write`, `read-only`) and whether its commands may use
+/// the network (always `true` under `full`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxData {
+    /// The mode string.
+    pub mode: String,
+    /// Network allowed.
+    pub network: bool,
+}
+
 /// A response payload. Serialized as the payload itself; [`ResponseData::Null`] is an explicit
 /// `"data": null` (`cycle_model`, `cycle_thinking_level` with nothing to cycle).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -515,6 +527,8 @@ pub enum ResponseData {
     Path(PathData),
     /// `compact`.
     Compaction(Box<CompactionResult>),
+    /// `get_sandbox` (ours).
+    Sandbox(SandboxData),
 }
 
 impl ResponseData {
@@ -582,6 +596,7 @@ impl ResponseData {
             "fork" => ResponseData::Fork(f(v)?),
             "export_html" => ResponseData::Path(f(v)?),
             "compact" => ResponseData::Compaction(Box::new(f(v)?)),
+            "get_sandbox" => ResponseData::Sandbox(f(v)?),
             other => {
                 return Err(serde_json::Error::custom(format!(
                     "`{other}` answers without data"

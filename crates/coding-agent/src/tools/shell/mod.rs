@@ -67,6 +67,9 @@ pub struct ShellCommand {
     pub env: Option<HashMap<String, String>>,
     /// Kill the process group after this long.
     pub timeout: Option<Duration>,
+    /// The kernel sandbox the shell and its descendants run in (`full` = none;
+    /// [`crate::tools::sandbox`]).
+    pub sandbox: crate::tools::sandbox::SandboxPolicy,
 }
 
 /// How a command ended.
@@ -147,7 +150,8 @@ impl Drop for GroupGuard {
 ///
 /// Errors: an already-cancelled token gives `Ok(ShellExit::Aborted)` without spawning; a missing
 /// working directory gives `Working directory does not exist: <cwd>\nCannot execute bash
-/// commands.`; spawn failures give the OS error text.
+/// commands.`; a sandbox that cannot be built gives its message
+/// ([`crate::tools::sandbox::SandboxPolicy::apply`]); spawn failures give the OS error text.
 pub async fn run_shell(
     cmd: &ShellCommand,
     cancel: &CancellationToken,
@@ -181,6 +185,8 @@ pub async fn run_shell(
         .process_group(0);
     // The group dies with the agent, even on SIGKILL (see crate::child_guard).
     crate::child_guard::supervise_group(command.as_std_mut());
+    // After the supervisor's hook: the shell is sandboxed, its supervisor is not.
+    cmd.sandbox.apply(command.as_std_mut(), &cmd.cwd, &shell)?;
     // stdout and stderr share one pipe, so output arrives in the order the command wrote it
     // (two pipes race: `echo out; echo err >&2` could come back as "err\nout").
     let (pipe_reader, pipe_writer) =

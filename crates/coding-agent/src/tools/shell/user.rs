@@ -121,6 +121,8 @@ pub async fn execute_user_bash(
         shell: Some(resolve_shell(options.shell_path.as_deref())?),
         env: Some(shell_env(options.bin_dir.as_deref())),
         timeout: None,
+        // The user's own command (RPC `bash`) is never sandboxed.
+        sandbox: Default::default(),
     };
     let mut sink = UserSink {
         decoder: Utf8Stream::default(),
