@@ -99,8 +99,10 @@ async fn a_background_child_inherits_the_sandbox() {
     let out = outside_dir();
     let target = out.path().join("late.txt");
     // The child leaves the process group (setsid) so that it outlives the command, then tries.
+    // The command waits until the child is in its own session: the group is killed when the
+    // command ends, and a child still in it then never ran (a race that failed under load).
     let cmd = format!(
-        "setsid sh -c '(sleep 0.1; if echo x > {t}; then echo wrote; else echo denied; fi) > marker 2>/dev/null' &",
+        "setsid sh -c ': > started; (sleep 0.1; if echo x > {t}; then echo wrote; else echo denied; fi) > marker 2>/dev/null' & while [ ! -e started ]; do sleep 0.01; done",
         t = target.display()
     );
     let (code, text) = bash(&cwd, policy(SandboxMode::WorkspaceWrite, true), &cmd).await;
