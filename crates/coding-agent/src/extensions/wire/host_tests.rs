@@ -796,3 +796,54 @@ fn session_event_replies_read_as_before() {
         );
     }
 }
+
+/// The virtual model state entry data as `route_virtual_model` wrote and read it before.
+#[test]
+fn virtual_model_state_is_byte_equal_and_reads_as_before() {
+    let (provider, id) = ("router", "auto");
+    for state in [
+        json!({"turns": 3, "last": "a/b"}),
+        json!(null),
+        json!([1, "x"]),
+    ] {
+        let old = serde_json::json!({
+            "provider": provider,
+            "modelId": id,
+            "state": state,
+        });
+        let new = VirtualModelState {
+            provider: provider.into(),
+            model_id: id.into(),
+            state: state.clone(),
+        }
+        .to_value();
+        same(&new, &old);
+    }
+    let old_read = |d: &Value| -> Option<Value> {
+        (d.get("provider").and_then(Value::as_str) == Some(provider)
+            && d.get("modelId").and_then(Value::as_str) == Some(id))
+        .then(|| d.get("state").cloned().unwrap_or(Value::Null))
+    };
+    let new_read = |d: &Value| -> Option<Value> {
+        VirtualModelState::from_value(d)
+            .filter(|s| s.provider == provider && s.model_id == id)
+            .map(|s| s.state)
+    };
+    for d in [
+        json!({"provider": "router", "modelId": "auto", "state": {"n": 1}}),
+        json!({"provider": "router", "modelId": "auto", "state": null}),
+        json!({"provider": "router", "modelId": "auto"}),
+        json!({"provider": "router", "modelId": "auto", "state": 5, "extra": true}),
+        json!({"provider": "router", "modelId": "other", "state": 1}),
+        json!({"provider": "other", "modelId": "auto", "state": 1}),
+        json!({"provider": "router", "modelId": 7, "state": 1}),
+        json!({"provider": null, "modelId": "auto", "state": 1}),
+        json!({"modelId": "auto", "state": 1}),
+        json!({}),
+        json!(["router", "auto", 1]),
+        json!("router"),
+        json!(null),
+    ] {
+        assert_eq!(new_read(&d), old_read(&d), "data {d}");
+    }
+}
