@@ -6,6 +6,7 @@ use pi_coding_agent::agent_session::host_calls;
 use pi_coding_agent::agent_session::runtime::AgentSessionRuntime;
 use pi_coding_agent::cli::{self, Cli};
 use pi_coding_agent::config::{self, ModelRegistry, Settings};
+use pi_coding_agent::extensions::wire::SessionEvent;
 use pi_coding_agent::output::Output;
 use pi_coding_agent::{extensions, file_args, package_cmd, packages, print_mode, procs, rpc};
 use std::sync::{Arc, RwLock};
@@ -470,8 +471,11 @@ async fn run_mode(
 async fn extensions_started(runtime: &AgentSessionRuntime) {
     let session = runtime.session();
     if let Some(ext) = session.extensions() {
-        ext.emit_session_event(serde_json::json!({"type": "session_start", "reason": "startup"}))
-            .await;
+        ext.emit_session_event(&SessionEvent::SessionStart {
+            reason: "startup",
+            previous_session_file: None,
+        })
+        .await;
         ext.discover_resources(session.cwd(), "startup").await;
     }
 }
@@ -479,8 +483,11 @@ async fn extensions_started(runtime: &AgentSessionRuntime) {
 /// `session_shutdown {reason:"quit"}` to the extensions of the current session.
 async fn extensions_stopping(runtime: &AgentSessionRuntime) {
     if let Some(ext) = runtime.session().extensions() {
-        ext.emit_session_event(serde_json::json!({"type": "session_shutdown", "reason": "quit"}))
-            .await;
+        ext.emit_session_event(&SessionEvent::SessionShutdown {
+            reason: "quit",
+            target_session_file: None,
+        })
+        .await;
     }
 }
 

@@ -7,7 +7,6 @@ use super::AgentSession;
 use futures::future::BoxFuture;
 use pi_agent::{RunHooks, TurnConfig};
 use pi_ai::{AssistantMessage, Message, Model, Provider, StopReason};
-use serde_json::Value;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -264,6 +263,7 @@ impl AgentSession {
         direct: bool,
     ) -> Result<(Model, pi_ai::ThinkingLevel), String> {
         use crate::extensions::provider::{self as xp, RouteReason};
+        use crate::extensions::wire::VirtualModelState;
         let Some(ext) = self.inner.services.extensions.clone() else {
             return Err(format!(
                 "Virtual model {}/{} is not registered.",
@@ -292,12 +292,9 @@ impl AgentSession {
                 crate::session::EntryKind::Custom {
                     custom_type,
                     data: Some(d),
-                } if custom_type == xp::VIRTUAL_STATE_ENTRY
-                    && d.get("provider").and_then(Value::as_str) == Some(&model.provider)
-                    && d.get("modelId").and_then(Value::as_str) == Some(&model.id) =>
-                {
-                    Some(d.get("state").cloned().unwrap_or(Value::Null))
-                }
+                } if custom_type == xp::VIRTUAL_STATE_ENTRY => VirtualModelState::from_value(d)
+                    .filter(|s| s.provider == model.provider && s.model_id == model.id)
+                    .map(|s| s.state),
                 _ => None,
             })
         };
@@ -312,11 +309,12 @@ impl AgentSession {
             available,
         )?;
         if let Some(state) = routed.new_state {
-            let data = serde_json::json!({
-                "provider": model.provider,
-                "modelId": model.id,
-                "state": state,
-            });
+            let data = VirtualModelState {
+                provider: model.provider.clone(),
+                model_id: model.id.clone(),
+                state,
+            }
+            .to_value();
             if let Err(e) = self.append_custom_entry(xp::VIRTUAL_STATE_ENTRY, Some(data)) {
                 tracing::warn!("virtual model state: {e}");
             }

@@ -5,6 +5,7 @@
 
 use super::factory::{SessionFactory, SessionRequest};
 use super::{AgentSession, EventSink};
+use crate::extensions::wire::SessionEvent;
 use crate::session::{NewSessionOptions, SessionManager};
 use parking_lot::RwLock;
 use pi_ai::ThinkingLevel;
@@ -78,11 +79,11 @@ impl AgentSessionRuntime {
     }
 
     /// Runs `session_before_switch` / `session_before_fork` handlers: whether one cancelled.
-    async fn cancelled_by_extensions(&self, event: serde_json::Value) -> bool {
+    async fn cancelled_by_extensions(&self, event: SessionEvent<'_>) -> bool {
         let Some(ext) = self.session().extensions().cloned() else {
             return false;
         };
-        ext.emit_session_event(event).await.get("cancel") == Some(&serde_json::Value::Bool(true))
+        ext.emit_session_event(&event).await.cancel
     }
 
     /// `ctx.reload()` (upstream docs/extensions.md): `session_shutdown {reason:"reload"}`, a
@@ -96,13 +97,19 @@ impl AgentSessionRuntime {
         if session.is_streaming() {
             return Err("Cannot reload while the agent is running".into());
         }
-        ext.emit_session_event(serde_json::json!({"type": "session_shutdown", "reason": "reload"}))
-            .await;
+        ext.emit_session_event(&SessionEvent::SessionShutdown {
+            reason: "reload",
+            target_session_file: None,
+        })
+        .await;
         ext.reload().await.map_err(|e| e.to_string())?;
         session.set_loadout(self.factory.loadout(session.cwd()));
         ext.push_state();
-        ext.emit_session_event(serde_json::json!({"type": "session_start", "reason": "reload"}))
-            .await;
+        ext.emit_session_event(&SessionEvent::SessionStart {
+            reason: "reload",
+            previous_session_file: None,
+        })
+        .await;
         ext.discover_resources(session.cwd(), "reload").await;
         Ok(())
     }
@@ -135,9 +142,10 @@ impl AgentSessionRuntime {
                 .store
                 .session_file()
                 .map(|f| f.to_string_lossy().into_owned());
-            ext.emit_session_event(serde_json::json!({
-                "type": "session_shutdown", "reason": reason.as_str(), "targetSessionFile": target,
-            }))
+            ext.emit_session_event(&SessionEvent::SessionShutdown {
+                reason: reason.as_str(),
+                target_session_file: Some(target.as_deref()),
+            })
             .await;
             if let Err(e) = ext.reload().await {
                 tracing::warn!("extensions could not be re-instantiated: {e}");
@@ -147,9 +155,10 @@ impl AgentSessionRuntime {
         *self.current.write() = next.clone();
         if let Some(ext) = &ext {
             ext.push_state();
-            ext.emit_session_event(serde_json::json!({
-                "type": "session_start", "reason": reason.as_str(), "previousSessionFile": previous,
-            }))
+            ext.emit_session_event(&SessionEvent::SessionStart {
+                reason: reason.as_str(),
+                previous_session_file: Some(previous.as_deref()),
+            })
             .await;
             ext.discover_resources(next.cwd(), "startup").await;
         }
@@ -173,7 +182,10 @@ impl AgentSessionRuntime {
     /// `ctx.fork(entryId, {position:"at"})`: like `clone`, through `entry_id` instead of the
     /// leaf. `Ok(true)` = cancelled by a `session_before_fork` handler.
     pub async fn clone_through(&self, entry_id: &str) -> Result<bool, String> {
-        let before = serde_json::json!({"type": "session_before_fork", "entryId": entry_id, "position": "at"});
+        let before = SessionEvent::SessionBeforeFork {
+            entry_id,
+            position: "at",
+        };
         if self.cancelled_by_extensions(before).await {
             return Ok(true);
         }
@@ -204,9 +216,10 @@ impl AgentSessionRuntime {
     /// by a `session_before_switch` handler.
     pub async fn new_session(&self, parent_session: Option<String>) -> Result<bool, String> {
         if self
-            .cancelled_by_extensions(
-                serde_json::json!({"type": "session_before_switch", "reason": "new"}),
-            )
+            .cancelled_by_extensions(SessionEvent::SessionBeforeSwitch {
+                reason: "new",
+                target_session_file: None,
+            })
             .await
         {
             return Ok(true);
@@ -240,7 +253,10 @@ impl AgentSessionRuntime {
     /// cancelled by a `session_before_fork` handler.
     pub async fn fork(&self, entry_id: &str) -> Result<Option<String>, String> {
         const INVALID: &str = "Invalid entry ID for forking";
-        let before = serde_json::json!({"type": "session_before_fork", "entryId": entry_id, "position": "before"});
+        let before = SessionEvent::SessionBeforeFork {
+            entry_id,
+            position: "before",
+        };
         if self.cancelled_by_extensions(before).await {
             return Ok(None);
         }
@@ -297,7 +313,10 @@ impl AgentSessionRuntime {
     /// available and its thinking level (clamped), and switches to it in its recorded cwd.
     /// `Ok(true)` = cancelled by a `session_before_switch` handler.
     pub async fn switch_session(&self, path: &str) -> Result<bool, String> {
-        let before = serde_json::json!({"type": "session_before_switch", "reason": "resume", "targetSessionFile": path});
+        let before = SessionEvent::SessionBeforeSwitch {
+            reason: "resume",
+            target_session_file: Some(path),
+        };
         if self.cancelled_by_extensions(before).await {
             return Ok(true);
         }

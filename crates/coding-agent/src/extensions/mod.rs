@@ -91,28 +91,33 @@ impl Extensions {
         self.host.send(&ToHost::State { state });
     }
 
-    /// Runs the handlers of a session event (`session_start`, `session_shutdown`,
-    /// `session_before_switch`, `session_before_fork`) and waits for them; returns the
-    /// combined result (`{cancel: true}` from a `session_before_*` handler), `null` when no
-    /// extension handles it or the host failed (then after an `extension_error`).
-    pub async fn emit_session_event(&self, event: Value) -> Value {
-        let kind = wire::EventType::of(&event).unwrap_or_default();
-        if !self.handles(&kind) || self.host.is_dead() {
-            return Value::Null;
+    /// Runs the handlers of a session event ([`wire::SessionEvent`]: `session_start`,
+    /// `session_shutdown`, `session_before_switch`, `session_before_fork`, the compaction
+    /// events) and waits for them; returns their combined reply (`{cancel: true}` from a
+    /// `session_before_*` handler, a `session_before_compact` handler's `compaction`), the
+    /// empty reply when no extension handles it or the host failed (then after an
+    /// `extension_error`).
+    pub async fn emit_session_event(
+        &self,
+        event: &wire::SessionEvent<'_>,
+    ) -> wire::SessionEventReply {
+        let kind = event.kind();
+        if !self.handles(kind) || self.host.is_dead() {
+            return wire::SessionEventReply::default();
         }
         self.push_state();
         let id = self.host.next_id();
         let msg = ToHost::Event {
             id: Some(id),
-            event,
+            event: wire::value_of(event),
         };
         match self.host.request(id, &msg, Some(self.hook_timeout)).await {
-            Ok(v) => v,
+            Ok(v) => wire::SessionEventReply::from_value(&v),
             Err(e) => {
-                for p in self.handlers_of(&kind) {
-                    self.error(&p, &kind, &e.to_string());
+                for p in self.handlers_of(kind) {
+                    self.error(&p, kind, &e.to_string());
                 }
-                Value::Null
+                wire::SessionEventReply::default()
             }
         }
     }

@@ -27,6 +27,9 @@ pub mod summarize;
 use super::convert::convert_to_llm;
 use super::AgentSession;
 use crate::config::CompactionSettings;
+use crate::extensions::wire::{
+    CompactionFileOps, CompactionPreparation, CompactionSettingsView, SessionEvent,
+};
 use crate::protocol::rpc::{CompactionReason, CompactionResult, RpcEvent};
 use crate::session::{EntryKind, SessionEntry};
 use parking_lot::Mutex;
@@ -297,19 +300,18 @@ impl AgentSession {
                     usage.clone(),
                 )
                 .map_err(|e| CompactionError::Store(e.to_string()))?;
-            let entry = serde_json::to_value(entry).unwrap_or(Value::Null);
+            let entry = entry.clone();
             (store.build_context(), entry)
         };
         let estimated_tokens_after = prepare::estimate_messages(&context);
         *self.transcript() = context;
         if let Some(ext) = self.extensions().cloned() {
-            ext.emit_session_event(serde_json::json!({
-                "type": "session_compact",
-                "compactionEntry": entry,
-                "fromExtension": from_extension,
-                "reason": reason,
-                "willRetry": will_retry,
-            }))
+            ext.emit_session_event(&SessionEvent::SessionCompact {
+                compaction_entry: &entry,
+                from_extension,
+                reason,
+                will_retry,
+            })
             .await;
         }
         Ok(CompactionResult {
@@ -336,17 +338,14 @@ impl AgentSession {
         let Some(ext) = self.extensions().cloned() else {
             return;
         };
-        let mut event = serde_json::json!({
-            "type": "session_compact_failed",
-            "reason": reason,
-            "aborted": aborted,
-            "willRetry": will_retry,
-            "fromExtension": false,
-        });
-        if let Some(m) = error_message {
-            event["errorMessage"] = Value::String(m);
-        }
-        ext.emit_session_event(event).await;
+        ext.emit_session_event(&SessionEvent::SessionCompactFailed {
+            reason,
+            aborted,
+            will_retry,
+            from_extension: false,
+            error_message: error_message.as_deref(),
+        })
+        .await;
     }
 
     /// Runs the extensions' `session_before_compact` handlers (upstream docs/extensions.md
@@ -372,67 +371,51 @@ impl AgentSession {
         if !ext.handles(KIND) {
             return Ok(None);
         }
-        let settings = self
-            .model()
-            .map(|m| self.compaction_settings(&m))
-            .map(|s| {
-                serde_json::json!({
-                    "enabled": s.enabled,
-                    "reserveTokens": s.reserve_tokens,
-                    "keepRecentTokens": s.keep_recent_tokens,
-                })
-            })
-            .unwrap_or(Value::Null);
-        let event = serde_json::json!({
-            "type": KIND,
-            "preparation": {
-                "firstKeptEntryId": prep.first_kept_entry_id,
-                "messagesToSummarize": prep.messages_to_summarize,
-                "turnPrefixMessages": prep.turn_prefix_messages,
-                "isSplitTurn": prep.is_split_turn,
-                "tokensBefore": prep.tokens_before,
-                "previousSummary": prep.previous_summary,
-                "fileOps": {
-                    "read": prep.file_ops.read,
-                    "written": prep.file_ops.written,
-                    "edited": prep.file_ops.edited,
+        let settings =
+            self.model()
+                .map(|m| self.compaction_settings(&m))
+                .map(|s| CompactionSettingsView {
+                    enabled: s.enabled,
+                    reserve_tokens: s.reserve_tokens,
+                    keep_recent_tokens: s.keep_recent_tokens,
+                });
+        let event = SessionEvent::SessionBeforeCompact {
+            preparation: CompactionPreparation {
+                first_kept_entry_id: &prep.first_kept_entry_id,
+                messages_to_summarize: &prep.messages_to_summarize,
+                turn_prefix_messages: &prep.turn_prefix_messages,
+                is_split_turn: prep.is_split_turn,
+                tokens_before: prep.tokens_before,
+                previous_summary: prep.previous_summary.as_deref(),
+                file_ops: CompactionFileOps {
+                    read: &prep.file_ops.read,
+                    written: &prep.file_ops.written,
+                    edited: &prep.file_ops.edited,
                 },
-                "settings": settings,
+                settings,
             },
-            "customInstructions": custom,
-            "reason": reason,
-            "willRetry": will_retry,
-        });
-        let r = ext.emit_session_event(event).await;
-        if r.get("cancel") == Some(&Value::Bool(true)) {
+            custom_instructions: custom,
+            reason,
+            will_retry,
+        };
+        let r = ext.emit_session_event(&event).await;
+        if r.cancel {
             return Err(CompactionError::Aborted);
         }
-        let Some(c) = r.get("compaction").filter(|c| c.is_object()) else {
+        let Some(c) = r.compaction else {
             return Ok(None);
         };
-        let Some(summary) = c.get("summary").and_then(Value::as_str) else {
+        let Some(summary) = c.summary else {
             return Ok(None);
         };
-        let first_kept = c
-            .get("firstKeptEntryId")
-            .and_then(Value::as_str)
-            .unwrap_or(&prep.first_kept_entry_id)
-            .to_string();
-        let tokens_before = c
-            .get("tokensBefore")
-            .and_then(Value::as_u64)
-            .unwrap_or(prep.tokens_before);
-        let usage = c
-            .get("usage")
-            .cloned()
-            .and_then(|u| serde_json::from_value::<pi_ai::Usage>(u).ok());
-        let details = c.get("details").cloned().filter(|d| !d.is_null());
         Ok(Some(Summarized {
-            summary: summary.to_string(),
-            first_kept_entry_id: first_kept,
-            tokens_before,
-            details,
-            usage,
+            summary,
+            first_kept_entry_id: c
+                .first_kept_entry_id
+                .unwrap_or_else(|| prep.first_kept_entry_id.clone()),
+            tokens_before: c.tokens_before.unwrap_or(prep.tokens_before),
+            details: c.details,
+            usage: c.usage,
         }))
     }
 

@@ -11,6 +11,7 @@ mod host_tests;
 mod input;
 mod load;
 mod provider;
+mod session;
 #[cfg(test)]
 mod tests;
 mod tools;
@@ -20,6 +21,7 @@ pub use events::*;
 pub use input::*;
 pub use load::*;
 pub use provider::*;
+pub use session::*;
 pub use tools::*;
 
 use crate::protocol::rpc::ExtensionUiRequest;

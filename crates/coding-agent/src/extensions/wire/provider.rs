@@ -298,6 +298,39 @@ pub struct RouteResult {
     pub state_changed: bool,
 }
 
+/// `data` of the custom entry that keeps a virtual model's router state on the session branch
+/// (`crate::extensions::provider::VIRTUAL_STATE_ENTRY`, upstream `VIRTUAL_MODEL_STATE_ENTRY`):
+/// `{provider, modelId, state}`, `state` being what the router returned (opaque to pi).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VirtualModelState {
+    /// The virtual model's provider.
+    pub provider: String,
+    /// The virtual model's id.
+    pub model_id: String,
+    /// The router state (a missing one reads `null`).
+    #[serde(default)]
+    pub state: Value,
+}
+
+impl VirtualModelState {
+    /// The entry data `v` as a state record; `None` when `v` is not an object or its
+    /// `provider` or `modelId` is missing or not a string (the entry then belongs to no
+    /// model).
+    pub fn from_value(v: &Value) -> Option<Self> {
+        if !v.is_object() {
+            return None;
+        }
+        Self::deserialize(v).ok()
+    }
+
+    /// The record as entry data (`null` should the state not serialize, which a JSON value
+    /// always does).
+    pub fn to_value(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+}
+
 #[derive(Deserialize)]
 struct UnregisterParams {
     name: String,
