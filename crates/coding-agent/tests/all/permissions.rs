@@ -300,3 +300,51 @@ fn a_bad_rule_stops_the_run() {
     assert_eq!(code, Some(1));
     assert!(stderr.contains("Invalid permission mode \"maybe\""), "{stderr}");
 }
+
+/// An extension `tool_call` gate: rewrites `echo old` to `echo new`, asks before `rm` and
+/// blocks unless answered "Yes".
+const GATE_EXT: &str = r#"
+export default function (pi) {
+  pi.on("tool_call", async (event, ctx) => {
+    if (event.toolName !== "bash") return undefined;
+    if (event.input.command.includes("echo old")) {
+      event.input.command = event.input.command.replace("echo old", "echo new");
+      return undefined;
+    }
+    if (!/\brm\b/.test(event.input.command)) return undefined;
+    const choice = await ctx.ui.select("Allow " + event.input.command + "?", ["Yes", "No"]);
+    if (choice !== "Yes") return { block: true, reason: "Blocked by user" };
+  });
+}
+"#;
+
+#[test]
+fn extension_gates_run_before_the_policy() {
+    let (_fake, root) = with_policy(
+        vec![
+            Turn::tool_call("bash", json!({"command": "echo old"})),
+            Turn::tool_call("bash", json!({"command": "rm -f keep.txt"})),
+            Turn::text("ok"),
+        ],
+        json!({"mode": "ask", "allow": ["bash(echo new)"]}),
+    );
+    root.write_cwd_file("gate.js", GATE_EXT);
+    root.write_cwd_file("keep.txt", "kept");
+    let mut agent = root.spawn_with(false, &["-e", "gate.js"]);
+    agent.send(json!({"id": "p1", "type": "prompt", "message": "go"}));
+    // The extension's own dialog reaches the extension even with a policy configured.
+    let ext_ask = agent.wait_for(
+        |v| kind(v) == "extension_ui_request" && v["method"] == "select",
+        LIVENESS,
+    );
+    assert_eq!(ext_ask["title"], "Allow rm -f keep.txt?", "{}", agent.dump());
+    agent.send(json!({"type": "extension_ui_response", "id": ext_ask["id"], "value": "No"}));
+    agent.wait_event("agent_settled");
+    let ends = tool_ends(&agent);
+    // The policy saw the rewritten command (allowed by `bash(echo new)`, nothing asked).
+    assert_eq!(text_of(&ends[0]), "new\n", "{}", agent.dump());
+    // The gate's block stands; the policy was not asked after it.
+    assert_eq!(text_of(&ends[1]), "Blocked by user");
+    assert_eq!(asks(&agent).len(), 1);
+    assert!(root.cwd.join("keep.txt").exists());
+}
