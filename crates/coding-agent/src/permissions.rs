@@ -110,7 +110,9 @@ impl Rule {
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
         if !name_ok {
-            return Err(bad("expected a tool name, optionally followed by (pattern)"));
+            return Err(bad(
+                "expected a tool name, optionally followed by (pattern)",
+            ));
         }
         let pattern = match pattern {
             None => None,
@@ -160,7 +162,9 @@ impl Rule {
             Arg::None => false,
             Arg::Command(cmd) => {
                 if allow
-                    && (cmd.chars().any(|c| SHELL_CONTROL.contains(&c) && !p.source.contains(c))
+                    && (cmd
+                        .chars()
+                        .any(|c| SHELL_CONTROL.contains(&c) && !p.source.contains(c))
                         || (cmd.contains("$(") && !p.source.contains("$(")))
                 {
                     return false;
@@ -488,19 +492,35 @@ mod tests {
 
     #[test]
     fn paths_relative_to_cwd() {
-        let p = policy(json!({"mode": "ask", "allow": ["read(src/**)", "ls(.)", "write(/tmp/*.txt)"]}));
+        let p =
+            policy(json!({"mode": "ask", "allow": ["read(src/**)", "ls(.)", "write(/tmp/*.txt)"]}));
         assert_eq!(p.decide(&path("read", "src/a/b.rs"), false), Verdict::Allow);
         assert_eq!(p.decide(&path("read", "./src/a.rs"), false), Verdict::Allow);
-        assert_eq!(p.decide(&path("read", "/w/src/a.rs"), false), Verdict::Allow);
-        assert_eq!(p.decide(&path("read", "/w/x/../src/a.rs"), false), Verdict::Allow);
-        assert_eq!(p.decide(&path("read", "../w2/src/a.rs"), false), Verdict::Ask);
+        assert_eq!(
+            p.decide(&path("read", "/w/src/a.rs"), false),
+            Verdict::Allow
+        );
+        assert_eq!(
+            p.decide(&path("read", "/w/x/../src/a.rs"), false),
+            Verdict::Allow
+        );
+        assert_eq!(
+            p.decide(&path("read", "../w2/src/a.rs"), false),
+            Verdict::Ask
+        );
         assert_eq!(p.decide(&path("read", "README.md"), false), Verdict::Ask);
         assert_eq!(
             p.decide(&CallSubject::of("ls", &json!({}), Path::new("/w")), false),
             Verdict::Allow
         );
-        assert_eq!(p.decide(&path("write", "/tmp/a.txt"), false), Verdict::Allow);
-        assert_eq!(p.decide(&path("write", "/tmp/d/a.txt"), false), Verdict::Ask);
+        assert_eq!(
+            p.decide(&path("write", "/tmp/a.txt"), false),
+            Verdict::Allow
+        );
+        assert_eq!(
+            p.decide(&path("write", "/tmp/d/a.txt"), false),
+            Verdict::Ask
+        );
         assert_eq!(p.decide(&path("edit", "src/a.rs"), false), Verdict::Ask);
         assert_eq!(
             relative_of(&path("read", "/w/src/a.rs")),
@@ -540,19 +560,27 @@ mod tests {
 
     #[test]
     fn project_scope_merges() {
-        let Value::Object(g) = json!({"permissions": {"mode": "deny", "allow": ["read"], "deny": ["bash(rm *)"], "askTimeoutMs": 5}}) else {
+        let Value::Object(g) = json!({"permissions": {"mode": "deny", "allow": ["read"], "deny": ["bash(rm *)"], "askTimeoutMs": 5}})
+        else {
             unreachable!()
         };
-        let Value::Object(pr) = json!({"permissions": {"mode": "ask", "allow": ["ls"], "deny": ["write"]}}) else {
+        let Value::Object(pr) =
+            json!({"permissions": {"mode": "ask", "allow": ["ls"], "deny": ["write"]}})
+        else {
             unreachable!()
         };
-        let p = PermissionPolicy::from_settings(&g, &pr, None).unwrap().unwrap();
+        let p = PermissionPolicy::from_settings(&g, &pr, None)
+            .unwrap()
+            .unwrap();
         assert_eq!(p.mode, PermissionMode::Ask);
         assert_eq!(p.ask_timeout, Duration::from_millis(5));
         assert_eq!(p.decide(&path("read", "a"), false), Verdict::Ask);
         assert_eq!(p.decide(&path("ls", "a"), false), Verdict::Allow);
         assert!(matches!(p.decide(&bash("rm x"), false), Verdict::Deny(_)));
-        assert!(matches!(p.decide(&path("write", "a"), false), Verdict::Deny(_)));
+        assert!(matches!(
+            p.decide(&path("write", "a"), false),
+            Verdict::Deny(_)
+        ));
     }
 
     #[test]
@@ -560,12 +588,18 @@ mod tests {
         for (v, want) in [
             (json!("ask"), "must be an object"),
             (json!({"mode": "maybe"}), "permissions.mode"),
-            (json!({"allow": "bash"}), "permissions.allow must be an array"),
+            (
+                json!({"allow": "bash"}),
+                "permissions.allow must be an array",
+            ),
             (json!({"allow": [3]}), "permissions.allow must be an array"),
             (json!({"deny": ["bash(git *"]}), "must end with"),
             (json!({"deny": ["bash()"]}), "the pattern is empty"),
             (json!({"deny": ["mcp__x(y)"]}), "only bash"),
-            (json!({"deny": ["read([)"]}), "invalid permission rule \"read([)\""),
+            (
+                json!({"deny": ["read([)"]}),
+                "invalid permission rule \"read([)\"",
+            ),
             (json!({"deny": ["(x)"]}), "expected a tool name"),
             (json!({"askTimeoutMs": -1}), "askTimeoutMs"),
             (json!({"alow": []}), "unknown key permissions.alow"),
