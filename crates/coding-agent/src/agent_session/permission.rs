@@ -139,8 +139,9 @@ impl AgentSession {
             timeout: Some(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX)),
             ..Default::default()
         }));
+        // The entry goes when the ask ends, also when an abort drops this future.
+        let _pending = PendingGuard { gate, id: &id };
         let answer = tokio::time::timeout(timeout, rx).await;
-        gate.pending.lock().remove(&id);
         match answer {
             Err(_) => Asked::Refused(format!("no answer within {} ms", timeout.as_millis())),
             Ok(Err(_)) => Asked::Refused("the client's input is closed".into()),
@@ -148,6 +149,18 @@ impl AgentSession {
             Ok(Ok(Some(choice))) if choice == ALLOW_ALWAYS => Asked::Always,
             Ok(Ok(_)) => Asked::Refused("denied by the user".into()),
         }
+    }
+}
+
+/// Removes a dialog's pending entry when its ask ends.
+struct PendingGuard<'a> {
+    gate: &'a PermissionGate,
+    id: &'a str,
+}
+
+impl Drop for PendingGuard<'_> {
+    fn drop(&mut self) {
+        self.gate.pending.lock().remove(self.id);
     }
 }
 

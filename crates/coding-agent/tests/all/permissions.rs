@@ -370,3 +370,30 @@ fn extension_gates_run_before_the_policy() {
     assert_eq!(asks(&agent).len(), 1);
     assert!(root.cwd.join("keep.txt").exists());
 }
+
+#[test]
+fn an_abort_ends_an_open_ask_and_the_call_never_runs() {
+    let (_fake, root) = with_policy(
+        vec![
+            Turn::tool_call("bash", json!({"command": "touch aborted.txt"})),
+            Turn::text("never"),
+        ],
+        json!({"mode": "ask"}),
+    );
+    let mut agent = root.spawn();
+    agent.send(json!({"id": "p1", "type": "prompt", "message": "go"}));
+    let ask = agent.wait_for(
+        |v| kind(v) == "extension_ui_request" && v["method"] == "select",
+        LIVENESS,
+    );
+    agent.send(json!({"id": "a1", "type": "abort"}));
+    agent.wait_event("agent_settled");
+    let ends = tool_ends(&agent);
+    assert_eq!(ends[0]["isError"], true, "{}", agent.dump());
+    // An answer after the abort resolves nothing.
+    agent.send(json!({"type": "extension_ui_response", "id": ask["id"], "value": "Allow once"}));
+    agent.close_stdin();
+    assert_eq!(agent.wait_exit(LIVENESS).and_then(|s| s.code()), Some(0));
+    assert!(!root.cwd.join("aborted.txt").exists());
+    assert_eq!(tool_ends(&agent).len(), 1);
+}
