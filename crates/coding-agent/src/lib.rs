@@ -17,6 +17,7 @@ pub mod models_cmd;
 pub mod output;
 pub mod package_cmd;
 pub mod packages;
+pub mod permissions;
 pub mod print_mode;
 pub mod protocol;
 pub mod resources;

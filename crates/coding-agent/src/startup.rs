@@ -9,12 +9,15 @@ use crate::{ExtensionStart, Mode, ModeIo, RunPackages};
 use pi_ai::{Model, ThinkingLevel};
 use pi_coding_agent::agent_session::factory::{SessionFactory, SessionRequest};
 use pi_coding_agent::agent_session::runtime::record_start;
-use pi_coding_agent::agent_session::{EventSink, KeyUse, RequestCredentials, SessionServices};
+use pi_coding_agent::agent_session::{
+    EventSink, KeyUse, PermissionGate, RequestCredentials, SessionServices,
+};
 use pi_coding_agent::cli::Cli;
 use pi_coding_agent::config::{
     self, InitialModel, InitialModelOptions, ModelRegistry, ScopedModel, Settings,
 };
 use pi_coding_agent::output::Output;
+use pi_coding_agent::permissions::PermissionPolicy;
 use pi_coding_agent::resources::ResourceOptions;
 use pi_coding_agent::session::{resolve, SessionManager};
 use pi_coding_agent::{extensions, tools, trust};
@@ -164,6 +167,15 @@ impl Startup {
         )
         .and_then(|p| p.check_available().map(|()| p))
         .map_err(|e| fail(&e))?;
+        // The tool permission policy of the session's settings (permissions.rs): a bad rule
+        // stops the run before anything starts.
+        let permissions = PermissionPolicy::from_settings(
+            opened.settings.global(),
+            opened.settings.project(),
+            self.cli.permission_mode.as_deref(),
+        )
+        .map_err(|e| fail(&e))?
+        .map(|p| Arc::new(PermissionGate::new(p)));
         // Extensions: a Node host only when at least one is configured (extensions/mod.rs). A
         // configured extension that cannot load stops the run (fail closed). They start before
         // the initial model is chosen, so providers they register take part in the choice.
@@ -189,7 +201,7 @@ impl Startup {
             Some(e) => e.tap(base_sink),
             None => base_sink,
         };
-        let services = self.services(&opened, scoped_models, extensions);
+        let services = self.services(&opened, scoped_models, extensions, permissions);
         let mcp = services.mcp.clone();
         let factory = self.factory(&opened, services, &packages, sandbox);
         let request = SessionRequest {
@@ -420,6 +432,7 @@ impl Startup {
         opened: &Opened,
         scoped_models: Vec<ScopedModel>,
         extensions: Option<Arc<extensions::Extensions>>,
+        permissions: Option<Arc<PermissionGate>>,
     ) -> SessionServices {
         let settings = &opened.settings;
         let reg_models = self.registry.clone();
@@ -461,6 +474,7 @@ impl Startup {
                 )
             },
             extensions,
+            permissions,
         }
     }
 

@@ -81,6 +81,9 @@ mod models_pull;
 #[path = "all/packages.rs"]
 mod packages;
 
+#[path = "all/permissions.rs"]
+mod permissions;
+
 #[path = "all/print.rs"]
 mod print;
 

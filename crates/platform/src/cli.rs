@@ -117,6 +117,9 @@ pub struct Cli {
     pub no_extensions: bool,
     /// `--no-mcp`.
     pub no_mcp: bool,
+    /// `--permission-mode off|ask|deny`: overrides the `permissions.mode` setting (other
+    /// values are an error diagnostic and leave this unset).
+    pub permission_mode: Option<String>,
     /// `--skill <path>`, repeatable.
     pub skill: Vec<String>,
     /// `-ns`, `--no-skills`.
@@ -292,6 +295,19 @@ impl Cli {
                         }
                     }
                     _ => cli.error("--mode requires text, json, or rpc"),
+                },
+                "--permission-mode" => match next(i) {
+                    Some(m) if !m.starts_with('-') => {
+                        i += 1;
+                        if matches!(m, "off" | "ask" | "deny") {
+                            cli.permission_mode = Some(m.to_string());
+                        } else {
+                            cli.error(format!(
+                                "Invalid permission mode \"{m}\". Valid values: off, ask, deny"
+                            ));
+                        }
+                    }
+                    _ => cli.error("--permission-mode requires off, ask, or deny"),
                 },
                 "--continue" | "-c" => cli.continue_session = true,
                 "--resume" | "-r" => cli.resume = true,
@@ -512,6 +528,7 @@ Options:
   --extension, -e <path>         Load an extension (repeatable)
   --no-extensions, -ne           No extension discovery (explicit -e still loads)
   --no-mcp                       No built-in MCP support
+  --permission-mode <mode>       Tool permission policy: off, ask, or deny
   --skill <path>                 Load a skill file or directory (repeatable)
   --no-skills, -ns               No skill discovery
   --prompt-template <path>       Load a prompt template file or directory (repeatable)

@@ -25,6 +25,7 @@ mod extension_api;
 pub mod factory;
 pub mod host_calls;
 mod image_guard;
+pub mod permission;
 mod queries;
 pub mod queues;
 pub mod retry;
@@ -36,6 +37,7 @@ pub mod runtime;
 pub use admit::{Admission, Admitting, InputSource, PromptInput, Responder};
 pub use convert::{context_tokens, convert_to_llm, estimate_tokens, user_message};
 pub use extension_api::custom_message;
+pub use permission::PermissionGate;
 pub use queues::{MessageQueues, QueueKind};
 pub use run::PromptOutcome;
 pub use run_control::{RunControl, RunPhase};
@@ -108,6 +110,9 @@ pub struct SessionServices {
     pub mcp: Option<Arc<crate::mcp::McpManager>>,
     /// The loaded extensions (`None` = none configured, no Node started).
     pub extensions: Option<Arc<crate::extensions::Extensions>>,
+    /// The tool permission policy (`None` = none configured: every tool call runs as
+    /// without one; [`permission`], [`crate::permissions`]).
+    pub permissions: Option<Arc<PermissionGate>>,
 }
 
 /// The tools and system prompt a session offers the model. Replaceable at run time (the next
@@ -217,6 +222,8 @@ struct Inner {
     /// The last admission that ran `input` handlers: a later one queues or starts only once
     /// it has (admissions keep arrival order; [`admit`]).
     admit_turn: Mutex<Option<tokio::sync::oneshot::Receiver<()>>>,
+    /// The calls the client answered "allow always" for in this session ([`permission`]).
+    permission_allows: Mutex<std::collections::HashSet<crate::permissions::CallSubject>>,
     sink: EventSink,
 }
 
@@ -274,6 +281,7 @@ impl AgentSession {
                 compaction: Default::default(),
                 rejected_images: Mutex::default(),
                 run_system_prompt: Mutex::default(),
+                permission_allows: Mutex::default(),
                 sink,
             }),
         };

@@ -109,6 +109,12 @@ impl RunHooks for Hooks {
     }
 
     fn tool_call_hooks(&self) -> Option<Arc<dyn pi_agent::ToolCallHooks>> {
+        // With a permission policy the policy runs after the extensions' gates.
+        if self.session.inner.services.permissions.is_some() {
+            return Some(Arc::new(super::permission::PolicyHooks {
+                session: self.session.clone(),
+            }));
+        }
         let ext = self.session.inner.services.extensions.clone()?;
         Some(ext)
     }

@@ -41,6 +41,10 @@ pub async fn run(runtime: AgentSessionRuntime, out: Output) -> std::io::Result<(
     let mut tasks = Tasks::default();
     // MCP problems found at startup are reported once, in a `notify` (not awaited at EOF).
     let first = runtime.session();
+    // The client can be asked for tool-call permissions (agent_session/permission.rs).
+    if let Some(gate) = first.permission_gate() {
+        gate.client_attached();
+    }
     tokio::spawn(async move { first.report_mcp_startup().await });
     let mut buf = Vec::new();
     loop {
@@ -89,6 +93,10 @@ pub async fn run(runtime: AgentSessionRuntime, out: Output) -> std::io::Result<(
     // pending after a grace fails (fail closed, extensions::host::EOF_GRACE).
     if let Some(ext) = runtime.session().extensions() {
         ext.input_closed();
+    }
+    // Permission dialogs still open, and later ones, are refused (fail closed).
+    if let Some(gate) = runtime.session().permission_gate() {
+        gate.client_closed();
     }
     // A task that panicked has already settled its run (the session's settle guard).
     while tasks.set.join_next().await.is_some() {}
@@ -280,7 +288,14 @@ fn input_command(
         } => {
             // Never answered (§2.4); resolves the pending dialog in the extension host. The
             // id is the envelope's (a string); anything else matches no dialog.
-            if let (Some(ext), Some(Value::String(id))) = (session.extensions(), &call.id) {
+            // A permission dialog of the session's policy is answered there first.
+            let Some(Value::String(id)) = &call.id else {
+                return None;
+            };
+            let ours = session
+                .permission_gate()
+                .is_some_and(|g| g.answer(id, value.clone(), cancelled));
+            if let (false, Some(ext)) = (ours, session.extensions()) {
                 ext.ui_response(id.clone(), value, confirmed, cancelled);
             }
         }

@@ -22,7 +22,7 @@ const FLOORS: &[(&str, &[&str])] = &[
         ],
     ),
     ("stores", &["config", "tools"]),
-    ("flows", &["auth", "session", "trust"]),
+    ("flows", &["auth", "session", "trust", "permissions"]),
     ("wire and capabilities", &["protocol", "mcp", "export"]),
     ("resources", &["resources", "codemode"]),
     ("packages", &["packages"]),

@@ -109,6 +109,7 @@ fn harness(script: Script, panic_provider: bool) -> Harness {
         provider: Arc::new(move |_| Some(provider.clone())),
         settings: Arc::new(Mutex::new(Settings::default())),
         extensions: None,
+        permissions: None,
     };
     let tools: Vec<Arc<dyn AgentTool>> = vec![Arc::new(PanicTool)];
     let input = SystemPromptInput::new(
