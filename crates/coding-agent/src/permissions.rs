@@ -171,11 +171,26 @@ impl Rule {
                 }
                 p.matcher.is_match(cmd)
             }
-            Arg::Path { relative, absolute } => match (p.absolute, relative) {
-                (true, _) => p.matcher.is_match(absolute),
-                (false, Some(rel)) => p.matcher.is_match(rel),
-                (false, None) => false,
-            },
+            Arg::Path {
+                relative,
+                absolute,
+                real,
+            } => {
+                let one = |relative: &Option<String>, absolute: &str| match (p.absolute, relative) {
+                    (true, _) => p.matcher.is_match(absolute),
+                    (false, Some(rel)) => p.matcher.is_match(rel),
+                    (false, None) => false,
+                };
+                let as_given = one(relative, absolute);
+                match real {
+                    None => as_given,
+                    // A symlink (or `/proc/self/cwd`) must neither dodge a deny rule nor
+                    // lead an allow rule outside what it names: deny matches either form,
+                    // allow needs both.
+                    Some(r) if allow => as_given && one(&r.0, &r.1),
+                    Some(r) => as_given || one(&r.0, &r.1),
+                }
+            }
         }
     }
 }
@@ -195,10 +210,12 @@ enum Arg {
     /// The `bash` command line.
     Command(String),
     /// A path argument: relative to the cwd when inside it (`.` for the cwd itself), and
-    /// absolute (lexically normalised).
+    /// absolute (lexically normalised); `real` = the same two forms of where the path really
+    /// leads, symlinks (`/proc/self/cwd` too) followed, when that differs.
     Path {
         relative: Option<String>,
         absolute: String,
+        real: Option<Box<(Option<String>, String)>>,
     },
 }
 
@@ -235,33 +252,48 @@ impl CallSubject {
         match &self.arg {
             Arg::None => self.tool.clone(),
             Arg::Command(c) => format!("{}({c})", self.tool),
-            Arg::Path { relative, absolute } => {
-                format!("{}({})", self.tool, relative.as_deref().unwrap_or(absolute))
-            }
+            Arg::Path {
+                relative, absolute, ..
+            } => format!("{}({})", self.tool, relative.as_deref().unwrap_or(absolute)),
         }
     }
 }
 
 /// The path argument resolved as the tools resolve it (`@`, `~`, relative to `cwd`, `.` and
 /// `..` removed), then made relative to `cwd` when inside it.
+/// A path that cannot be resolved (a symlink loop) is judged by a `real` form no rule but a
+/// bare tool name matches, so deny rules on paths cannot be dodged with one, nor allow rules
+/// be met.
 fn path_arg(given: &str, cwd: &Path) -> Arg {
     let absolute = crate::tools::util::resolve_to_cwd(given, cwd);
     let roots = [
         crate::tools::util::normalize_lexically(cwd),
         std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf()),
     ];
-    let relative = roots.iter().find_map(|root| {
-        absolute.strip_prefix(root).ok().map(|rest| {
-            if rest.as_os_str().is_empty() {
-                ".".to_string()
-            } else {
-                rest.to_string_lossy().into_owned()
-            }
+    let relative_of = |path: &Path| {
+        roots.iter().find_map(|root| {
+            path.strip_prefix(root).ok().map(|rest| {
+                if rest.as_os_str().is_empty() {
+                    ".".to_string()
+                } else {
+                    rest.to_string_lossy().into_owned()
+                }
+            })
         })
-    });
+    };
+    let relative = relative_of(&absolute);
+    let real = match crate::tools::sandbox::resolve_links(&absolute) {
+        Some(r) if r == absolute => None,
+        Some(r) => Some(Box::new((
+            relative_of(&r),
+            r.to_string_lossy().into_owned(),
+        ))),
+        None => Some(Box::new((None, "\u{0}unresolvable".to_string()))),
+    };
     Arg::Path {
         relative,
         absolute: absolute.to_string_lossy().into_owned(),
+        real,
     }
 }
 
@@ -539,6 +571,48 @@ mod tests {
         ));
         assert!(matches!(
             p.decide(&path("read", "../x"), false),
+            Verdict::Deny(_)
+        ));
+    }
+
+    /// A symlink or `/proc/self/cwd` neither dodges a deny rule nor takes an allow rule
+    /// outside what it names (tester findings: `read alias.txt` → `secret.txt` was served).
+    #[test]
+    fn symlinks_are_judged_where_they_lead() {
+        let dir = tempfile::tempdir().unwrap();
+        let cwd = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::write(cwd.join("secret.txt"), "x").unwrap();
+        std::fs::create_dir(cwd.join("src")).unwrap();
+        std::os::unix::fs::symlink("secret.txt", cwd.join("alias.txt")).unwrap();
+        std::os::unix::fs::symlink("../secret.txt", cwd.join("src/s.txt")).unwrap();
+        let at = |tool: &str, p: &str| CallSubject::of(tool, &json!({ "path": p }), &cwd);
+        let p = policy(json!({"mode": "deny", "allow": ["read"], "deny": ["read(secret*)"]}));
+        assert!(matches!(
+            p.decide(&at("read", "secret.txt"), false),
+            Verdict::Deny(_)
+        ));
+        assert!(matches!(
+            p.decide(&at("read", "alias.txt"), false),
+            Verdict::Deny(_)
+        ));
+        // `/proc/self/cwd` (this process's cwd) climbed up to `/` and down to the secret.
+        let ups = std::env::current_dir().unwrap().components().count() - 1;
+        let via_proc = format!(
+            "/proc/self/cwd/{}{}",
+            "../".repeat(ups),
+            cwd.join("secret.txt")
+                .display()
+                .to_string()
+                .trim_start_matches('/')
+        );
+        assert!(
+            matches!(p.decide(&at("read", &via_proc), false), Verdict::Deny(_)),
+            "{via_proc}"
+        );
+        let p = policy(json!({"mode": "deny", "allow": ["read(src/**)"]}));
+        assert_eq!(p.decide(&at("read", "src/a.rs"), false), Verdict::Allow);
+        assert!(matches!(
+            p.decide(&at("read", "src/s.txt"), false),
             Verdict::Deny(_)
         ));
     }

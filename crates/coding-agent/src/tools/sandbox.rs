@@ -125,7 +125,8 @@ impl SandboxPolicy {
     /// The policy of the merged `sandbox` setting (`setting`, `None` = unset;
     /// `Settings::get(SETTINGS_KEY)`), the CLI's `--sandbox <mode>` overriding the mode.
     ///
-    /// Errors (the caller exits 1): `sandbox` that is not an object, an unknown mode (setting or
+    /// Errors (the caller exits 1): `sandbox` that is not an object or has a key other than
+    /// `mode` and `network`, an unknown mode (setting or
     /// CLI), a `network` that is not a boolean. A sandbox that was asked for is never dropped
     /// because its setting is malformed.
     pub fn from_setting(setting: Option<&Value>, cli_mode: Option<&str>) -> Result<Self, String> {
@@ -133,6 +134,12 @@ impl SandboxPolicy {
         match setting {
             None => {}
             Some(Value::Object(m)) => {
+                // A misspelt key (`mdoe`) would silently leave the sandbox off.
+                if let Some(k) = m.keys().find(|k| !matches!(k.as_str(), "mode" | "network")) {
+                    return Err(format!(
+                        "Invalid setting sandbox: unknown key \"{k}\" (expected \"mode\" and \"network\")"
+                    ));
+                }
                 match m.get("mode") {
                     None => {}
                     Some(Value::String(s)) => {
@@ -361,37 +368,68 @@ pub fn temp_roots() -> Vec<PathBuf> {
     roots
 }
 
-/// `path` with symlinks of its longest existing prefix resolved and `.`/`..` of the rest
-/// applied lexically (the rest does not exist yet: a file about to be written).
-fn resolve(path: &Path) -> PathBuf {
-    if let Ok(p) = std::fs::canonicalize(path) {
-        return p;
-    }
-    let mut rest: Vec<Component> = Vec::new();
-    let mut base = path;
-    loop {
-        match base.parent() {
-            Some(parent) => {
-                if let Some(c) = base.components().next_back() {
-                    rest.push(c);
+/// Symlinks an absolute path may pass through before [`resolve_links`] gives up (Linux's
+/// `MAXSYMLINKS`).
+const MAX_LINK_HOPS: usize = 40;
+
+/// Where `path` really leads: made absolute (against the process cwd), every symlink on the
+/// way followed, the last component's too, **including a dangling one** (writing through a
+/// dangling link creates its target, so the target is what a boundary must judge), and
+/// `.`/`..` applied in order, as the kernel walks a path. Components that do not exist are
+/// taken as written. `None` when the walk passes more than [`MAX_LINK_HOPS`] links or a link
+/// cannot be read: callers refuse such a path.
+pub fn resolve_links(path: &Path) -> Option<PathBuf> {
+    use std::collections::VecDeque;
+    use std::ffi::OsString;
+    let abs = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir().ok()?.join(path)
+    };
+    let mut pending: VecDeque<OsString> = VecDeque::new();
+    let push_front = |pending: &mut VecDeque<OsString>, p: &Path| {
+        let parts: Vec<OsString> = p
+            .components()
+            .filter_map(|c| match c {
+                Component::Normal(n) => Some(n.to_os_string()),
+                Component::ParentDir => Some(OsString::from("..")),
+                _ => None,
+            })
+            .collect();
+        for part in parts.into_iter().rev() {
+            pending.push_front(part);
+        }
+    };
+    push_front(&mut pending, &abs);
+    let mut out = PathBuf::from("/");
+    let mut hops = 0usize;
+    while let Some(part) = pending.pop_front() {
+        if part == ".." {
+            out.pop();
+            continue;
+        }
+        let next = out.join(&part);
+        match std::fs::symlink_metadata(&next) {
+            Ok(m) if m.file_type().is_symlink() => {
+                hops += 1;
+                if hops > MAX_LINK_HOPS {
+                    return None;
                 }
-                base = parent;
-                if let Ok(mut p) = std::fs::canonicalize(base) {
-                    for c in rest.iter().rev() {
-                        match c {
-                            Component::ParentDir => {
-                                p.pop();
-                            }
-                            Component::CurDir => {}
-                            other => p.push(other.as_os_str()),
-                        }
-                    }
-                    return p;
+                let target = std::fs::read_link(&next).ok()?;
+                if target.is_absolute() {
+                    out = PathBuf::from("/");
                 }
+                push_front(&mut pending, &target);
             }
-            None => return path.to_path_buf(),
+            _ => out = next,
         }
     }
+    Some(out)
+}
+
+/// [`resolve_links`], or a path no boundary contains when it gives up.
+fn resolve(path: &Path) -> PathBuf {
+    resolve_links(path).unwrap_or_else(|| PathBuf::from("/\u{0}unresolvable"))
 }
 
 /// Whether `target` (resolved) lies under one of `roots` (resolved here).
@@ -698,6 +736,9 @@ mod tests {
         assert_eq!(p.mode, SandboxMode::WorkspaceWrite);
         assert!(!p.network_allowed());
         assert!(from(json!({"mode": "nope"}), None).is_err());
+        // A misspelt key is an error, not a sandbox silently off (tester finding).
+        assert!(from(json!({"mdoe": "read-only"}), None).is_err());
+        assert!(from(json!({"mode": "read-only", "extra": 1}), None).is_err());
         assert!(from(json!("full"), None).is_err());
         assert!(SandboxPolicy::from_setting(None, Some("x")).is_err());
         assert_eq!(
@@ -725,6 +766,21 @@ mod tests {
         assert!(p.check_write(&cwd, Path::new("link/x")).is_err());
         assert!(p.check_write(&cwd, Path::new("new/../../x")).is_err());
         assert!(p.check_write(&cwd, Path::new("/etc/passwd")).is_err());
+        // A dangling link: writing through it creates its target outside (the tester's
+        // escape: `ln -s <outside>/f dang`, then `write dang`).
+        std::os::unix::fs::symlink(outside.join("f"), cwd.join("dang")).unwrap();
+        assert!(p.check_write(&cwd, Path::new("dang")).is_err());
+        // A chain of two, the last dangling; a relative target; a loop (refused).
+        std::os::unix::fs::symlink("dang", cwd.join("chain")).unwrap();
+        assert!(p.check_write(&cwd, Path::new("chain")).is_err());
+        std::os::unix::fs::symlink("../outside/g", cwd.join("rel")).unwrap();
+        assert!(p.check_write(&cwd, Path::new("rel")).is_err());
+        std::os::unix::fs::symlink("inside.txt", cwd.join("ok")).unwrap();
+        assert!(p.check_write(&cwd, Path::new("ok")).is_ok());
+        std::os::unix::fs::symlink("loop2", cwd.join("loop1")).unwrap();
+        std::os::unix::fs::symlink("loop1", cwd.join("loop2")).unwrap();
+        assert!(p.check_write(&cwd, Path::new("loop1")).is_err());
+        assert_eq!(resolve_links(&cwd.join("loop1")), None);
         let ro = SandboxPolicy {
             mode: SandboxMode::ReadOnly,
             network: false,
