@@ -548,7 +548,16 @@ mod linux {
         } else {
             socket_filter().map_err(|e| format!("Sandbox: {e}"))?
         };
-        let mut hook = ChildHook { ruleset, filter };
+        let drop_caps: &'static [u32] = if policy.network {
+            &ADMIN_CAPS
+        } else {
+            &ADMIN_AND_NET_CAPS
+        };
+        let mut hook = ChildHook {
+            ruleset,
+            filter,
+            drop_caps,
+        };
         // SAFETY: the hook only makes async-signal-safe system calls (prctl,
         // landlock_restrict_self, seccomp) on data built before the fork; it allocates nothing.
         unsafe {
@@ -557,10 +566,20 @@ mod linux {
         Ok(())
     }
 
+    /// Capabilities a sandboxed command never gets, even run by root: loading kernel modules
+    /// and the administrative grab-bag (`CAP_SYS_MODULE` 16, `CAP_SYS_ADMIN` 21). Dropped
+    /// from the bounding set before `exec`, so the shell and everything it starts lack them.
+    const ADMIN_CAPS: [u32; 2] = [16, 21];
+    /// [`ADMIN_CAPS`] plus, with the network off, `CAP_NET_ADMIN` (12: interfaces, routes,
+    /// firewall, which a root shell could otherwise change over netlink) and `CAP_NET_RAW`
+    /// (13). A tester found `ip addr add` working under `workspace-write` as root.
+    const ADMIN_AND_NET_CAPS: [u32; 4] = [12, 13, 16, 21];
+
     /// What the child applies to itself before `exec`.
     struct ChildHook {
         ruleset: OwnedFd,
         filter: BpfProgram,
+        drop_caps: &'static [u32],
     }
 
     impl ChildHook {
@@ -568,6 +587,19 @@ mod linux {
             // SAFETY: plain system calls on the calling (forked, single-threaded) process; the
             // filter outlives the call.
             unsafe {
+                for &cap in self.drop_caps {
+                    // EPERM without CAP_SETPCAP (not root: the capability is not held
+                    // anyway), EINVAL for one the kernel does not know: both leave nothing
+                    // to drop.
+                    libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0);
+                }
+                libc::prctl(
+                    libc::PR_CAP_AMBIENT,
+                    libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+                    0,
+                    0,
+                    0,
+                );
                 if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }

@@ -309,3 +309,54 @@ fn default_is_full() {
         .to_string()
         .contains("<sandbox>"));
 }
+
+/// Capability bits of a `/proc/<pid>/status` line (`CapBnd:\t000001fffeffffff`).
+fn cap_bits(status: &str, key: &str) -> u64 {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap_or_else(|| panic!("no {key} in {status}"))
+}
+
+/// A sandboxed shell run by root cannot administer the network (`CAP_NET_ADMIN`, `CAP_NET_RAW`
+/// with the network off) nor the system (`CAP_SYS_ADMIN`, `CAP_SYS_MODULE`): a tester changed
+/// an interface address with `ip addr add` under `workspace-write`.
+#[tokio::test]
+async fn a_sandboxed_shell_lacks_admin_capabilities() {
+    let (_d, cwd) = cwd_dir();
+    let ours = std::fs::read_to_string("/proc/self/status").unwrap();
+    let can_drop = cap_bits(&ours, "CapEff:") & (1 << 8) != 0; // CAP_SETPCAP
+    let (code, text) = bash(
+        &cwd,
+        policy(SandboxMode::WorkspaceWrite, false),
+        "cat /proc/self/status",
+    )
+    .await;
+    assert_eq!(code, Some(0), "{text}");
+    let net_admin_sys: u64 = (1 << 12) | (1 << 13) | (1 << 16) | (1 << 21);
+    if can_drop {
+        assert_eq!(cap_bits(&text, "CapBnd:") & net_admin_sys, 0, "{text}");
+        assert_eq!(cap_bits(&text, "CapEff:") & net_admin_sys, 0, "{text}");
+    } else {
+        // Not root: the shell holds no capability in the first place.
+        assert_eq!(cap_bits(&text, "CapEff:"), 0, "{text}");
+    }
+    let (code, text) = bash(
+        &cwd,
+        policy(SandboxMode::WorkspaceWrite, true),
+        "cat /proc/self/status",
+    )
+    .await;
+    assert_eq!(code, Some(0), "{text}");
+    if can_drop {
+        let eff = cap_bits(&text, "CapEff:");
+        assert_eq!(eff & ((1 << 16) | (1 << 21)), 0, "{text}");
+        // With the network on, the network capabilities stay as they were.
+        assert_eq!(
+            eff & (1 << 12),
+            cap_bits(&ours, "CapEff:") & (1 << 12),
+            "{text}"
+        );
+    }
+}
