@@ -1307,11 +1307,25 @@ async function emitInput(event) {
 	return transformed ? { action: "transform", text, images } : { action: "continue" };
 }
 
-async function emitGeneric(event) {
+// `id`: the request's id, for `abort` (session_before_compact's signal).
+async function emitGeneric(event, id) {
 	const ctx = context();
 	// session_before_compact: the branch from the mirror pi pushed just before, and a signal
-	// (never aborted here: pi's own cancellation ends the compaction without the handler).
-	if (event.type === "session_before_compact") event = { ...event, branchEntries: branchOf(piState.leafId), signal: new AbortController().signal };
+	// that pi's `abort` message of this request's id fires (the compaction was aborted).
+	let ac;
+	if (event.type === "session_before_compact") {
+		ac = new AbortController();
+		if (id !== undefined) aborters.set(id, ac);
+		event = { ...event, branchEntries: branchOf(piState.leafId), signal: ac.signal };
+	}
+	try {
+		return await runGeneric(event, ctx);
+	} finally {
+		if (ac && aborters.get(id) === ac) aborters.delete(id);
+	}
+}
+
+async function runGeneric(event, ctx) {
 	let result;
 	for (const ext of extensions) {
 		for (const h of ext.handlers.get(event.type) || []) {
@@ -1638,7 +1652,7 @@ async function handle(msg) {
 		case "event":
 			if (msg.event.type === "input") return emitInput(msg.event);
 			if (msg.event.type === "resources_discover") return emitResourcesDiscover(msg.event);
-			return (RUN_EVENTS[msg.event.type] || emitGeneric)(msg.event);
+			return (RUN_EVENTS[msg.event.type] || emitGeneric)(msg.event, msg.id);
 		case "user_bash":
 			return emitUserBash(msg);
 		case "command":
@@ -1684,6 +1698,9 @@ rl.on("line", (line) => {
 	if (msg.t === "abort") {
 		const ac = aborters.get(msg.id);
 		if (ac) ac.abort();
+		// The request may have come in the same chunk, its handling not yet started (it
+		// starts in a microtask): try again once the microtasks have run.
+		else setImmediate(() => aborters.get(msg.id)?.abort());
 		return;
 	}
 	// Mirror updates apply at once, in order with the requests around them.

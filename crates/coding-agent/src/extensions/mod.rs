@@ -101,6 +101,29 @@ impl Extensions {
         &self,
         event: &wire::SessionEvent<'_>,
     ) -> wire::SessionEventReply {
+        self.session_event(event, None).await
+    }
+
+    /// [`Extensions::emit_session_event`] for an event whose handlers get an `AbortSignal`
+    /// (`session_before_compact`'s `event.signal`, upstream docs/extensions.md): when `cancel`
+    /// fires (the compaction's token: RPC `abort`) while the handlers run, the host is sent
+    /// [`ToHost::Abort`] of the event's request id, which fires that signal; the handlers then
+    /// get [`host::ABORT_GRACE`] to answer (a later answer is given up on, reported as
+    /// `extension_error`, and the reply is the empty one).
+    pub async fn emit_session_event_until(
+        &self,
+        event: &wire::SessionEvent<'_>,
+        cancel: &tokio_util::sync::CancellationToken,
+    ) -> wire::SessionEventReply {
+        self.session_event(event, Some(cancel)).await
+    }
+
+    /// [`Extensions::emit_session_event`], aborted with `cancel` when given.
+    async fn session_event(
+        &self,
+        event: &wire::SessionEvent<'_>,
+        cancel: Option<&tokio_util::sync::CancellationToken>,
+    ) -> wire::SessionEventReply {
         let kind = event.kind();
         if !self.handles(kind) || self.host.is_dead() {
             return wire::SessionEventReply::default();
@@ -111,7 +134,24 @@ impl Extensions {
             id: Some(id),
             event: wire::value_of(event),
         };
-        match self.host.request(id, &msg, Some(self.hook_timeout)).await {
+        let timeout = Some(self.hook_timeout);
+        let reply = match cancel {
+            None => self.host.request(id, &msg, timeout).await,
+            Some(cancel) => {
+                let request = self.host.request_until(id, &msg, timeout, cancel);
+                tokio::pin!(request);
+                // Biased: the request is sent (on its first poll) before any abort of it.
+                tokio::select! {
+                    biased;
+                    r = &mut request => r,
+                    () = cancel.cancelled() => {
+                        self.host.abort(id);
+                        request.await
+                    }
+                }
+            }
+        };
+        match reply {
             Ok(v) => wire::SessionEventReply::from_value(&v),
             Err(e) => {
                 for p in self.handlers_of(kind) {

@@ -392,6 +392,85 @@ fn session_before_compact_can_cancel_and_session_compact_events_follow() {
     );
 }
 
+/// `abort` during a `session_before_compact` handler fires the handler's `event.signal`
+/// (upstream docs/extensions.md: the signal of the compaction's abort controller): the
+/// handler, waiting on it, then supplies a compaction anyway; the compaction still ends
+/// aborted ("Compaction cancelled", nothing written), and `session_compact_failed` says
+/// `fromExtension: true` (the failed compaction was the extension's). A later compaction's
+/// signal stays unaborted.
+#[test]
+fn abort_fires_the_session_before_compact_signal_and_failure_says_from_extension() {
+    let ext = r#"export default function (pi) {
+      let first = true;
+      pi.on("session_before_compact", async (e, ctx) => {
+        if (!first) {
+          pi.appendEntry("second", { aborted: e.signal.aborted });
+          return { compaction: { summary: "EXT SUMMARY 2" } };
+        }
+        first = false;
+        const fired = new Promise((resolve) => e.signal.addEventListener("abort", resolve, { once: true }));
+        ctx.ui.notify("waiting on the signal", "info");
+        await fired;
+        ctx.ui.notify("signal fired: " + e.signal.aborted, "info");
+        return { compaction: { summary: "EXT SUMMARY" } };
+      });
+      pi.on("session_compact_failed", async (e) => {
+        pi.appendEntry("failed", { reason: e.reason, aborted: e.aborted, willRetry: e.willRetry, fromExtension: e.fromExtension, errorMessage: e.errorMessage ?? null });
+      });
+    }"#;
+    let (_fake, root) = setup(
+        Script::new([Turn::text("one"), Turn::text("two")]),
+        DEFAULT_MODEL,
+    );
+    root.write_cwd_file("c.js", ext);
+    root.merge_settings(json!({"compaction": {"keepRecentTokens": 10}}));
+    let mut agent = root.spawn_with(true, &["-e", "c.js"]);
+    agent.send(json!({"id": "p1", "type": "prompt", "message": "first question"}));
+    agent.wait_event("agent_settled");
+    agent.send(json!({"id": "p2", "type": "prompt", "message": "Second question, long enough to exceed keepRecentTokens"}));
+    agent.wait_event("agent_settled");
+    agent.send(json!({"id": "k1", "type": "compact"}));
+    agent.wait_for(
+        |v| kind(v) == "extension_ui_request" && v["message"] == "waiting on the signal",
+        LIVENESS,
+    );
+    let r = agent.request(json!({"id": "a1", "type": "abort"}));
+    assert_eq!(r["success"], true, "{r}");
+    let r = agent.wait_response("k1");
+    assert_eq!(r["success"], false, "{}", agent.dump());
+    assert_eq!(r["error"], "Compaction cancelled");
+    let end = agent.wait_for(|v| kind(v) == "compaction_end", LIVENESS);
+    assert_eq!(end["aborted"], true, "{end}");
+    assert!(
+        notices(&agent).contains(&"signal fired: true".to_string()),
+        "{}",
+        agent.dump()
+    );
+    let r = agent.request(json!({"id": "k2", "type": "compact"}));
+    assert_eq!(r["success"], true, "{}", agent.dump());
+    assert_eq!(r["data"]["summary"], "EXT SUMMARY 2");
+    agent.request(json!({"id": "s", "type": "get_state"}));
+    let entries = session_entries(&root);
+    let custom = |t: &str| {
+        entries
+            .iter()
+            .find(|e| e["type"] == "custom" && e["customType"] == t)
+            .unwrap_or_else(|| panic!("no {t}: {entries:?}"))["data"]
+            .clone()
+    };
+    assert_eq!(
+        custom("failed"),
+        json!({"reason": "manual", "aborted": true, "willRetry": false, "fromExtension": true, "errorMessage": null})
+    );
+    assert_eq!(custom("second"), json!({"aborted": false}));
+    let compactions: Vec<&Value> = entries
+        .iter()
+        .filter(|e| e["type"] == "compaction")
+        .collect();
+    assert_eq!(compactions.len(), 1, "{compactions:?}");
+    assert_eq!(compactions[0]["summary"], "EXT SUMMARY 2");
+}
+
 /// `handoff.ts`: `/handoff` needs the TUI; headless it says so (an error notice, as upstream
 /// 1.6 over RPC) and asks the model nothing.
 #[test]

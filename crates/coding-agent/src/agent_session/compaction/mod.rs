@@ -81,6 +81,25 @@ pub enum CompactionError {
     Store(String),
 }
 
+/// A compaction that failed, and whether it was using the compaction an extension's
+/// `session_before_compact` handler supplied (`session_compact_failed.fromExtension`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Failed {
+    /// Why it failed.
+    error: CompactionError,
+    /// An extension supplied the compaction (it then failed on an abort or a write error).
+    from_extension: bool,
+}
+
+impl From<CompactionError> for Failed {
+    fn from(error: CompactionError) -> Self {
+        Self {
+            error,
+            from_extension: false,
+        }
+    }
+}
+
 /// What an automatic compaction led to.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct AutoOutcome {
@@ -250,7 +269,9 @@ impl AgentSession {
     /// Summarizes per `prep` — or takes the compaction an extension's `session_before_compact`
     /// handler returned ([`AgentSession::compaction_from_extensions`]) — appends the
     /// `compaction` entry, rebuilds the context, runs the `session_compact` handlers and
-    /// returns the result (`estimatedTokensAfter` over the rebuilt context).
+    /// returns the result (`estimatedTokensAfter` over the rebuilt context). A failure after an
+    /// extension supplied the compaction (an abort, a write error) is
+    /// [`Failed::from_extension`].
     async fn summarize_and_append(
         &self,
         model: &Model,
@@ -259,11 +280,15 @@ impl AgentSession {
         custom: Option<&str>,
         will_retry: bool,
         cancel: &CancellationToken,
-    ) -> Result<CompactionResult, CompactionError> {
+    ) -> Result<CompactionResult, Failed> {
         let hooked = self
-            .compaction_from_extensions(&prep, reason, custom, will_retry)
+            .compaction_from_extensions(&prep, reason, custom, will_retry, cancel)
             .await?;
         let from_extension = hooked.is_some();
+        let failed = |error| Failed {
+            error,
+            from_extension,
+        };
         let Summarized {
             summary,
             first_kept_entry_id,
@@ -286,7 +311,7 @@ impl AgentSession {
             }
         };
         if cancel.is_cancelled() {
-            return Err(CompactionError::Aborted);
+            return Err(failed(CompactionError::Aborted));
         }
         let (context, entry) = {
             let mut store = self.inner.store.lock();
@@ -299,7 +324,7 @@ impl AgentSession {
                     Some(from_extension),
                     usage.clone(),
                 )
-                .map_err(|e| CompactionError::Store(e.to_string()))?;
+                .map_err(|e| failed(CompactionError::Store(e.to_string())))?;
             let entry = entry.clone();
             (store.build_context(), entry)
         };
@@ -326,14 +351,16 @@ impl AgentSession {
 
     /// Runs the extensions' `session_compact_failed` handlers (upstream docs/extensions.md:
     /// `{reason, errorMessage?, aborted, willRetry, fromExtension}`; `errorMessage` is the
-    /// `compaction_end` one, absent when aborted or cancelled). `fromExtension` is always
-    /// `false`: a compaction an extension supplied fails only on an abort or a write error.
+    /// `compaction_end` one, absent when aborted or cancelled). `fromExtension`: the failed
+    /// compaction was the one an extension's `session_before_compact` supplied (it fails
+    /// only on an abort or a write error).
     async fn compaction_failed(
         &self,
         reason: CompactionReason,
         error_message: Option<String>,
         aborted: bool,
         will_retry: bool,
+        from_extension: bool,
     ) {
         let Some(ext) = self.extensions().cloned() else {
             return;
@@ -342,7 +369,7 @@ impl AgentSession {
             reason,
             aborted,
             will_retry,
-            from_extension: false,
+            from_extension,
             error_message: error_message.as_deref(),
         })
         .await;
@@ -352,7 +379,8 @@ impl AgentSession {
     /// "session_before_compact"): the event carries `preparation` (`firstKeptEntryId`,
     /// `messagesToSummarize`, `turnPrefixMessages`, `isSplitTurn`, `tokensBefore`,
     /// `previousSummary`, `fileOps {read, written, edited}`, `settings`), `customInstructions`,
-    /// `reason` and `willRetry` (the host adds `branchEntries` and `signal`). `{cancel: true}`
+    /// `reason` and `willRetry` (the host adds `branchEntries` and `signal`, which fires when
+    /// `cancel` does: [`crate::extensions::Extensions::emit_session_event_until`]). `{cancel: true}`
     /// is [`CompactionError::Aborted`] ("Compaction cancelled", as upstream); `{compaction:
     /// {summary, firstKeptEntryId?, tokensBefore?, usage?, details?}}` with a string summary is
     /// a [`Summarized`] (missing fields from the preparation); anything else (no handler, a
@@ -363,6 +391,7 @@ impl AgentSession {
         reason: CompactionReason,
         custom: Option<&str>,
         will_retry: bool,
+        cancel: &CancellationToken,
     ) -> Result<Option<Summarized>, CompactionError> {
         const KIND: &str = "session_before_compact";
         let Some(ext) = self.extensions().cloned() else {
@@ -398,7 +427,7 @@ impl AgentSession {
             reason,
             will_retry,
         };
-        let r = ext.emit_session_event(&event).await;
+        let r = ext.emit_session_event_until(&event, cancel).await;
         if r.cancel {
             return Err(CompactionError::Aborted);
         }
@@ -523,7 +552,10 @@ impl AgentSession {
         }
         .await;
         let result = match result {
-            Err(_) if cancel.is_cancelled() => Err(CompactionError::Aborted),
+            Err(f) if cancel.is_cancelled() => Err(Failed {
+                error: CompactionError::Aborted,
+                ..f
+            }),
             r => r,
         };
         *self.inner.compaction.manual.lock() = None;
@@ -538,7 +570,10 @@ impl AgentSession {
                 });
                 Ok(r)
             }
-            Err(e) => {
+            Err(Failed {
+                error: e,
+                from_extension,
+            }) => {
                 let aborted = e == CompactionError::Aborted;
                 let error_message = (!aborted).then(|| format!("Compaction failed: {e}"));
                 self.emit(RpcEvent::CompactionEnd {
@@ -548,8 +583,14 @@ impl AgentSession {
                     will_retry: false,
                     error_message: error_message.clone(),
                 });
-                self.compaction_failed(CompactionReason::Manual, error_message, aborted, false)
-                    .await;
+                self.compaction_failed(
+                    CompactionReason::Manual,
+                    error_message,
+                    aborted,
+                    false,
+                    from_extension,
+                )
+                .await;
                 Err(e.to_string())
             }
         }
@@ -604,7 +645,10 @@ impl AgentSession {
                     ineffective,
                 }
             }
-            Err(e) => {
+            Err(Failed {
+                error: e,
+                from_extension,
+            }) => {
                 let aborted = e == CompactionError::Aborted || cancel.is_cancelled();
                 let error_message = (!aborted).then(|| match reason {
                     CompactionReason::Overflow => format!("Context overflow recovery failed: {e}"),
@@ -617,7 +661,7 @@ impl AgentSession {
                     will_retry: false,
                     error_message: error_message.clone(),
                 });
-                self.compaction_failed(reason, error_message, aborted, will_retry)
+                self.compaction_failed(reason, error_message, aborted, will_retry, from_extension)
                     .await;
                 AutoOutcome::default()
             }

@@ -656,12 +656,14 @@ fn session_compact_events_are_byte_equal() {
         same(&new, &old);
     }
     // `compaction_failed` before.
-    for (error_message, aborted, will_retry) in [
-        (None, true, false),
+    for (error_message, aborted, will_retry, from_extension) in [
+        (None, true, false, false),
+        (None, true, false, true),
         (
             Some("Summarization failed: 500 \"x\"".to_string()),
             false,
             true,
+            false,
         ),
     ] {
         let reason = CompactionReason::Threshold;
@@ -670,7 +672,7 @@ fn session_compact_events_are_byte_equal() {
             "reason": reason,
             "aborted": aborted,
             "willRetry": will_retry,
-            "fromExtension": false,
+            "fromExtension": from_extension,
         });
         if let Some(m) = error_message.clone() {
             old["errorMessage"] = Value::String(m);
@@ -679,7 +681,7 @@ fn session_compact_events_are_byte_equal() {
             reason,
             aborted,
             will_retry,
-            from_extension: false,
+            from_extension,
             error_message: error_message.as_deref(),
         });
         same(&new, &old);

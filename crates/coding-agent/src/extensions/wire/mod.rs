@@ -152,7 +152,8 @@ pub enum ToHost {
         command: String,
     },
     /// Fire the `AbortSignal` of request `id` (a running tool's `execute`, a `user_bash`
-    /// `operations.exec`). Nothing is answered; the request itself still replies.
+    /// `operations.exec`, a `session_before_compact` event's `event.signal`). Nothing is
+    /// answered; the request itself still replies.
     Abort {
         /// The request to abort.
         id: u64,

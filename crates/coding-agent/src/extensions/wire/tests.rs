@@ -29,6 +29,14 @@ fn host_events_serialize_as_host_mjs_reads_them() {
     );
 }
 
+/// `abort` of a request id, as host.mjs reads it (`msg.t === "abort"`, `aborters.get(msg.id)`):
+/// also what fires a `session_before_compact` handler's `event.signal`.
+#[test]
+fn abort_serializes_as_host_mjs_reads_it() {
+    let line = serde_json::to_string(&ToHost::Abort { id: 42 }).unwrap();
+    assert_eq!(line, r#"{"t":"abort","id":42}"#);
+}
+
 #[test]
 fn replies_tolerate_odd_fields_and_keep_presence() {
     let r = PayloadReply::deserialize(&json!({"payload": null})).unwrap();
