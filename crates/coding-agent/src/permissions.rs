@@ -363,6 +363,16 @@ impl PermissionPolicy {
         Ok(Some(policy))
     }
 
+    /// The allow rules, as written.
+    pub fn allow_rules(&self) -> impl Iterator<Item = &str> {
+        self.allow.iter().map(Rule::text)
+    }
+
+    /// The deny rules (global, then project), as written.
+    pub fn deny_rules(&self) -> impl Iterator<Item = &str> {
+        self.deny.iter().map(Rule::text)
+    }
+
     /// Decides `call`; `session_allows` holds the subjects answered "allow always" in this
     /// session.
     pub fn decide(&self, call: &CallSubject, session_allowed: bool) -> Verdict {

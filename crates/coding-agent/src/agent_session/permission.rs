@@ -45,6 +45,11 @@ pub struct PermissionGate {
 }
 
 impl PermissionGate {
+    /// The policy this gate enforces.
+    pub fn policy(&self) -> &PermissionPolicy {
+        &self.policy
+    }
+
     /// A gate for `policy`, with no client until [`PermissionGate::client_attached`].
     pub fn new(policy: PermissionPolicy) -> Self {
         PermissionGate {

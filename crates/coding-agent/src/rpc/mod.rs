@@ -24,7 +24,7 @@ use pi_ai::{ImageContent, ThinkingLevel};
 use protocol::{
     CancelledData, CommandsData, CycleModelData, Disposition, DispositionData, ForkData,
     ForkMessagesData, Incoming, LastAssistantTextData, LevelData, LevelsData, MessagesResponse,
-    ModelsData, ResponseData, RpcCommand, RpcResponse, SandboxData,
+    ModelsData, PermissionsData, ResponseData, RpcCommand, RpcResponse, SandboxData,
 };
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -432,6 +432,27 @@ fn query_command(
                 mode: policy.mode.as_str().to_string(),
                 network: policy.network_allowed(),
             })))
+        }
+        RpcCommand::GetPermissions {} => {
+            let data = match session.permission_gate() {
+                Some(gate) => {
+                    let p = gate.policy();
+                    PermissionsData {
+                        mode: p.mode.as_str().to_string(),
+                        allow: p.allow_rules().map(str::to_string).collect(),
+                        deny: p.deny_rules().map(str::to_string).collect(),
+                        ask_timeout_ms: u64::try_from(p.ask_timeout.as_millis())
+                            .unwrap_or(u64::MAX),
+                    }
+                }
+                None => PermissionsData {
+                    mode: crate::permissions::PermissionMode::Off.as_str().to_string(),
+                    allow: Vec::new(),
+                    deny: Vec::new(),
+                    ask_timeout_ms: crate::permissions::DEFAULT_ASK_TIMEOUT_MS,
+                },
+            };
+            reply(some(ResponseData::Permissions(data)))
         }
         RpcCommand::GetSessionStats {} => {
             reply(some(ResponseData::Stats(Box::new(session.session_stats()))))

@@ -397,3 +397,42 @@ fn an_abort_ends_an_open_ask_and_the_call_never_runs() {
     assert!(!root.cwd.join("aborted.txt").exists());
     assert_eq!(tool_ends(&agent).len(), 1);
 }
+
+/// `get_permissions` (ours) reports the policy in effect, decoded into the protocol type; with
+/// no setting it is mode `off` without rules (issue 26: "a new RPC command reports the active
+/// policy").
+#[test]
+fn get_permissions_reports_the_policy() {
+    use pi_coding_agent::protocol::rpc::{PermissionsData, ResponseData};
+    let decode = |r: &Value| match ResponseData::decode("get_permissions", r["data"].clone()) {
+        Ok(ResponseData::Permissions(p)) => p,
+        other => panic!("{other:?} from {r}"),
+    };
+    let (_fake, root) = with_policy(
+        vec![],
+        json!({"mode": "ask", "allow": ["bash(git *)", "read"], "deny": ["bash(curl*)"], "askTimeoutMs": 1500}),
+    );
+    let mut agent = root.spawn();
+    let r = agent.request(json!({"id": "g", "type": "get_permissions"}));
+    assert_eq!(r["success"], true, "{r}");
+    assert_eq!(
+        decode(&r),
+        PermissionsData {
+            mode: "ask".into(),
+            allow: vec!["bash(git *)".into(), "read".into()],
+            deny: vec!["bash(curl*)".into()],
+            ask_timeout_ms: 1500,
+        }
+    );
+    drop(agent);
+
+    let (_fake, root) = setup(Script::new(vec![]), DEFAULT_MODEL);
+    let mut agent = root.spawn();
+    let r = agent.request(json!({"id": "g", "type": "get_permissions"}));
+    let off = decode(&r);
+    assert_eq!(
+        (off.mode.as_str(), off.allow.len(), off.deny.len()),
+        ("off", 0, 0),
+        "{r}"
+    );
+}

@@ -251,6 +251,9 @@ pub enum RpcCommand {
     GetCommands {},
     /// `get_sandbox` (ours, not upstream): the sandbox of the bash tool, `{mode, network}`.
     GetSandbox {},
+    /// `get_permissions` (ours, not upstream): the tool permission policy,
+    /// `{mode, allow, deny, askTimeoutMs}` ([`response::PermissionsData`]).
+    GetPermissions {},
     /// `extension_ui_response {id, value?|confirmed?|cancelled?}` (§6.2): never answered.
     ExtensionUiResponse {
         /// The dialog's request id (also in the envelope).

@@ -480,6 +480,23 @@ pub struct SandboxData {
     pub network: bool,
 }
 
+/// `{mode, allow, deny, askTimeoutMs}` of `get_permissions` (ours, not upstream): the tool
+/// permission policy in effect (`crate::permissions`): its mode (`off`, `ask`, `deny`), the
+/// allow and deny rules as written (global and project deny rules together), and how long an
+/// `ask` waits for the client (ms). No policy configured: mode `off`, no rules.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PermissionsData {
+    /// The mode string.
+    pub mode: String,
+    /// Allow rules.
+    pub allow: Vec<String>,
+    /// Deny rules.
+    pub deny: Vec<String>,
+    /// The ask timeout in ms.
+    pub ask_timeout_ms: u64,
+}
+
 /// A response payload. Serialized as the payload itself; [`ResponseData::Null`] is an explicit
 /// `"data": null` (`cycle_model`, `cycle_thinking_level` with nothing to cycle).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -529,6 +546,8 @@ pub enum ResponseData {
     Compaction(Box<CompactionResult>),
     /// `get_sandbox` (ours).
     Sandbox(SandboxData),
+    /// `get_permissions` (ours).
+    Permissions(PermissionsData),
 }
 
 impl ResponseData {
@@ -597,6 +616,7 @@ impl ResponseData {
             "export_html" => ResponseData::Path(f(v)?),
             "compact" => ResponseData::Compaction(Box::new(f(v)?)),
             "get_sandbox" => ResponseData::Sandbox(f(v)?),
+            "get_permissions" => ResponseData::Permissions(f(v)?),
             other => {
                 return Err(serde_json::Error::custom(format!(
                     "`{other}` answers without data"
