@@ -57,7 +57,11 @@ async fn main() -> Result<(), String> {
         shell: None,
         env: None,
         timeout: None,
-        sandbox: SandboxPolicy { mode, network },
+        sandbox: SandboxPolicy {
+            mode,
+            network,
+            user_bash: false,
+        },
     };
     let variants = [
         ("unsandboxed (full)", make(SandboxMode::Full, true)),

@@ -529,6 +529,11 @@ impl Startup {
                 command_prefix: settings.shell_command_prefix().map(str::to_string),
                 shell_path: settings.shell_path().map(Into::into),
                 bin_dir: Some(agent_dir.join("bin")),
+                sandbox: if sandbox.user_bash {
+                    sandbox
+                } else {
+                    tools::sandbox::SandboxPolicy::default()
+                },
             },
         }
     }

@@ -103,6 +103,9 @@ pub struct SandboxPolicy {
     pub mode: SandboxMode,
     /// `network` of the setting (default false); only read in a sandboxed mode.
     pub network: bool,
+    /// `userBash` of the setting (default false): the RPC `bash` command (the user's own
+    /// command) runs in the sandbox too.
+    pub user_bash: bool,
 }
 
 impl Default for SandboxPolicy {
@@ -111,6 +114,7 @@ impl Default for SandboxPolicy {
         SandboxPolicy {
             mode: SandboxMode::Full,
             network: false,
+            user_bash: false,
         }
     }
 }
@@ -135,10 +139,22 @@ impl SandboxPolicy {
             None => {}
             Some(Value::Object(m)) => {
                 // A misspelt key (`mdoe`) would silently leave the sandbox off.
-                if let Some(k) = m.keys().find(|k| !matches!(k.as_str(), "mode" | "network")) {
+                if let Some(k) = m
+                    .keys()
+                    .find(|k| !matches!(k.as_str(), "mode" | "network" | "userBash"))
+                {
                     return Err(format!(
-                        "Invalid setting sandbox: unknown key \"{k}\" (expected \"mode\" and \"network\")"
+                        "Invalid setting sandbox: unknown key \"{k}\" (expected \"mode\", \"network\" and \"userBash\")"
                     ));
+                }
+                match m.get("userBash") {
+                    None => {}
+                    Some(Value::Bool(b)) => policy.user_bash = *b,
+                    Some(other) => {
+                        return Err(format!(
+                            "Invalid setting sandbox.userBash: {other} (expected true or false)"
+                        ))
+                    }
                 }
                 match m.get("mode") {
                     None => {}
@@ -791,7 +807,7 @@ mod tests {
         std::os::unix::fs::symlink(&outside, cwd.join("link")).unwrap();
         let p = SandboxPolicy {
             mode: SandboxMode::WorkspaceWrite,
-            network: false,
+            ..SandboxPolicy::default()
         };
         assert!(p.check_write(&cwd, Path::new("a/b/new.txt")).is_ok());
         assert!(p.check_write(&cwd, Path::new("/dev/null")).is_ok());
@@ -815,7 +831,7 @@ mod tests {
         assert_eq!(resolve_links(&cwd.join("loop1")), None);
         let ro = SandboxPolicy {
             mode: SandboxMode::ReadOnly,
-            network: false,
+            ..SandboxPolicy::default()
         };
         assert!(ro.check_write(&cwd, Path::new("a.txt")).is_err());
         assert!(ro.check_read(&cwd, Path::new("a.txt")).is_ok());

@@ -13,7 +13,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 fn policy(mode: SandboxMode, network: bool) -> SandboxPolicy {
-    SandboxPolicy { mode, network }
+    SandboxPolicy {
+        mode,
+        network,
+        user_bash: false,
+    }
 }
 
 fn sandboxed_tool(cwd: &Path, name: &str, p: SandboxPolicy) -> Arc<dyn pi_agent::AgentTool> {
@@ -359,4 +363,35 @@ async fn a_sandboxed_shell_lacks_admin_capabilities() {
             "{text}"
         );
     }
+}
+
+/// The RPC `bash` command (the user's own command) runs unsandboxed unless the setting has
+/// `userBash: true` (issue 26: "the RPC `bash` command only when asked").
+#[test]
+fn the_rpc_bash_command_is_sandboxed_only_when_asked() {
+    assert!(landlock_abi() >= 4, "this kernel has no Landlock ABI 4");
+    let out = outside_dir();
+    for (user_bash, written) in [(false, true), (true, false)] {
+        let target = out.path().join(format!("user-{user_bash}.txt"));
+        let (_fake, root) = setup(Script::new(Vec::<Turn>::new()), DEFAULT_MODEL);
+        root.merge_settings(json!({"sandbox": {"mode": "workspace-write", "userBash": user_bash}}));
+        let mut agent = root.spawn();
+        let cmd = format!("echo x > '{}'; echo in > inside.txt", target.display());
+        let r = agent.request(json!({"id": "b", "type": "bash", "command": cmd}));
+        assert_eq!(r["success"], true, "{r}");
+        assert_eq!(target.exists(), written, "userBash {user_bash}: {r}");
+        assert_eq!(
+            std::fs::read_to_string(root.cwd.join("inside.txt")).unwrap(),
+            "in\n"
+        );
+        if !written {
+            let output = r["data"]["output"].as_str().unwrap_or_default();
+            assert!(output.contains("Permission denied"), "{r}");
+        }
+    }
+    let (_fake, root) = setup(Script::new(Vec::<Turn>::new()), DEFAULT_MODEL);
+    root.merge_settings(json!({"sandbox": {"mode": "read-only", "userBash": "yes"}}));
+    let mut agent = root.spawn();
+    let status = agent.wait_exit(Duration::from_secs(20)).expect("exits");
+    assert_eq!(status.code(), Some(1), "{}", agent.stderr());
 }

@@ -39,6 +39,9 @@ pub struct UserBashOptions {
     pub shell_path: Option<PathBuf>,
     /// `<agentDir>/bin`, prepended to `PATH`.
     pub bin_dir: Option<PathBuf>,
+    /// The sandbox of the user's commands: `full` (none) unless the `sandbox` setting has
+    /// `userBash: true` ([`crate::tools::sandbox`]).
+    pub sandbox: crate::tools::sandbox::SandboxPolicy,
 }
 
 struct UserSink<'a> {
@@ -121,8 +124,8 @@ pub async fn execute_user_bash(
         shell: Some(resolve_shell(options.shell_path.as_deref())?),
         env: Some(shell_env(options.bin_dir.as_deref())),
         timeout: None,
-        // The user's own command (RPC `bash`) is never sandboxed.
-        sandbox: Default::default(),
+        // The user's own command (RPC `bash`): sandboxed only when `userBash` asks for it.
+        sandbox: options.sandbox,
     };
     let mut sink = UserSink {
         decoder: Utf8Stream::default(),
