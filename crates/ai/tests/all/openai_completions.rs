@@ -455,6 +455,66 @@ async fn disconnect_mid_stream_keeps_partial_text() {
     assert_eq!(msg.response_id.as_deref(), Some("chatcmpl-d"));
 }
 
+/// A connection reset mid-body (a TCP RST) reads as upstream's `terminated: read ECONNRESET`,
+/// a close as `terminated: other side closed (UND_ERR_SOCKET)` (the test above): each cause
+/// with upstream's text (issue 27).
+#[tokio::test]
+async fn a_reset_mid_stream_reads_as_upstreams_econnreset() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = tokio::spawn(async move {
+        let (mut s, _) = listener.accept().await.unwrap();
+        let mut buf = vec![0u8; 1 << 16];
+        let mut seen = Vec::new();
+        // The request: headers, then the body of its content-length.
+        loop {
+            let n = s.read(&mut buf).await.unwrap();
+            seen.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&seen).to_string();
+            if let Some(end) = text.find("\r\n\r\n") {
+                let len = text[..end]
+                    .lines()
+                    .find_map(|l| {
+                        l.to_ascii_lowercase()
+                            .strip_prefix("content-length:")
+                            .map(|v| v.trim().parse::<usize>().unwrap())
+                    })
+                    .unwrap_or(0);
+                if seen.len() >= end + 4 + len {
+                    break;
+                }
+            }
+        }
+        let chunk = oa_chunk(
+            "chatcmpl-r",
+            json!({"role": "assistant", "content": "Half"}),
+            None,
+        );
+        let head = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n{:x}\r\n{chunk}\r\n",
+            chunk.len()
+        );
+        s.write_all(head.as_bytes()).await.unwrap();
+        s.flush().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // SO_LINGER 0: closing sends a reset instead of a clean end.
+        #[allow(deprecated)]
+        s.set_linger(Some(Duration::ZERO)).unwrap();
+        drop(s);
+    });
+    let url = format!("http://127.0.0.1:{port}/v1");
+    let model = model("openai-completions", "p", "m", url, false);
+    let (_, msg) = collect(OpenAiCompletions::default().stream(&model, &ctx("x"), opts())).await;
+    server.await.unwrap();
+    assert_eq!(msg.stop_reason, StopReason::Error);
+    assert_eq!(
+        msg.error_message.as_deref(),
+        Some("terminated: read ECONNRESET")
+    );
+    assert_eq!(msg.text(), "Half");
+}
+
 #[tokio::test]
 async fn abort_mid_stream_closes_blocks_then_errors() {
     let id = "chatcmpl-a";

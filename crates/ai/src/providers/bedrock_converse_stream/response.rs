@@ -531,9 +531,9 @@ pub(super) async fn run(
                     message: common::BODY_TIMEOUT_MESSAGE.to_owned(),
                 })
             }
-            Some(Err(_)) => {
+            Some(Err(e)) => {
                 break End::Failed(ProviderError::Disconnected {
-                    message: common::BODY_TERMINATED_MESSAGE.to_owned(),
+                    message: common::body_broken_message(&e).to_owned(),
                 })
             }
         }

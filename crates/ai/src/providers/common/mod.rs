@@ -34,6 +34,28 @@ pub(crate) const ABORTED_MESSAGE: &str = "Request was aborted";
 /// `other side closed`).
 pub(crate) const BODY_TERMINATED_MESSAGE: &str = "terminated: other side closed (UND_ERR_SOCKET)";
 
+/// Text upstream (Node/undici) reports when the connection is reset mid-body (a TCP RST:
+/// `terminated: read ECONNRESET`; conformance README, "Long error advice"). Matches the retry
+/// classifier (`terminated`, `ECONNRESET`).
+pub(crate) const BODY_RESET_MESSAGE: &str = "terminated: read ECONNRESET";
+
+/// The text of a body that broke off, by its cause as upstream words each (issue 27): a
+/// connection reset ([`std::io::ErrorKind::ConnectionReset`] anywhere in `error`'s source
+/// chain) is [`BODY_RESET_MESSAGE`], anything else (a close before the body ended)
+/// [`BODY_TERMINATED_MESSAGE`]. Timeouts are told apart before this.
+pub(crate) fn body_broken_message(error: &(dyn std::error::Error + 'static)) -> &'static str {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = cause {
+        if e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionReset)
+        {
+            return BODY_RESET_MESSAGE;
+        }
+        cause = e.source();
+    }
+    BODY_TERMINATED_MESSAGE
+}
+
 /// Text for a body that stayed silent longer than the idle timeout, worded as undici's body
 /// timeout would surface through upstream's error formatting (inferred from
 /// [`BODY_TERMINATED_MESSAGE`]'s shape). Matches the retry classifier (`timeout`,

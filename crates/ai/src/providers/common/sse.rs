@@ -1,9 +1,7 @@
 //! Reading a streamed (SSE) response body event by event, racing cancellation and the idle
 //! timeout ([`next_sse_event`]).
 
-use super::{
-    BODY_TERMINATED_MESSAGE, BODY_TIMEOUT_MESSAGE, IDLE_EVENT_GRACE_MS, STREAM_IDLE_MESSAGE,
-};
+use super::{BODY_TIMEOUT_MESSAGE, IDLE_EVENT_GRACE_MS, STREAM_IDLE_MESSAGE};
 use crate::error::ProviderError;
 use eventsource_stream::{Event, EventStreamError};
 use futures::{Stream, StreamExt};
@@ -27,7 +25,8 @@ pub(crate) enum StreamEnd {
 /// [`ProviderError::Timeout`] — [`BODY_TIMEOUT_MESSAGE`] when no byte arrived within the
 /// client's idle timeout, `Stream idle timeout: no event in <n> ms` when bytes (keep-alive
 /// comments, which the SSE parser drops) but no event arrived within `idle_timeout_ms` —,
-/// [`ProviderError::Disconnected`] ([`BODY_TERMINATED_MESSAGE`]) when the connection broke,
+/// [`ProviderError::Disconnected`] ([`super::BODY_TERMINATED_MESSAGE`], or
+/// [`super::BODY_RESET_MESSAGE`] for a reset) when the connection broke,
 /// or [`ProviderError::Protocol`] with the parser's error text for malformed UTF-8/SSE.
 pub(crate) async fn next_sse_event<S>(
     events: &mut S,
@@ -64,9 +63,9 @@ where
                 message: BODY_TIMEOUT_MESSAGE.to_owned(),
             }))
         }
-        Some(Err(EventStreamError::Transport(_))) => {
+        Some(Err(EventStreamError::Transport(e))) => {
             Err(StreamEnd::Failed(ProviderError::Disconnected {
-                message: BODY_TERMINATED_MESSAGE.to_owned(),
+                message: super::body_broken_message(&e).to_owned(),
             }))
         }
         Some(Err(e)) => Err(StreamEnd::Failed(ProviderError::Protocol {
