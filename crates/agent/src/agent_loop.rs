@@ -389,8 +389,9 @@ async fn stream_assistant(
         headers: cfg.headers.clone(),
         cancel: cancel.clone(),
     };
+    // No `thinkingLevel` on the partial: upstream 1.6's `message_start` has none (golden
+    // `abort_mid_stream`, raw transcript); the final message gets it below.
     let mut partial = AssistantMessage::empty(&cfg.model);
-    partial.thinking_level = Some(cfg.thinking_level);
     let mut started_emitted = false;
     let mut stream = cfg
         .provider

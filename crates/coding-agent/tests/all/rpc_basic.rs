@@ -606,3 +606,28 @@ fn invalid_utf8_bytes_decode_as_replacement_and_the_command_runs() {
     assert_eq!(r["success"], true, "{r}");
     assert_eq!(r["command"], "get_state", "{r}");
 }
+
+/// The assistant's `message_start` carries no `thinkingLevel` and its `message_end` does, as
+/// upstream 1.6's raw transcripts (golden `abort_mid_stream`: the normaliser keeps the key, so
+/// only the raw lines showed ours on `message_start` too; issue 27).
+#[test]
+fn thinking_level_only_on_the_finished_assistant_message() {
+    let (_fake, root) = setup(Script::new([Turn::text(HELLO)]), DEFAULT_MODEL);
+    let mut agent = root.spawn();
+    agent.send(json!({"id": "p1", "type": "prompt", "message": "Say hello"}));
+    let recs = run_records(&agent, 0);
+    let of = |t: &str| {
+        recs.iter()
+            .find(|v| kind(v) == t && v["message"]["role"] == "assistant")
+            .unwrap_or_else(|| panic!("no {t}"))
+            .clone()
+    };
+    assert!(
+        of("message_start")["message"]
+            .get("thinkingLevel")
+            .is_none(),
+        "{}",
+        of("message_start")
+    );
+    assert_eq!(of("message_end")["message"]["thinkingLevel"], "off");
+}
