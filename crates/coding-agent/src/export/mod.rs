@@ -3,12 +3,23 @@
 //! The page is one self-contained file: our own stylesheet and viewer script inline, and the
 //! session as base64-encoded JSON in `<script id="session-data" type="application/json">`:
 //! `{header, entries (every entry of every branch), leafId, systemPrompt?, tools?: [{name,
-//! description, parameters}]}` (`systemPrompt`/`tools` only for a live session). Safety:
-//! base64 cannot close the `<script>` element; the viewer builds the page with DOM calls and
-//! `textContent` only, so no session string is parsed as HTML; links are only `http(s):` and
-//! `mailto:`; images only `data:` URLs of raster image MIME types; a Content-Security-Policy
-//! meta tag allows exactly the page's own script and style (by hash), `data:` images and
-//! nothing else (no network).
+//! description, parameters}], rendered}` (`systemPrompt`/`tools` only for a live session).
+//! `rendered` maps each markdown block to its HTML, rendered here at export time by
+//! [`markdown::Renderer`] (CommonMark + GFM, highlighted code, sanitised by an allow-list):
+//! key `"<entry id>:<block index>"` for a `text`/`thinking` block of a message's (or custom
+//! message's) content array, `"<entry id>:s"` for string content and for a compaction's or
+//! branch summary's `summary`.
+//!
+//! Safety: base64 cannot close the `<script>` element; the viewer builds the page with DOM
+//! calls and `textContent`, except that it parses the `rendered` HTML, which only the
+//! sanitiser produced (no script, style, event or `style` attribute, form element or frame;
+//! links only `http(s):` and `mailto:`; images only `data:` URLs of raster image MIME types),
+//! in an inert `<template>`; the viewer runs no markdown parser, and a block missing from
+//! `rendered` shows as plain text. A Content-Security-Policy meta tag allows exactly the
+//! page's own script and style (by hash), `data:` images and nothing else (no network, no
+//! inline event handlers or style attributes), a third layer under the first two.
+
+pub mod markdown;
 
 use crate::session::SessionManager;
 use base64::Engine;
@@ -123,10 +134,13 @@ pub fn session_data(
     tools: Option<Vec<Value>>,
 ) -> Value {
     let header = serde_json::to_value(store.header()).unwrap_or(Value::Null);
+    let entries = serde_json::to_value(store.loaded_entries()).unwrap_or(Value::Null);
+    let rendered = rendered_markdown(&entries);
     let mut data = json!({
         "header": header,
-        "entries": store.loaded_entries(),
+        "entries": entries,
         "leafId": store.leaf_id(),
+        "rendered": rendered,
     });
     if let Some(sp) = system_prompt {
         data["systemPrompt"] = Value::String(sp.to_string());
@@ -135,6 +149,60 @@ pub fn session_data(
         data["tools"] = Value::Array(t);
     }
     data
+}
+
+/// The `rendered` map of the module docs for `entries` (the session's entries as JSON).
+pub fn rendered_markdown(entries: &Value) -> Value {
+    let mut renderer = markdown::Renderer::new();
+    let mut out = serde_json::Map::new();
+    let mut content =
+        |id: &str, content: &Value, out: &mut serde_json::Map<String, Value>| match content {
+            Value::String(text) => {
+                out.insert(format!("{id}:s"), Value::String(renderer.render(text)));
+            }
+            Value::Array(blocks) => {
+                for (i, b) in blocks.iter().enumerate() {
+                    let text = match b.get("type").and_then(Value::as_str) {
+                        Some("text") => b.get("text"),
+                        Some("thinking") => b.get("thinking"),
+                        _ => None,
+                    };
+                    if let Some(Value::String(text)) = text {
+                        out.insert(format!("{id}:{i}"), Value::String(renderer.render(text)));
+                    }
+                }
+            }
+            _ => {}
+        };
+    for e in entries.as_array().map(Vec::as_slice).unwrap_or_default() {
+        let Some(id) = e.get("id").and_then(Value::as_str) else {
+            continue;
+        };
+        match e.get("type").and_then(Value::as_str) {
+            Some("message") => {
+                let Some(m) = e.get("message") else { continue };
+                let role = m.get("role").and_then(Value::as_str).unwrap_or("");
+                if matches!(role, "toolResult" | "system" | "bashExecution") {
+                    continue;
+                }
+                if let Some(c) = m.get("content") {
+                    content(id, c, &mut out);
+                }
+            }
+            Some("custom_message") => {
+                if let Some(c) = e.get("content") {
+                    content(id, c, &mut out);
+                }
+            }
+            Some("compaction" | "branch_summary") => {
+                if let Some(Value::String(s)) = e.get("summary") {
+                    content(id, &Value::String(s.clone()), &mut out);
+                }
+            }
+            _ => {}
+        }
+    }
+    Value::Object(out)
 }
 
 /// Writes the page for `data` to `output` (relative paths against the process cwd), else to

@@ -1,5 +1,7 @@
-// pi session viewer. Builds the page from the embedded session data with DOM calls only
-// (createElement / textContent): no string from the session is ever parsed as HTML.
+// pi session viewer. Builds the page from the embedded session data with DOM calls
+// (createElement / textContent). Markdown is not parsed here: the export rendered each block
+// to sanitised HTML in Rust (data.rendered, keyed "<entry id>:<block index>" or "<id>:s"),
+// which is parsed in an inert <template>; a block without one shows as plain text.
 (function () {
   "use strict";
   var doc = document;
@@ -27,7 +29,6 @@
     return JSON.parse(new TextDecoder("utf-8").decode(bytes));
   }
   var SAFE_IMAGE = /^image\/(png|jpeg|jpg|gif|webp|bmp|avif)$/i;
-  var SAFE_LINK = /^(https?:|mailto:)/i;
   function imageEl(block) {
     var mime = String(block.mimeType || "");
     var data = String(block.data || "");
@@ -40,74 +41,6 @@
     return img;
   }
 
-  // ---- markdown: a small safe subset, rendered to DOM nodes --------------------------------
-  function inline(parent, text) {
-    var re = /(`+)([\s\S]*?[^`])\1(?!`)|\*\*([^*]+)\*\*|__([^_]+)__|\*([^*\s][^*]*)\*|_([^_\s][^_]*)_|!?\[([^\]]*)\]\(([^)\s]*)(?:\s+"[^"]*")?\)|(https?:\/\/[^\s<]+[^\s<.,;:!?)\]'"])/g;
-    var last = 0, m;
-    while ((m = re.exec(text))) {
-      if (m.index > last) parent.appendChild(doc.createTextNode(text.slice(last, m.index)));
-      if (m[1]) parent.appendChild(el("code", null, m[2]));
-      else if (m[3] || m[4]) inline(add(parent, el("strong")), m[3] || m[4]);
-      else if (m[5] || m[6]) inline(add(parent, el("em")), m[5] || m[6]);
-      else if (m[7] !== undefined || m[8] !== undefined) {
-        var url = m[8] || "", label = m[7] || url;
-        if (m[0].charAt(0) === "!") {
-          if (/^data:image\/(png|jpeg|gif|webp);base64,[A-Za-z0-9+\/=]+$/i.test(url)) {
-            var img = el("img", "inline"); img.alt = label; img.src = url; parent.appendChild(img);
-          } else parent.appendChild(doc.createTextNode("[image: " + label + "]"));
-        } else if (SAFE_LINK.test(url)) {
-          var a = el("a", null, label); a.href = url; a.rel = "noopener noreferrer nofollow"; a.target = "_blank";
-          parent.appendChild(a);
-        } else parent.appendChild(doc.createTextNode(m[0]));
-      } else if (m[9]) {
-        var l = el("a", null, m[9]); l.href = m[9]; l.rel = "noopener noreferrer nofollow"; l.target = "_blank";
-        parent.appendChild(l);
-      }
-      last = re.lastIndex;
-    }
-    if (last < text.length) parent.appendChild(doc.createTextNode(text.slice(last)));
-  }
-  function markdown(text) {
-    var root = el("div", "md");
-    var lines = String(text).replace(/\r\n?/g, "\n").split("\n");
-    var i = 0, para = [];
-    function flush() {
-      if (para.length) { inline(add(root, el("p")), para.join("\n")); para = []; }
-    }
-    while (i < lines.length) {
-      var line = lines[i], m;
-      if ((m = /^\s*(```+|~~~+)\s*([\w+#.-]*)/.exec(line))) {
-        flush();
-        var fence = m[1], body = [];
-        i++;
-        while (i < lines.length && lines[i].trim().indexOf(fence) !== 0) body.push(lines[i++]);
-        i++;
-        var pre = add(root, el("pre")); var code = add(pre, el("code", null, body.join("\n")));
-        if (m[2]) code.setAttribute("data-lang", m[2]);
-        continue;
-      }
-      if ((m = /^(#{1,6})\s+(.*)$/.exec(line))) { flush(); inline(add(root, el("h" + m[1].length)), m[2]); i++; continue; }
-      if (/^\s*>/.test(line)) {
-        flush(); var q = [];
-        while (i < lines.length && /^\s*>/.test(lines[i])) q.push(lines[i++].replace(/^\s*>\s?/, ""));
-        add(add(root, el("blockquote")), markdown(q.join("\n"))); continue;
-      }
-      if ((m = /^\s*([-*+]|\d+[.)])\s+/.exec(line))) {
-        flush();
-        var ordered = /\d/.test(m[1]), list = add(root, el(ordered ? "ol" : "ul"));
-        while (i < lines.length && (m = /^\s*([-*+]|\d+[.)])\s+(.*)$/.exec(lines[i]))) {
-          inline(add(list, el("li")), m[2]); i++;
-        }
-        continue;
-      }
-      if (/^\s*([-*_])(\s*\1){2,}\s*$/.test(line)) { flush(); add(root, el("hr")); i++; continue; }
-      if (!line.trim()) { flush(); i++; continue; }
-      para.push(line); i++;
-    }
-    flush();
-    return root;
-  }
-
   // ---- data ---------------------------------------------------------------------------------
   var data;
   try {
@@ -117,6 +50,17 @@
     return;
   }
   mark("pi-data-decoded");
+  var rendered = data.rendered && typeof data.rendered === "object" ? data.rendered : {};
+  // The markdown block `key` of the export's rendered map, else `text` as plain text.
+  function markdown(key, text) {
+    var root = el("div", "md"), html = Object.prototype.hasOwnProperty.call(rendered, key) ? rendered[key] : null;
+    if (typeof html === "string") {
+      var t = doc.createElement("template");
+      t.innerHTML = html;
+      root.appendChild(doc.importNode(t.content, true));
+    } else add(root, el("p", "plain", text));
+    return root;
+  }
   var entries = Array.isArray(data.entries) ? data.entries : [];
   var byId = Object.create(null), children = Object.create(null), roots = [];
   entries.forEach(function (e) {
@@ -221,11 +165,11 @@
     });
     return box;
   }
-  function contentBlocks(parent, content) {
-    if (typeof content === "string") { add(parent, markdown(content)); return; }
-    (Array.isArray(content) ? content : []).forEach(function (b) {
+  function contentBlocks(parent, content, id) {
+    if (typeof content === "string") { add(parent, markdown(id + ":s", content)); return; }
+    (Array.isArray(content) ? content : []).forEach(function (b, i) {
       if (!b) return;
-      if (b.type === "text") add(parent, markdown(b.text || ""));
+      if (b.type === "text") add(parent, markdown(id + ":" + i, b.text || ""));
       else if (b.type === "image") add(parent, imageEl(b));
     });
   }
@@ -270,14 +214,14 @@
     switch (e.type) {
       case "message":
         if (!m) return null;
-        if (m.role === "user") { var u = card(e, "user", "User"); contentBlocks(u, m.content); return u; }
+        if (m.role === "user") { var u = card(e, "user", "User"); contentBlocks(u, m.content, e.id); return u; }
         if (m.role === "assistant") {
           var a = card(e, "assistant", "Assistant" + (m.model ? " \u00b7 " + m.model : ""));
-          (Array.isArray(m.content) ? m.content : []).forEach(function (b) {
+          (Array.isArray(m.content) ? m.content : []).forEach(function (b, i) {
             if (!b) return;
-            if (b.type === "text") add(a, markdown(b.text || ""));
+            if (b.type === "text") add(a, markdown(e.id + ":" + i, b.text || ""));
             else if (b.type === "thinking") {
-              var d = add(a, el("details", "thinking")); add(d, el("summary", null, "Thinking")); add(d, markdown(b.thinking || ""));
+              var d = add(a, el("details", "thinking")); add(d, el("summary", null, "Thinking")); add(d, markdown(e.id + ":" + i, b.thinking || ""));
             } else if (b.type === "toolCall") add(a, toolCall(b));
             else if (b.type === "image") add(a, imageEl(b));
           });
@@ -290,16 +234,16 @@
         if (m.role === "bashExecution") {
           var b = card(e, "user", "Shell"); add(b, el("pre", "out", "$ " + (m.command || "") + "\n" + (m.output || ""))); return b;
         }
-        var o = card(e, "", m.role || "message"); contentBlocks(o, m.content); return o;
+        var o = card(e, "", m.role || "message"); contentBlocks(o, m.content, e.id); return o;
       case "model_change": return el("div", "event", "Model: " + e.provider + "/" + e.modelId);
       case "thinking_level_change": return el("div", "event", "Thinking level: " + e.thinkingLevel);
       case "compaction": {
-        var s = el("details", "summary"); add(s, el("summary", null, "Compaction (" + fmtNum(e.tokensBefore) + " tokens before)")); add(s, markdown(e.summary || "")); return s;
+        var s = el("details", "summary"); add(s, el("summary", null, "Compaction (" + fmtNum(e.tokensBefore) + " tokens before)")); add(s, markdown(e.id + ":s", e.summary || "")); return s;
       }
       case "branch_summary": {
-        var bs = el("details", "summary"); add(bs, el("summary", null, "Branch summary")); add(bs, markdown(e.summary || "")); return bs;
+        var bs = el("details", "summary"); add(bs, el("summary", null, "Branch summary")); add(bs, markdown(e.id + ":s", e.summary || "")); return bs;
       }
-      case "custom_message": { var cm = card(e, "", e.customType || "custom"); contentBlocks(cm, e.content); return cm; }
+      case "custom_message": { var cm = card(e, "", e.customType || "custom"); contentBlocks(cm, e.content, e.id); return cm; }
       case "label": return e.label ? el("div", "event", "Label: " + e.label) : null;
       case "session_info": return e.name ? el("div", "event", "Session name: " + e.name) : null;
       default: return null;
