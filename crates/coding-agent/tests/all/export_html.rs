@@ -52,6 +52,36 @@ fn dump_dom(browser: &Path, page: &Path, profile: &Path) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// The `on*` attributes of every element in a `--dump-dom` serialisation (Chromium escapes
+/// `<`, `>` and `"` inside attribute values and `<` in text, so each `<` starts a tag).
+fn event_attributes(dom: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut rest = dom;
+    while let Some(start) = rest.find('<') {
+        let end = rest[start..].find('>').map_or(rest.len(), |e| start + e);
+        let tag = &rest[start + 1..end];
+        rest = &rest[end..];
+        let mut in_value = false;
+        let mut prev = ' ';
+        for (i, c) in tag.char_indices() {
+            if c == '"' {
+                in_value = !in_value;
+            } else if !in_value
+                && prev.is_whitespace()
+                && tag[i..].to_ascii_lowercase().starts_with("on")
+            {
+                let name: String = tag[i..]
+                    .chars()
+                    .take_while(|c| *c != '=' && !c.is_whitespace())
+                    .collect();
+                found.push(name);
+            }
+            prev = c;
+        }
+    }
+    found
+}
+
 const PWN: &str = "document.body.setAttribute('data-pwned','1')";
 const PNG_1X1: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
 
@@ -136,11 +166,47 @@ fn hostile_session(dir: &Path) -> PathBuf {
                         {"type": "image", "mimeType": "image/svg+xml", "data": "PHN2ZyBvbmxvYWQ9ImFsZXJ0KDEpIj48L3N2Zz4="},
                         {"type": "image", "mimeType": "image/png\" onerror=\"x", "data": PNG_1X1}]}}),
         ),
+        entry(
+            "e0000010",
+            Some("e0000007"),
+            json!({"type": "message", "message": {"role": "assistant", "timestamp": 7,
+            "api": "openai-completions", "provider": "fake-openai", "model": "m", "stopReason": "stop",
+            "content": [{"type": "text", "text": hostile_markdown()}]}}),
+        ),
     ];
     let path = dir.join("hostile.jsonl");
     let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
     std::fs::write(&path, text).unwrap();
     path
+}
+
+/// GFM markdown whose table cells, code blocks and HTML blocks carry injection attempts.
+fn hostile_markdown() -> String {
+    let evil_img = format!("<img src=x onerror=\"{PWN}\">");
+    [
+        "| col | evil |".to_string(),
+        "|---|:-:|".to_string(),
+        format!("| <script>{PWN}</script> | {evil_img} |"),
+        format!("| [cell link](javascript:{PWN}) | `</code></pre><script>{PWN}</script>` |"),
+        String::new(),
+        "- [x] done ~~struck~~".to_string(),
+        String::new(),
+        "```js".to_string(),
+        format!("const s = \"</code></pre><script>{PWN}</script>\"; // {evil_img}"),
+        format!("location.href = 'javascript:{PWN}';"),
+        "```".to_string(),
+        String::new(),
+        "```rust".to_string(),
+        format!("fn main() {{ let s = \"</code></pre><script>{PWN}</script>\"; }}"),
+        "```".to_string(),
+        String::new(),
+        format!("<div onmouseover=\"{PWN}\"><script>{PWN}</script></div>"),
+        String::new(),
+        format!("<details open><summary>x</summary><img src=x onerror=\"{PWN}\"></details>"),
+        String::new(),
+        format!("[ok](https://example.com/a?b=<c>) and [click](javascript:{PWN}) and https://bare.example/x."),
+    ]
+    .join("\n")
 }
 
 fn export_cmd(cwd: &Path, args: &[&str]) -> std::process::Output {
@@ -250,10 +316,72 @@ fn hostile_session_renders_in_chromium_and_runs_no_injected_script() {
         dom.contains(&format!("src=\"data:image/png;base64,{PNG_1X1}\"")),
         "{dom}"
     );
+    // The user message starting `<script>` is one raw HTML block in CommonMark: all text,
+    // its markdown link too. In the markdown entry the safe link is kept, the destination
+    // percent-encoded (as upstream's marked does), the `javascript:` one shows its label only,
+    // and a bare URL becomes a link.
     assert!(
-        dom.contains("<a href=\"https://example.com/a?b=&lt;c&gt;\""),
+        dom.contains("[ok](https://example.com/a?b=&lt;c&gt;)"),
         "{dom}"
     );
+    assert!(
+        dom.contains("<a href=\"https://example.com/a?b=%3Cc%3E\" target=\"_blank\" rel=\"noopener noreferrer nofollow\">ok</a> and click and <a href=\"https://bare.example/x\""),
+        "{dom}"
+    );
+    // Markdown rendered at export time: a GFM table (alignment as a class) whose hostile cells
+    // are text, a task list, strikethrough, and code blocks highlighted with classes.
+    assert!(
+        dom.contains(
+            "<table><thead><tr><th>col</th><th class=\"al-c\">evil</th></tr></thead><tbody>"
+        ),
+        "{dom}"
+    );
+    assert!(
+        dom.contains(
+            "<td>&lt;script&gt;document.body.setAttribute('data-pwned','1')&lt;/script&gt;</td>"
+        ),
+        "{dom}"
+    );
+    assert!(
+        dom.contains("<td class=\"al-c\">&lt;img src=x onerror="),
+        "{dom}"
+    );
+    assert!(dom.contains("<td>cell link</td>"), "{dom}");
+    assert!(
+        dom.contains("<code>&lt;/code&gt;&lt;/pre&gt;&lt;script&gt;"),
+        "{dom}"
+    );
+    assert!(dom.contains("\u{2611} done <del>struck</del>"), "{dom}");
+    assert!(
+        dom.contains("<pre><code class=\"language-js hl\"><span class=\"hl-source hl-js\">"),
+        "{dom}"
+    );
+    assert!(
+        dom.contains("<pre><code class=\"language-rust hl\"><span class=\"hl-source hl-rust\">"),
+        "{dom}"
+    );
+    assert!(dom.contains("<span class=\"hl-storage hl-type"), "{dom}");
+    assert!(dom.contains("<span class=\"hl-comment"), "{dom}");
+    assert!(dom.contains("hl-string"), "{dom}");
+    assert!(
+        dom.contains("&lt;/code&gt;&lt;/pre&gt;&lt;script&gt;document.body"),
+        "{dom}"
+    );
+    // HTML blocks inside markdown are text; no element carries an event attribute or style.
+    assert!(dom.contains("&lt;div onmouseover="), "{dom}");
+    assert!(dom.contains("&lt;details open&gt;"), "{dom}");
+    assert_eq!(
+        dom.matches("<script").count(),
+        2,
+        "only the page's own scripts:\n{dom}"
+    );
+    assert!(!dom.contains("<details open"), "{dom}");
+    // (The scan finds an event attribute where there is one, not in values or text.)
+    assert_eq!(
+        event_attributes("<p title=\"a onclick=b\">x onload=y</p><img src=x onerror=\"a\">"),
+        ["onerror"]
+    );
+    assert_eq!(event_attributes(&dom), Vec::<String>::new(), "{dom}");
     // The active branch (leaf = the last entry) and the tree with both branches.
     assert!(dom.contains("the other branch"), "{dom}");
     assert!(
