@@ -11,9 +11,9 @@
 //! - images keep only `data:` URLs of raster types (`png`, `jpeg`, `gif`, `webp`, `bmp`,
 //!   `avif`, base64); others show as `[image: alt]`;
 //! - task list markers become the characters `☑` / `☐` (no form elements);
-//! - fenced and indented code blocks are highlighted by `syntect` with CSS classes
-//!   (`hl-<scope atom>`, e.g. `hl-keyword hl-control`), styled by the page's own hashed
-//!   stylesheet, since the page's CSP forbids `style` attributes; unknown languages, blocks
+//! - fenced code blocks are highlighted with short CSS classes (`hl-k` keyword, `hl-s` string,
+//!   `hl-c` comment, … from the token scopes syntect's parser gives), styled by the page's own
+//!   hashed stylesheet, since the page's CSP forbids `style` attributes; unknown languages, blocks
 //!   over [`MAX_BLOCK_HIGHLIGHT`] bytes or past the export's [`MAX_TOTAL_HIGHLIGHT`] budget
 //!   stay plain (escaped) code;
 //! - table column alignment becomes a class (`al-l`, `al-c`, `al-r`) instead of a `style`.
@@ -29,14 +29,14 @@ use pulldown_cmark::{CodeBlockKind, CowStr, Event, Options, Parser, Tag, TagEnd}
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::LazyLock;
-use syntect::html::{ClassStyle, ClassedHTMLGenerator};
-use syntect::parsing::SyntaxSet;
+use syntect::easy::ScopeRangeIterator;
+use syntect::parsing::{ParseState, Scope, ScopeStack, SyntaxSet};
 use syntect::util::LinesWithEndings;
 
 /// Code blocks longer than this (bytes) are not highlighted.
-pub const MAX_BLOCK_HIGHLIGHT: usize = 128 * 1024;
+pub const MAX_BLOCK_HIGHLIGHT: usize = 64 * 1024;
 /// Code highlighted per [`Renderer`] (one export), bytes; later blocks stay plain.
-pub const MAX_TOTAL_HIGHLIGHT: usize = 4 * 1024 * 1024;
+pub const MAX_TOTAL_HIGHLIGHT: usize = 1024 * 1024;
 
 /// Syntect's bundled syntaxes (Sublime Text's default packages), loaded on first use.
 static SYNTAXES: LazyLock<SyntaxSet> = LazyLock::new(SyntaxSet::load_defaults_newlines);
@@ -68,13 +68,14 @@ fn safe_image(url: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/' || b == b'=')
 }
 
-/// Keeps the class tokens our renderer emits (`hl`, `hl-*`, `language-*`, `al-l|c|r`).
+/// Keeps the class tokens our renderer emits (`hl`, those of [`SCOPE_CLASSES`],
+/// `language-*`, `al-l|c|r`).
 fn filter_classes(value: &str) -> Option<Cow<'_, str>> {
     let kept: Vec<&str> = value
         .split_ascii_whitespace()
         .filter(|c| {
             *c == "hl"
-                || c.starts_with("hl-")
+                || SCOPE_CLASSES.iter().any(|(_, k)| k == c)
                 || c.starts_with("language-")
                 || matches!(*c, "al-l" | "al-c" | "al-r")
         })
@@ -314,9 +315,57 @@ impl Renderer {
     }
 }
 
-/// Syntect's classed HTML for `body` in the language named `lang` (a fence's info word:
-/// an extension such as `rs`/`js` or a name such as `rust`), `None` when unknown or when the
-/// highlighter fails.
+/// Scope prefixes (TextMate scope names) → the short class of their tokens, most specific
+/// first; a token takes the class of the innermost scope of its stack that has one.
+const SCOPE_CLASSES: [(&str, &str); 25] = [
+    ("comment", "hl-c"),
+    ("constant.character.escape", "hl-e"),
+    ("string", "hl-s"),
+    ("constant", "hl-n"),
+    ("keyword.operator", "hl-o"),
+    ("keyword", "hl-k"),
+    ("storage", "hl-k"),
+    ("entity.name.function", "hl-f"),
+    ("support.function", "hl-f"),
+    ("variable.function", "hl-f"),
+    ("entity.name.type", "hl-t"),
+    ("entity.name.class", "hl-t"),
+    ("entity.name.struct", "hl-t"),
+    ("entity.name.enum", "hl-t"),
+    ("entity.name.trait", "hl-t"),
+    ("entity.other.inherited-class", "hl-t"),
+    ("support.type", "hl-t"),
+    ("support.class", "hl-t"),
+    ("entity.name.tag", "hl-g"),
+    ("variable.language", "hl-g"),
+    ("entity.other.attribute-name", "hl-a"),
+    ("markup.inserted", "hl-ins"),
+    ("markup.deleted", "hl-del"),
+    ("markup.heading", "hl-h"),
+    ("invalid", "hl-x"),
+];
+
+static SCOPE_RULES: LazyLock<Vec<(Scope, &'static str)>> = LazyLock::new(|| {
+    SCOPE_CLASSES
+        .iter()
+        .filter_map(|(s, c)| Scope::new(s).ok().map(|s| (s, *c)))
+        .collect()
+});
+
+/// The class of a token whose scope stack is `stack`, if any.
+fn class_of(stack: &ScopeStack) -> Option<&'static str> {
+    stack.as_slice().iter().rev().find_map(|scope| {
+        SCOPE_RULES
+            .iter()
+            .find(|(rule, _)| rule.is_prefix_of(*scope))
+            .map(|(_, c)| *c)
+    })
+}
+
+/// `body` as escaped HTML with `<span class="hl-…">` runs (see [`SCOPE_CLASSES`]) in the
+/// language named `lang` (a fence's info word: an extension such as `rs`/`js` or a name such
+/// as `rust`), `None` when the language is unknown or the parser fails. Syntect's parser
+/// (bundled Sublime Text syntaxes) gives the scopes; adjacent tokens of one class share a span.
 fn highlight(lang: &str, body: &str) -> Option<String> {
     let ss = &*SYNTAXES;
     let syntax = ss.find_syntax_by_token(lang).or_else(|| {
@@ -332,15 +381,36 @@ fn highlight(lang: &str, body: &str) -> Option<String> {
         };
         ss.find_syntax_by_token(alias)
     })?;
-    let mut gen = ClassedHTMLGenerator::new_with_class_style(
-        syntax,
-        ss,
-        ClassStyle::SpacedPrefixed { prefix: "hl-" },
-    );
+    let mut state = ParseState::new(syntax);
+    let mut stack = ScopeStack::new();
+    let mut out = String::with_capacity(body.len() * 2);
+    let mut open: Option<&'static str> = None;
     for line in LinesWithEndings::from(body) {
-        gen.parse_html_for_line_which_includes_newline(line).ok()?;
+        let ops = state.parse_line(line, ss).ok()?;
+        for (range, op) in ScopeRangeIterator::new(&ops, line) {
+            stack.apply(op).ok()?;
+            let Some(text) = line.get(range).filter(|t| !t.is_empty()) else {
+                continue;
+            };
+            let class = class_of(&stack);
+            if class != open {
+                if open.is_some() {
+                    out.push_str("</span>");
+                }
+                if let Some(c) = class {
+                    out.push_str("<span class=\"");
+                    out.push_str(c);
+                    out.push_str("\">");
+                }
+                open = class;
+            }
+            out.push_str(&super::escape_html(text));
+        }
     }
-    Some(gen.finalize())
+    if open.is_some() {
+        out.push_str("</span>");
+    }
+    Some(out)
 }
 
 /// Splits `text` around bare `http://` / `https://` URLs (up to whitespace or `<`, without
@@ -517,30 +587,38 @@ mod tests {
 
     #[test]
     fn code_blocks_are_highlighted_with_classes_and_escaped() {
+        let html =
+            render("```rust\nfn main() { let s = \"a\\n\"; } // c\n```\n```diff\n-a\n+b\n```\n");
+        assert_eq!(
+            html,
+            "<pre><code class=\"language-rust hl\"><span class=\"hl-k\">fn</span> <span class=\"hl-f\">main</span>() { \
+             <span class=\"hl-k\">let</span> s <span class=\"hl-o\">=</span> <span class=\"hl-s\">\"a</span>\
+             <span class=\"hl-e\">\\n</span><span class=\"hl-s\">\"</span>; } <span class=\"hl-c\">// c\n</span></code></pre>\n\
+             <pre><code class=\"language-diff hl\"><span class=\"hl-del\">-a\n</span><span class=\"hl-ins\">+b\n</span></code></pre>\n"
+        );
         let html = render(&format!(
-            "```rust\nfn main() {{ let s = \"</code></pre><script>{PWN}</script>\"; }} // c\n```\n\n```js\nconst a = `<img src=x onerror=\"{PWN}\">`; // javascript:{PWN}\n```\n"
+            "```rs\nlet s = \"</code></pre><script>{PWN}</script>\";\n```\n\n```javascript\nconst a = `<img src=x onerror=\"{PWN}\">`; // javascript:{PWN}\n```\n"
         ));
         assert!(
             html.contains(
-                "<pre><code class=\"language-rust hl\"><span class=\"hl-source hl-rust\">"
+                "<span class=\"hl-s\">\"&lt;/code&gt;&lt;/pre&gt;&lt;script&gt;document.body"
             ),
             "{html}"
         );
         assert!(
-            html.contains("class=\"hl-storage hl-type hl-function hl-rust\">fn</span>"),
-            "{html}"
-        );
-        assert!(html.contains("hl-comment"), "{html}");
-        assert!(
-            html.contains("&lt;/code&gt;&lt;/pre&gt;&lt;script&gt;"),
+            html.contains(
+                "<code class=\"language-javascript hl\"><span class=\"hl-k\">const</span>"
+            ),
             "{html}"
         );
         assert!(
-            html.contains("<code class=\"language-js hl\"><span class=\"hl-source hl-js\">"),
+            html.contains("<span class=\"hl-s\">`&lt;img src=x onerror=\"document"),
             "{html}"
         );
-        assert!(html.contains("hl-storage hl-type"), "{html}");
-        assert!(html.contains("&lt;img src=x onerror="), "{html}");
+        assert!(
+            html.contains("<span class=\"hl-c\">// javascript:document"),
+            "{html}"
+        );
         assert_eq!(html.matches("<pre>").count(), 2, "{html}");
         assert_inert(&html);
     }
@@ -562,13 +640,10 @@ mod tests {
             "let x = 1;\n".repeat(MAX_BLOCK_HIGHLIGHT / 11 + 1)
         );
         let html = r.render(&big);
-        assert!(
-            !html.contains("hl-source"),
-            "over the block limit stays plain"
-        );
+        assert!(!html.contains("hl-k"), "over the block limit stays plain");
         assert_eq!(r.highlight_left, MAX_TOTAL_HIGHLIGHT);
         r.highlight_left = 3;
-        assert!(!r.render("```rust\nlet x = 1;\n```\n").contains("hl-source"));
+        assert!(!r.render("```rust\nlet x = 1;\n```\n").contains("hl-k"));
     }
 
     #[test]
