@@ -78,6 +78,32 @@ pub struct TurnConfig {
     pub tuning: pi_ai::RequestTuning,
 }
 
+/// What [`RunHooks::transform_context`] gives one LLM call: the transcript to convert and
+/// send, and, when an extension took over the request's system state (upstream 1.6
+/// `context_with_system`: "this hook owns the prompt and tool declarations for the request"),
+/// the prompt text and tool declarations that replace the turn config's for this call only.
+#[derive(Debug, Clone, Default)]
+pub struct RequestContext {
+    /// The messages, before [`RunHooks::convert_to_llm`].
+    pub messages: Vec<Message>,
+    /// The system prompt of this request; `None` = the turn config's.
+    pub system_prompt: Option<String>,
+    /// The tool declarations of this request; `None` = the turn config's tools. Only what the
+    /// model is told: a call is still executed by the turn config's tool of that name.
+    pub tools: Option<Vec<pi_ai::ToolDefinition>>,
+}
+
+impl RequestContext {
+    /// The messages with the turn config's prompt and tools.
+    pub fn messages(messages: Vec<Message>) -> Self {
+        RequestContext {
+            messages,
+            system_prompt: None,
+            tools: None,
+        }
+    }
+}
+
 /// The loop's view of its owner (the coding-agent session).
 pub trait RunHooks: Send + Sync {
     /// Model, tools and options for the next LLM call (async: resolving them may wait for a
@@ -113,15 +139,16 @@ pub trait RunHooks: Send + Sync {
         false
     }
 
-    /// Rewrites the transcript sent to the model for one LLM call (extensions' `context`
-    /// event, upstream agent-core `transformContext`), before [`RunHooks::convert_to_llm`].
-    /// The result is not stored: the transcript itself stays as it was. Called only when
-    /// [`RunHooks::transforms_context`] is true; the default returns the messages unchanged.
+    /// Rewrites the transcript sent to the model for one LLM call (extensions' `context` and
+    /// `context_with_system` events, upstream agent-core `transformContext`), before
+    /// [`RunHooks::convert_to_llm`]. The result is not stored: the transcript itself stays as
+    /// it was. Called only when [`RunHooks::transforms_context`] is true; the default returns
+    /// the messages unchanged and keeps the turn's prompt and tools.
     fn transform_context(
         &self,
         messages: Vec<Message>,
-    ) -> futures::future::BoxFuture<'_, Vec<Message>> {
-        Box::pin(async move { messages })
+    ) -> futures::future::BoxFuture<'_, RequestContext> {
+        Box::pin(async move { RequestContext::messages(messages) })
     }
 
     /// The actionable turn boundary (upstream `turn_end` extension results): called after the
@@ -365,18 +392,25 @@ async fn stream_assistant(
     emit: &EmitFn,
 ) -> AssistantMessage {
     let started = Instant::now();
-    let llm_messages = if hooks.transforms_context() {
+    let context = if hooks.transforms_context() {
         let snapshot = lock_messages(messages).clone();
         let transformed = hooks.transform_context(snapshot).await;
-        hooks.convert_to_llm(&transformed)
+        Context {
+            system_prompt: transformed
+                .system_prompt
+                .unwrap_or_else(|| cfg.system_prompt.clone()),
+            messages: hooks.convert_to_llm(&transformed.messages),
+            tools: transformed
+                .tools
+                .unwrap_or_else(|| cfg.tools.iter().map(|t| t.definition()).collect()),
+        }
     } else {
         let guard = lock_messages(messages);
-        hooks.convert_to_llm(&guard)
-    };
-    let context = Context {
-        system_prompt: cfg.system_prompt.clone(),
-        messages: llm_messages,
-        tools: cfg.tools.iter().map(|t| t.definition()).collect(),
+        Context {
+            system_prompt: cfg.system_prompt.clone(),
+            messages: hooks.convert_to_llm(&guard),
+            tools: cfg.tools.iter().map(|t| t.definition()).collect(),
+        }
     };
     let options = StreamOptions {
         api_key: cfg.api_key.clone(),

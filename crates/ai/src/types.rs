@@ -199,14 +199,6 @@ pub struct Usage {
     pub cache_read: u64,
     /// Wire `cacheWrite`: prompt-cache write tokens.
     pub cache_write: u64,
-    /// Wire `cacheWrite1h`: the part of `cacheWrite` written with 1-hour retention (Anthropic
-    /// only); `None` = absent.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        rename = "cacheWrite1h"
-    )]
-    pub cache_write_1h: Option<u64>,
     /// Reasoning tokens (a subset of `output`). Upstream 1.6 writes it only for APIs that report
     /// it (`openai-completions`: always once usage arrived); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -216,6 +208,15 @@ pub struct Usage {
     pub total_tokens: u64,
     /// Dollar cost per component, computed from the model's prices.
     pub cost: Cost,
+    /// Wire `cacheWrite1h`: the part of `cacheWrite` written with 1-hour retention (Anthropic
+    /// only); `None` = absent. Declared after `cost` because upstream 1.6 writes it last (raw
+    /// golden `thinking_anthropic`: `…,"totalTokens":…,"cost":{…},"cacheWrite1h":0}`).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        rename = "cacheWrite1h"
+    )]
+    pub cache_write_1h: Option<u64>,
 }
 
 impl Usage {

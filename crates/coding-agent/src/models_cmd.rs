@@ -180,7 +180,32 @@ fn list(models_dir: &Path) -> i32 {
     for (name, size) in files {
         println!("{name}\t{}", human_bytes(size));
     }
+    eprintln!("{}", runtime_defaults());
     0
+}
+
+/// What `pi models list` writes on stderr after the files (stdout stays `name\tsize` lines):
+/// the local runtime's decoding threads and sampling defaults (issue 24), e.g.
+/// `Local runtime: 1 decoding thread (PI_LOCAL_THREADS overrides); sampling: temperature 0.6,
+/// top-k 40, top-p 0.95, min-p 0.05, repeat penalty 1.1 over 64 tokens; output cap 4096 tokens`.
+#[cfg(feature = "local")]
+fn runtime_defaults() -> String {
+    let threads = pi_local::default_threads();
+    format!(
+        "Local runtime: {threads} decoding thread{} (PI_LOCAL_THREADS overrides); sampling: {}; \
+         output cap {} tokens",
+        if threads == 1 { "" } else { "s" },
+        pi_local::SamplingConfig::default(),
+        pi_local::MAX_OUTPUT_TOKENS
+    )
+}
+
+/// Without the `local` feature nothing here can run the files.
+#[cfg(not(feature = "local"))]
+fn runtime_defaults() -> String {
+    "This pi build has no local runtime (built without the `local` feature): these files \
+     cannot be run by it."
+        .to_string()
 }
 
 /// What a pull target names.

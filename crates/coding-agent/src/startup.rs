@@ -254,7 +254,15 @@ impl Startup {
             &self.agent_dir,
             session_dir.as_deref(),
         )
-        .map_err(|e| fail(&e.to_string()))?;
+        .map_err(|e| match e {
+            // Upstream 1.6 prints this one bare (main.ts `console.error`), every other with
+            // `Error: `.
+            resolve::ResolveError::NotFound(_) => {
+                eprintln!("{e}");
+                1
+            }
+            e => fail(&e.to_string()),
+        })?;
         if let Some(w) = &opened.warning {
             config::warn(w);
         }

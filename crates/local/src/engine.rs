@@ -41,7 +41,7 @@ pub(crate) struct Job {
     pub context_window: u64,
     /// Abort signal, checked before every token.
     pub cancel: CancellationToken,
-    /// Decoding threads (`None`: env `PI_LOCAL_THREADS`, else all cores).
+    /// Decoding threads (`None`: [`crate::default_threads`]).
     pub threads: Option<u32>,
     /// Sampling settings.
     pub sampling: SamplingConfig,
@@ -189,19 +189,9 @@ fn load(backend: &LlamaBackend, path: &Path) -> Result<Loaded, String> {
 }
 
 fn thread_count(requested: Option<u32>) -> i32 {
-    let from_env = || {
-        std::env::var("PI_LOCAL_THREADS")
-            .ok()
-            .and_then(|v| v.trim().parse::<u32>().ok())
-    };
     let n = requested
-        .or_else(from_env)
         .filter(|&n| n > 0)
-        .unwrap_or_else(|| {
-            std::thread::available_parallelism()
-                .map(|n| u32::try_from(n.get()).unwrap_or(4))
-                .unwrap_or(4)
-        });
+        .unwrap_or_else(crate::default_threads);
     i32::try_from(n.min(512)).unwrap_or(4)
 }
 
@@ -316,7 +306,7 @@ fn render_builtin(loaded: &Loaded, messages: &[serde_json::Value]) -> Option<Str
 }
 
 /// The sampler chain for `s`, with `grammar` (a tool-call grammar) first when given.
-fn build_sampler(s: &SamplingConfig, grammar: Option<LlamaSampler>) -> LlamaSampler {
+fn build_sampler(s: &SamplingConfig, n_vocab: i32, grammar: Option<LlamaSampler>) -> LlamaSampler {
     let mut chain: Vec<LlamaSampler> = grammar.into_iter().collect();
     // NaN or infinite temperatures also mean greedy.
     if !s.temperature.is_finite() || s.temperature <= 0.0 {
@@ -330,6 +320,15 @@ fn build_sampler(s: &SamplingConfig, grammar: Option<LlamaSampler>) -> LlamaSamp
             .unwrap_or(0);
         nanos ^ std::process::id()
     });
+    if s.repeat_last_n > 0 && s.repeat_penalty.is_finite() && s.repeat_penalty > 0.0 {
+        chain.push(LlamaSampler::penalties(
+            n_vocab,
+            s.repeat_last_n,
+            s.repeat_penalty,
+            0.0,
+            0.0,
+        ));
+    }
     if s.top_k > 0 {
         chain.push(LlamaSampler::top_k(s.top_k));
     }
@@ -575,7 +574,8 @@ fn run_job<'m>(
         .then(|| tool_grammar(&loaded.model, &context.tools, required))
         .flatten();
     let mut constrained = grammar.is_some();
-    let mut sampler = build_sampler(&sampling, grammar);
+    let n_vocab = loaded.model.n_vocab();
+    let mut sampler = build_sampler(&sampling, n_vocab, grammar);
     let mut parser = use_tools.then(CallParser::default);
     let mut last_id = tools::last_call_number(context.messages.iter().flat_map(|m| match m {
         Message::Assistant(a) => a.tool_calls().map(|c| c.id.as_str()).collect::<Vec<_>>(),
@@ -610,7 +610,7 @@ fn run_job<'m>(
                     // Carry on unconstrained; the parser still turns what comes into calls.
                     tracing::warn!("{e}; decoding continues without the grammar");
                     constrained = false;
-                    sampler = build_sampler(&sampling, None);
+                    sampler = build_sampler(&sampling, n_vocab, None);
                     sampler.sample(&s.ctx, logits_index)
                 }
             }
@@ -760,5 +760,22 @@ mod tests {
     fn threads() {
         assert_eq!(thread_count(Some(3)), 3);
         assert!(thread_count(None) >= 1);
+        // One core is left free (unless the environment names a count).
+        if std::env::var_os("PI_LOCAL_THREADS").is_none() {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            assert_eq!(
+                crate::default_threads() as usize,
+                cores.saturating_sub(1).max(1)
+            );
+        }
+    }
+
+    #[test]
+    fn sampling_line() {
+        assert_eq!(
+            SamplingConfig::default().to_string(),
+            "temperature 0.6, top-k 40, top-p 0.95, min-p 0.05, repeat penalty 1.1 over 64 tokens"
+        );
+        assert_eq!(SamplingConfig::greedy().to_string(), "greedy");
     }
 }

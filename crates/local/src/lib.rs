@@ -80,10 +80,19 @@ pub struct SamplingConfig {
     pub min_p: f32,
     /// RNG seed; `None` picks a fresh one per response.
     pub seed: Option<u32>,
+    /// Repetition penalty on the logits of tokens among the last [`Self::repeat_last_n`]
+    /// generated ones (llama.cpp's `penalty_repeat`; `1.0` disables it). Not applied in greedy
+    /// decoding, which stays exactly the model's most likely continuation.
+    pub repeat_penalty: f32,
+    /// How many of the most recent generated tokens the repetition penalty looks at, in tokens
+    /// (`0` disables it).
+    pub repeat_last_n: i32,
 }
 
 impl Default for SamplingConfig {
-    /// llama.cpp's defaults, with a slightly lower temperature (small models ramble).
+    /// llama.cpp's defaults, with a slightly lower temperature and a mild repetition penalty
+    /// over the last 64 tokens (small models ramble and fall into loops; issue 24: the default
+    /// 135M model once repeated itself up to the 4,096-token output cap on `Say hello`).
     fn default() -> Self {
         SamplingConfig {
             temperature: 0.6,
@@ -91,7 +100,29 @@ impl Default for SamplingConfig {
             top_p: 0.95,
             min_p: 0.05,
             seed: None,
+            repeat_penalty: 1.1,
+            repeat_last_n: 64,
         }
+    }
+}
+
+impl std::fmt::Display for SamplingConfig {
+    /// One line for `pi models list`:
+    /// `temperature 0.6, top-k 40, top-p 0.95, min-p 0.05, repeat penalty 1.1 over 64 tokens`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if !self.temperature.is_finite() || self.temperature <= 0.0 {
+            return f.write_str("greedy");
+        }
+        write!(
+            f,
+            "temperature {}, top-k {}, top-p {}, min-p {}, repeat penalty {} over {} tokens",
+            self.temperature,
+            self.top_k,
+            self.top_p,
+            self.min_p,
+            self.repeat_penalty,
+            self.repeat_last_n
+        )
     }
 }
 
@@ -105,14 +136,35 @@ impl SamplingConfig {
     }
 }
 
+/// Decoding threads when neither [`LocalConfig::threads`] nor a request sets them: env
+/// `PI_LOCAL_THREADS` (a positive integer), else one fewer than the cores this process may use
+/// (`std::thread::available_parallelism`), at least 1.
+///
+/// Why one fewer (issue 24, measured in bench/README.md): llama.cpp's CPU threads meet at a
+/// spinning barrier after every operation, so one thread that another process preempts stalls
+/// all the others. With every core taken, the default model fell from 57 to ~9 tokens/s when a
+/// second busy process ran; a free core keeps the threads scheduled.
+pub fn default_threads() -> u32 {
+    let from_env = std::env::var("PI_LOCAL_THREADS")
+        .ok()
+        .and_then(|v| v.trim().parse::<u32>().ok())
+        .filter(|&n| n > 0);
+    from_env.unwrap_or_else(|| {
+        let cores = std::thread::available_parallelism()
+            .map(|n| u32::try_from(n.get()).unwrap_or(4))
+            .unwrap_or(4);
+        cores.saturating_sub(1).max(1)
+    })
+}
+
 /// Runtime settings of a [`LocalProvider`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct LocalConfig {
     /// Where bare model ids are looked up as `<models_dir>/<id>.gguf` (when `model.baseUrl`
     /// does not name the file). Default: [`default_models_dir`].
     pub models_dir: Option<PathBuf>,
-    /// CPU threads used for decoding; `None` uses env `PI_LOCAL_THREADS`, else all cores
-    /// (`std::thread::available_parallelism`).
+    /// CPU threads used for decoding; `None` = [`default_threads`] (env `PI_LOCAL_THREADS`,
+    /// else one fewer than the cores this process may use, at least 1).
     pub threads: Option<u32>,
     /// Sampling settings.
     pub sampling: SamplingConfig,

@@ -11,6 +11,7 @@ use crate::protocol::rpc::{
 use crate::session::EntryKind;
 use crate::tools::util::json_number;
 use pi_ai::{Message, Model, StopReason};
+use serde::Deserialize;
 
 /// The branch has a compaction and no later reply (neither aborted nor an error) with usage:
 /// context usage is unknown (agent-loop.md §10.3).
@@ -109,24 +110,46 @@ impl AgentSession {
 
     /// `get_session_stats` data: totals over the whole session file (1.6 notes §9).
     pub fn session_stats(&self) -> SessionStats {
-        let (all, summary_usage, session_id, session_file, after_compaction) = {
+        // Counted and summed in entry order, as upstream's `getSessionStats` (the float sum of
+        // `cost` depends on the order): `usage` entries, summarization calls (compaction and
+        // branch summary entries with usage), tool results that carry a `usage`, assistant
+        // messages.
+        let (counts, totals, session_id, session_file, after_compaction) = {
             let store = self.inner.store.lock();
-            let mut all = Vec::new();
-            // Summarization calls are billed too (compaction and branch summary entries).
-            let mut summary_usage: Vec<pi_ai::Usage> = Vec::new();
+            let mut counts = MessageCounts::default();
+            let mut totals = UsageTotals::default();
             store.visit_entries(|e| {
-                if let Some(m) = e.message() {
-                    all.push(m.clone());
-                }
                 match &e.kind {
-                    EntryKind::Compaction(c) => summary_usage.extend(c.usage.clone()),
-                    EntryKind::BranchSummary(b) => summary_usage.extend(b.usage.clone()),
+                    EntryKind::Usage(u) => totals.add(&u.usage),
+                    EntryKind::Compaction(c) => c.usage.iter().for_each(|u| totals.add(u)),
+                    EntryKind::BranchSummary(b) => b.usage.iter().for_each(|u| totals.add(u)),
+                    _ => {}
+                }
+                let Some(m) = e.message() else { return };
+                counts.total += 1;
+                match m {
+                    Message::User(_) => counts.user += 1,
+                    Message::ToolResult(r) => {
+                        counts.results += 1;
+                        if let Some(u) = r
+                            .extra
+                            .get("usage")
+                            .and_then(|u| pi_ai::Usage::deserialize(u).ok())
+                        {
+                            totals.add(&u);
+                        }
+                    }
+                    Message::Assistant(a) => {
+                        counts.assistant += 1;
+                        counts.calls += a.tool_calls().count() as u64;
+                        totals.add(&a.usage);
+                    }
                     _ => {}
                 }
             });
             (
-                all,
-                summary_usage,
+                counts,
+                totals,
                 store.session_id().to_string(),
                 store
                     .session_file()
@@ -134,31 +157,20 @@ impl AgentSession {
                 compaction_without_usage(&store),
             )
         };
-        let (mut user, mut assistant, mut calls, mut results) = (0u64, 0u64, 0u64, 0u64);
-        let (mut input, mut output, mut cr, mut cw, mut cost) = (0u64, 0u64, 0u64, 0u64, 0f64);
-        for m in &all {
-            match m {
-                Message::User(_) => user += 1,
-                Message::Assistant(a) => {
-                    assistant += 1;
-                    calls += a.tool_calls().count() as u64;
-                    input += a.usage.input;
-                    output += a.usage.output;
-                    cr += a.usage.cache_read;
-                    cw += a.usage.cache_write;
-                    cost += a.usage.cost.total;
-                }
-                Message::ToolResult(_) => results += 1,
-                _ => {}
-            }
-        }
-        for u in &summary_usage {
-            input += u.input;
-            output += u.output;
-            cr += u.cache_read;
-            cw += u.cache_write;
-            cost += u.cost.total;
-        }
+        let MessageCounts {
+            user,
+            assistant,
+            calls,
+            results,
+            total,
+        } = counts;
+        let UsageTotals {
+            input,
+            output,
+            cache_read: cr,
+            cache_write: cw,
+            cost,
+        } = totals;
         let window = self.model().map(|m| m.context_window).unwrap_or(0);
         let tokens = (!after_compaction).then(|| context_tokens(&self.transcript()));
         SessionStats {
@@ -168,7 +180,7 @@ impl AgentSession {
             assistant_messages: assistant,
             tool_calls: calls,
             tool_results: results,
-            total_messages: all.len() as u64,
+            total_messages: total,
             tokens: TokenTotals {
                 input,
                 output,
@@ -229,5 +241,36 @@ impl AgentSession {
             }
         });
         out
+    }
+}
+
+/// Message counts of [`AgentSession::session_stats`].
+#[derive(Default)]
+struct MessageCounts {
+    user: u64,
+    assistant: u64,
+    calls: u64,
+    results: u64,
+    total: u64,
+}
+
+/// Usage summed over a session (upstream `usage-totals.js` `addUsageToTotals`): tokens, and
+/// the dollar cost (`cost.total` of each usage).
+#[derive(Default)]
+struct UsageTotals {
+    input: u64,
+    output: u64,
+    cache_read: u64,
+    cache_write: u64,
+    cost: f64,
+}
+
+impl UsageTotals {
+    fn add(&mut self, u: &pi_ai::Usage) {
+        self.input += u.input;
+        self.output += u.output;
+        self.cache_read += u.cache_read;
+        self.cache_write += u.cache_write;
+        self.cost += u.cost.total;
     }
 }

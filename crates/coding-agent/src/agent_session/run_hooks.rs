@@ -93,6 +93,45 @@ impl Hooks {
             },
         }
     }
+
+    /// The request a `context_with_system` handler took over: its messages as they are, and,
+    /// when it changed the system state (`before` = what it was shown), the prompt text and
+    /// tool declarations replayed from its system messages (upstream 1.6
+    /// `getCurrentSystemPrompt`/`getCurrentTools`). A prompt forced by `before_agent_start`
+    /// still replaces the prompt text (docs/extensions.md: "a systemPrompt forced from
+    /// before_agent_start is still projected onto the request afterwards"). With no system
+    /// message left, the request has no prompt and no tools, as upstream's. An unchanged
+    /// system state keeps the turn's prompt and tools (MCP and code-mode tools included).
+    fn request_owned_by_extension(
+        &self,
+        before: &[Message],
+        messages: Vec<Message>,
+    ) -> pi_agent::RequestContext {
+        let head = crate::session::current_system_message(&messages);
+        let state = |h: &Option<pi_ai::SystemMessage>| {
+            h.as_ref()
+                .map(|h| (h.content.clone(), h.sections.clone(), h.tools_added.clone()))
+        };
+        if state(&head) == state(&crate::session::current_system_message(before)) {
+            return pi_agent::RequestContext::messages(messages);
+        }
+        let forced = self.session.inner.run_system_prompt.lock().clone();
+        let prompt = head
+            .as_ref()
+            .map(crate::system_prompt::system_message_text)
+            .unwrap_or_default();
+        let tools = head
+            .and_then(|h| h.tools_added)
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|t| serde_json::from_value::<pi_ai::ToolDefinition>(t).ok())
+            .collect();
+        pi_agent::RequestContext {
+            messages,
+            system_prompt: Some(forced.unwrap_or(prompt)),
+            tools: Some(tools),
+        }
+    }
 }
 
 impl RunHooks for Hooks {
@@ -131,18 +170,25 @@ impl RunHooks for Hooks {
     fn transform_context(
         &self,
         messages: Vec<Message>,
-    ) -> futures::future::BoxFuture<'_, Vec<Message>> {
+    ) -> futures::future::BoxFuture<'_, pi_agent::RequestContext> {
         Box::pin(async move {
-            match self.session.inner.services.extensions.clone() {
-                // An abort ends a round that has not answered; the request it was for is not
-                // sent (providers check the fired token before sending), so the empty list
-                // in its place goes nowhere.
-                Some(ext) => tokio::select! {
-                    biased;
-                    () = self.cancel.cancelled() => Vec::new(),
-                    m = ext.context(messages) => m,
-                },
-                None => messages,
+            let Some(ext) = self.session.inner.services.extensions.clone() else {
+                return pi_agent::RequestContext::messages(messages);
+            };
+            // An abort ends a round that has not answered; the request it was for is not
+            // sent (providers check the fired token before sending), so the empty list in its
+            // place goes nowhere.
+            let transform = async {
+                let messages = ext.context(messages).await;
+                match ext.context_with_system(&messages).await {
+                    Some(owned) => self.request_owned_by_extension(&messages, owned),
+                    None => pi_agent::RequestContext::messages(messages),
+                }
+            };
+            tokio::select! {
+                biased;
+                () = self.cancel.cancelled() => pi_agent::RequestContext::default(),
+                r = transform => r,
             }
         })
     }

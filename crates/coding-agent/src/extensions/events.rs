@@ -316,9 +316,48 @@ impl Extensions {
         self.error("<boundary>", event, error);
     }
 
-    /// Whether `context` handlers are to see each LLM call's messages.
+    /// Whether `context` or `context_with_system` handlers are to see each LLM call's
+    /// messages.
     pub fn transforms_context(&self) -> bool {
-        self.handles("context") && !self.host.is_dead()
+        (self.handles("context") || self.handles("context_with_system")) && !self.host.is_dead()
+    }
+
+    /// Runs the `context_with_system` handlers on the full transcript of one LLM call (after
+    /// the `context` handlers; system messages included). Returns the list they left when it
+    /// changed (sent as it is: it owns the request's prompt and tool declarations), `None`
+    /// when nothing changed, no handler exists, or the reply failed or did not decode (each
+    /// failure is an `extension_error`, and the request goes out as without the hook).
+    pub async fn context_with_system(&self, messages: &[Message]) -> Option<Vec<Message>> {
+        const EVENT: &str = "context_with_system";
+        if !self.handles(EVENT) || self.host.is_dead() {
+            return None;
+        }
+        let id = self.host.next_id();
+        let msg = ToHost::HostEvent {
+            id: Some(id),
+            event: HostEvent::ContextWithSystem {
+                messages: messages.to_vec(),
+            },
+        };
+        let failed = |e: &str| {
+            for p in self.handlers_of(EVENT) {
+                self.error(&p, EVENT, e);
+            }
+        };
+        match self.host.request(id, &msg, Some(self.hook_timeout)).await {
+            Ok(Value::Null) => None,
+            Ok(v) => match ContextReply::deserialize(&v) {
+                Ok(reply) => Some(reply.messages),
+                Err(e) => {
+                    failed(&format!("invalid context_with_system messages: {e}"));
+                    None
+                }
+            },
+            Err(e) => {
+                failed(&e.to_string());
+                None
+            }
+        }
     }
 
     /// Runs the `context` handlers on the messages of one LLM call (system messages are not
@@ -326,6 +365,9 @@ impl Extensions {
     /// or `messages` unchanged when they changed nothing, failed or returned messages that do
     /// not decode. Nothing is persisted.
     pub async fn context(&self, messages: Vec<Message>) -> Vec<Message> {
+        if !self.handles("context") {
+            return messages;
+        }
         let visible: Vec<Message> = messages
             .iter()
             .filter(|m| !matches!(m, Message::System(_)))
@@ -343,12 +385,14 @@ impl Extensions {
                     Ok(ContextReply {
                         messages: mut changed,
                     }) => {
-                        // The system messages stay at the head (upstream replays the prompt
-                        // ahead of the returned list).
-                        let mut out: Vec<Message> = messages
-                            .into_iter()
-                            .filter(|m| matches!(m, Message::System(_)))
-                            .collect();
+                        // The prompt and tool state go back at the head, folded into one
+                        // system message (upstream `restoreSystemMessages`: the current
+                        // system message ahead of the returned list).
+                        let mut out: Vec<Message> =
+                            crate::session::current_system_message(&messages)
+                                .map(Message::System)
+                                .into_iter()
+                                .collect();
                         out.append(&mut changed);
                         out
                     }

@@ -1447,6 +1447,32 @@ async function emitContext(base) {
 	return JSON.stringify(messages) === before ? null : { messages };
 }
 
+// context_with_system: handlers chain over the full transcript (system messages included);
+// what they return is sent as it is. A handler that drops the leading system message is
+// reported (the request then has no prompt or initial tools) but its output is kept, as
+// upstream 1.6. Reply: {messages} when the list changed, else null.
+async function emitContextWithSystem(base) {
+	let messages = base.messages;
+	const before = JSON.stringify(messages);
+	for (const ext of extensions) {
+		for (const h of ext.handlers.get("context_with_system") || []) {
+			try {
+				const hadHead = messages[0]?.role === "system";
+				const r = await h({ type: "context_with_system", messages }, context());
+				if (r && Array.isArray(r.messages)) messages = r.messages;
+				if (hadHead && messages[0]?.role !== "system") {
+					reportError(ext.path, "context_with_system", new Error(
+						"Handler removed the leading system message; the request has no prompt or initial tool declarations. Keep it at index 0 or replace a dropped prefix with getCurrentSystemMessage().",
+					));
+				}
+			} catch (e) {
+				reportError(ext.path, "context_with_system", e);
+			}
+		}
+	}
+	return JSON.stringify(messages) === before ? null : { messages };
+}
+
 const isBashResult = (r) =>
 	typeof r === "object" && r !== null && typeof r.output === "string" && "exitCode" in r &&
 	(r.exitCode === undefined || typeof r.exitCode === "number") && typeof r.cancelled === "boolean" &&
@@ -1636,6 +1662,7 @@ const RUN_EVENTS = {
 	agent_before_settle: emitBoundary,
 	before_agent_start: emitBeforeAgentStart,
 	context: emitContext,
+	context_with_system: emitContextWithSystem,
 	model_select: emitModelSelect,
 };
 

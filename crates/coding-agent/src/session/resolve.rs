@@ -32,7 +32,7 @@ pub struct SessionFlags {
 }
 
 /// Why no session could be chosen. Display texts follow upstream's messages; `main` prints
-/// them as `Error: <text>` and exits 1.
+/// them as `Error: <text>` (only [`ResolveError::NotFound`] bare, as upstream) and exits 1.
 #[derive(Debug, thiserror::Error)]
 pub enum ResolveError {
     /// `--fork` with `--session`, `--continue` or `--no-session`.

@@ -320,7 +320,7 @@ pub struct ListingNotice {
 }
 
 impl ListingNotice {
-    /// The row-count notice of grep/find/ls (spec tools.md §5.4, §6, §7):
+    /// The row-count notice of grep/find/ls (spec tools.md §5.2, §6, §7):
     /// `"<limit> <noun> limit reached. Use limit=<2·limit> for more<hint>"` (numbers as
     /// JavaScript prints them) with `details.<key> = limit`. `hint` is appended verbatim, e.g.
     /// `", or refine pattern"` or `""`.

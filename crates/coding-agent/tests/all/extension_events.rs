@@ -130,6 +130,91 @@ fn context_handlers_change_what_the_model_sees_but_not_the_session() {
     assert!(!msgs.to_string().contains("redacted"));
 }
 
+/// Upstream 1.6 `context_with_system` (docs/extensions.md): after the `context` handlers the
+/// full transcript, leading system message included, goes to the handler; what it returns is
+/// sent as it is and owns the request's prompt and tool declarations. Dropping the leading
+/// system message is reported with upstream's text and the request goes out without prompt or
+/// tools; a handler that changes nothing leaves the request as without the hook.
+#[test]
+fn context_with_system_owns_the_request_prompt_and_tools() {
+    let ext = r#"export default function (pi) {
+      pi.on("context", (event) => {
+        return { messages: event.messages.map((m) => m.role === "user" ? { ...m, content: [{ type: "text", text: "CTX " + m.content[0].text }] } : m) };
+      });
+      pi.on("context_with_system", (event, ctx) => {
+        const head = event.messages[0];
+        const last = event.messages[event.messages.length - 1];
+        const said = last.content[0].text;
+        ctx.ui.notify("head " + head.role + " " + (head.toolsAdded || []).map((t) => t.name).join(",") + " | " + said);
+        if (said.endsWith("own")) {
+          const read = head.toolsAdded.find((t) => t.name === "read");
+          return { messages: [{ role: "system", content: "OWNED PROMPT", timestamp: 1, toolsAdded: [read] }, ...event.messages.slice(1)] };
+        }
+        if (said.endsWith("drop")) return { messages: event.messages.slice(1) };
+        return undefined;
+      });
+    }"#;
+    let (fake, root) = setup(
+        Script::new([Turn::text("a"), Turn::text("b"), Turn::text("c")]),
+        DEFAULT_MODEL,
+    );
+    root.write_cwd_file("w.js", ext);
+    let mut agent = root.spawn_with(false, &["-e", "w.js"]);
+    for (i, word) in ["keep", "own", "drop"].iter().enumerate() {
+        agent.request(json!({"id": format!("p{i}"), "type": "prompt", "message": word}));
+        agent.wait_event("agent_settled");
+    }
+    let notes = ui_notes(&agent);
+    assert_eq!(notes.len(), 3, "{}", agent.dump());
+    assert!(
+        notes[0].starts_with("head system read,bash,edit,write | CTX keep"),
+        "after the context handlers, system head shown: {notes:?}"
+    );
+    let body =
+        |i: usize| -> Value { serde_json::from_str(&fake.requests()[i].body_text()).unwrap() };
+    let tools = |b: &Value| -> Vec<String> {
+        b["tools"]
+            .as_array()
+            .map(|t| {
+                t.iter()
+                    .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    // Unchanged: the turn's own prompt and tools.
+    let keep = body(0);
+    assert_eq!(tools(&keep), ["read", "bash", "edit", "write"], "{keep}");
+    assert_ne!(system_of(&fake, 0), "OWNED PROMPT");
+    // Owned: the handler's prompt and its one tool.
+    let own = body(1);
+    assert_eq!(system_of(&fake, 1), "OWNED PROMPT", "{own}");
+    assert_eq!(tools(&own), ["read"], "{own}");
+    assert!(own.to_string().contains("CTX own"), "{own}");
+    // Dropped head: no prompt, no tools, and upstream's error text.
+    let drop = body(2);
+    assert_eq!(drop["messages"][0]["role"], "user", "{drop}");
+    assert!(tools(&drop).is_empty(), "{drop}");
+    let errors: Vec<Value> = agent
+        .events()
+        .into_iter()
+        .filter(|v| kind(v) == "extension_error")
+        .collect();
+    assert_eq!(errors.len(), 1, "{}", agent.dump());
+    assert_eq!(errors[0]["event"], "context_with_system");
+    assert!(
+        errors[0]["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("Handler removed the leading system message;"),
+        "{}",
+        errors[0]
+    );
+    // Nothing of it is stored.
+    let msgs = agent.request(json!({"id": "m", "type": "get_messages"}));
+    assert!(!msgs.to_string().contains("OWNED PROMPT") && !msgs.to_string().contains("CTX"));
+}
+
 #[test]
 fn model_select_fires_on_set_and_cycle_before_the_response() {
     let ext = r#"export default function (pi) {

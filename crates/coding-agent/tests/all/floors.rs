@@ -408,3 +408,89 @@ fn the_function_reader_measures_rustfmt_layout() {
     let f = functions(text);
     assert_eq!(f, [("a".to_string(), 1, 3), ("b".to_string(), 6, 5)]);
 }
+
+/// Issue 23: the specification the code cites is in the repository. Every `<file>.md §<n>`
+/// citation in the workspace's Rust sources, `docs/` and the README names a spec file in
+/// `spec/` and a numbered heading of it (`## 4.`, `### 4.1 …`); a citation of a section
+/// that does not exist fails, so a renumbered spec cannot leave comments pointing nowhere.
+#[test]
+fn every_spec_citation_resolves_to_a_heading_of_the_spec() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let spec_dir = root.join("spec");
+    let mut sections: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for e in std::fs::read_dir(&spec_dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_none_or(|x| x != "md") {
+            continue;
+        }
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        let heads = std::fs::read_to_string(&p)
+            .unwrap()
+            .lines()
+            .filter(|l| l.starts_with('#'))
+            .filter_map(|l| section_number(l.trim_start_matches('#').trim_start()))
+            .collect();
+        sections.insert(name, heads);
+    }
+    assert!(
+        sections.contains_key("rpc-protocol.md") && sections["rpc-protocol.md"].contains("4.1"),
+        "spec/rpc-protocol.md with its §4.1 is missing"
+    );
+    let mut files = vec![];
+    for dir in std::fs::read_dir(root.join("crates")).unwrap() {
+        rust_files(&dir.unwrap().path(), &mut files);
+    }
+    for e in std::fs::read_dir(root.join("docs")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "md") {
+            files.push(p);
+        }
+    }
+    files.push(root.join("README.md"));
+    let (mut checked, mut dangling) = (0, vec![]);
+    for f in files
+        .iter()
+        .filter(|f| !f.components().any(|c| c.as_os_str() == "target"))
+    {
+        let text = std::fs::read_to_string(f).unwrap();
+        for (i, _) in text.match_indices(".md §") {
+            let name: String = text[..i]
+                .chars()
+                .rev()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
+            let file = format!("{name}.md");
+            let Some(heads) = sections.get(&file) else {
+                continue; // another document's sections (e.g. upstream's docs)
+            };
+            let Some(number) = section_number(&text[i + ".md §".len()..]) else {
+                continue;
+            };
+            checked += 1;
+            if !heads.contains(&number) {
+                dangling.push(format!("{}: {file} §{number}", f.display()));
+            }
+        }
+    }
+    assert!(checked > 100, "only {checked} citations found");
+    assert!(
+        dangling.is_empty(),
+        "citations of missing sections: {dangling:#?}"
+    );
+}
+
+/// The leading section number of a heading or citation: `4.1 Parameters` → `4.1`,
+/// `4. Commands` → `4`; `None` when the text does not start with a digit.
+fn section_number(text: &str) -> Option<String> {
+    let text = text.trim_start_matches('§').trim_start();
+    let number: String = text
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '.')
+        .collect();
+    let number = number.trim_end_matches('.');
+    (!number.is_empty() && number.starts_with(|c: char| c.is_ascii_digit()))
+        .then(|| number.to_string())
+}

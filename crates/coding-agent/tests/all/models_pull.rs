@@ -286,7 +286,20 @@ fn pull_downloads_verifies_and_places_the_gguf_with_progress_on_stderr() {
 
     let out = pi(&hub.endpoint, &agent, tmp.path(), &["models", "list"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success());
+    // The runtime's defaults go to stderr, so stdout stays `name\tsize` lines.
+    if cfg!(feature = "local") {
+        assert!(
+            stderr.contains("decoding thread")
+                && stderr.contains("repeat penalty 1.1 over 64 tokens")
+                && stderr.contains("output cap 4096 tokens"),
+            "{stderr}"
+        );
+    } else {
+        assert!(stderr.contains("no local runtime"), "{stderr}");
+    }
+    assert!(stdout.lines().all(|l| l.contains('\t')), "{stdout}");
     assert!(
         stdout.contains("tiny-Q4_K_M.gguf") && stdout.contains("tiny-Q8_0.gguf"),
         "{stdout}"

@@ -65,6 +65,13 @@ pub enum HostEvent {
         /// The messages.
         messages: Vec<pi_ai::Message>,
     },
+    /// `context_with_system` of one LLM call: the full transcript after the `context`
+    /// handlers, system messages included (upstream 1.6 docs/extensions.md
+    /// "context_with_system"). Reply: `null` (unchanged) or [`ContextReply`].
+    ContextWithSystem {
+        /// The messages.
+        messages: Vec<pi_ai::Message>,
+    },
     /// `model_select`. Reply: `null`.
     #[serde(rename_all = "camelCase")]
     ModelSelect {
