@@ -18,9 +18,9 @@ use crate::extensions::api::{HostApi, RuntimeSlot};
 use crate::extensions::host::CallReply;
 use crate::extensions::wire::{
     AppendEntryParams, CallAnswer, CallParams, CallResult, Cancelled, CompactParams,
-    CompleteParams, ForkParams, NewSessionParams, SendMessageParams, SendUserMessageParams,
-    SessionMirror, SessionToolInfo, SetActiveToolsParams, SetLabelParams, SetModelParams,
-    SetSessionNameParams, SetThinkingLevelParams, SourceInfo, SwitchSessionParams,
+    CompleteParams, ForkParams, NavigateTreeParams, NewSessionParams, SendMessageParams,
+    SendUserMessageParams, SessionMirror, SessionToolInfo, SetActiveToolsParams, SetLabelParams,
+    SetModelParams, SetSessionNameParams, SetThinkingLevelParams, SourceInfo, SwitchSessionParams,
 };
 use crate::extensions::Extensions;
 use futures::FutureExt;
@@ -299,7 +299,8 @@ fn handle(runtime: &AgentSessionRuntime, method: &str, params: &Value) -> CallRe
 }
 
 /// The command context's calls that wait for the session or replace it (`waitForIdle`,
-/// `newSession`, `fork`, `switchSession`, `reload`); `None` for any other method.
+/// `newSession`, `fork`, `switchSession`, `navigateTree`, `reload`); `None` for any other
+/// method.
 fn command_context_call(
     runtime: &AgentSessionRuntime,
     method: &str,
@@ -340,6 +341,28 @@ fn command_context_call(
             later(async move {
                 match runtime.switch_session(&path).await {
                     Ok(cancelled) => answer(&runtime, Cancelled { cancelled }),
+                    Err(e) => failure(&runtime, e),
+                }
+            })
+        }
+        "navigateTree" => {
+            let p = NavigateTreeParams::read(params);
+            let options = super::tree::NavigateOptions {
+                summarize: p.summarize,
+                custom_instructions: p.custom_instructions,
+                replace_instructions: p.replace_instructions,
+                label: p.label,
+            };
+            later(async move {
+                let session = runtime.session();
+                match session.navigate_tree(&p.target_id, options).await {
+                    // Upstream's RPC mode answers `{cancelled}` only.
+                    Ok(n) => answer(
+                        &runtime,
+                        Cancelled {
+                            cancelled: n.cancelled,
+                        },
+                    ),
                     Err(e) => failure(&runtime, e),
                 }
             })
