@@ -65,6 +65,9 @@ pub struct Extensions {
     pushed: Mutex<Option<(String, Option<String>)>>,
     /// Skills and prompt templates the `resources_discover` handlers added (files).
     discovered: RwLock<Discovered>,
+    /// What failed to load at the last [`Extensions::reload`]: while not empty, every tool
+    /// call is blocked (a gate that broke on reload must not fail open).
+    reload_failures: RwLock<Vec<wire::LoadError>>,
 }
 
 impl Extensions {

@@ -71,6 +71,12 @@ impl ToolCallHooks for Extensions {
         args: Value,
         parent: Option<&str>,
     ) -> BeforeToolCall {
+        if let Some(f) = self.reload_failures.read().first() {
+            return BeforeToolCall::Block(format!(
+                "Tool call blocked: extension \"{}\" failed to load on reload ({}); fix it and reload, or restart pi",
+                f.path, f.error
+            ));
+        }
         if !self.handles("tool_call") {
             return BeforeToolCall::Proceed(args);
         }
