@@ -158,7 +158,7 @@ impl Drop for Delivery {
         if let Some(event) = self.unsent.take() {
             self.host.send(&ToHost::Event {
                 id: None,
-                event: Notification::Agent(event),
+                event: Notification::Agent(Box::new(event)),
             });
         }
         self.deliver();

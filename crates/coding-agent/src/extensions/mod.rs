@@ -249,7 +249,7 @@ impl Extensions {
                     let id = me.host.next_id();
                     let msg = ToHost::Event {
                         id: Some(id),
-                        event: wire::Notification::Agent(event),
+                        event: wire::Notification::Agent(Box::new(event)),
                     };
                     if let Err(e) = me.host.request(id, &msg, Some(me.hook_timeout)).await {
                         tracing::warn!("extension notification: {e}");
@@ -308,7 +308,7 @@ impl Extensions {
         } else if handled {
             let event = match self.shaper.shape(ev) {
                 Some(shaped) if wait => return Some(shaped),
-                Some(shaped) => wire::Notification::Agent(shaped),
+                Some(shaped) => wire::Notification::Agent(Box::new(shaped)),
                 None => wire::Notification::AsIs(ev),
             };
             self.host.send(&ToHost::Event { id: None, event });

@@ -27,7 +27,7 @@ pub enum Notification<'a> {
     /// The `agent_before_settle` boundary.
     BeforeSettle(&'a BeforeSettleEvent),
     /// An agent-loop event reshaped for the extensions ([`ExtensionEvent`]).
-    Agent(ExtensionEvent),
+    Agent(Box<ExtensionEvent>),
     /// Any other protocol event, as the RPC client sees it.
     AsIs(&'a RpcEvent),
 }

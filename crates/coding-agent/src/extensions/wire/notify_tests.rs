@@ -186,7 +186,7 @@ fn agent_events_are_byte_equal() {
         let event = match ExtensionEvent::of(ev, 3, 1234) {
             Some(shaped) => {
                 assert_eq!(shaped.kind(), rpc_event_kind(ev));
-                Notification::Agent(shaped)
+                Notification::Agent(Box::new(shaped))
             }
             None => Notification::AsIs(ev),
         };
