@@ -96,6 +96,49 @@ fn content_text(content: &Value) -> String {
     }
 }
 
+/// The entries of the branch left when going from `old_leaf` to `target_id` (upstream
+/// `collectEntriesForBranchSummary`): those from the old leaf back to (not including) the
+/// deepest entry on both paths, oldest first, and that common ancestor.
+fn branch_left(
+    store: &crate::session::SessionManager,
+    old_leaf: &str,
+    target_id: &str,
+) -> (Vec<SessionEntry>, Option<String>) {
+    let old_path = store.branch_to(old_leaf);
+    let on_old: HashSet<&str> = old_path.iter().map(|e| e.id.as_str()).collect();
+    let common = store
+        .branch_to(target_id)
+        .iter()
+        .rev()
+        .find(|e| on_old.contains(e.id.as_str()))
+        .map(|e| e.id.clone());
+    let mut entries: Vec<SessionEntry> = old_path
+        .iter()
+        .rev()
+        .take_while(|e| Some(&e.id) != common.as_ref())
+        .map(|e| store.materialize(e).into_owned())
+        .collect();
+    entries.reverse();
+    (entries, common)
+}
+
+/// Where the leaf goes for `target` and the editor text: a user or custom message's parent
+/// and its text; any other entry itself and none.
+fn landing(target: &SessionEntry) -> (Option<String>, Option<String>) {
+    let text = |content: Value| Some(content_text(&content));
+    match &target.kind {
+        EntryKind::Message(Message::User(u)) => (
+            target.parent_id.clone(),
+            text(serde_json::to_value(&u.content).unwrap_or(Value::Null)),
+        ),
+        EntryKind::CustomMessage(c) => (
+            target.parent_id.clone(),
+            text(serde_json::to_value(&c.content).unwrap_or(Value::Null)),
+        ),
+        _ => (Some(target.id.clone()), None),
+    }
+}
+
 impl AgentSession {
     /// Navigates to `target_id` (upstream `navigateTree`). Errors (upstream's texts): a run or
     /// compaction is active, `summarize` without a model, an unknown entry, a failed summary,
@@ -136,25 +179,7 @@ impl AgentSession {
             };
             let (entries, common) = match &old_leaf {
                 None => (vec![], None),
-                Some(old) => {
-                    let old_path = store.branch_to(old);
-                    let on_old: HashSet<&str> = old_path.iter().map(|e| e.id.as_str()).collect();
-                    let common = store
-                        .branch_to(target_id)
-                        .iter()
-                        .rev()
-                        .find(|e| on_old.contains(e.id.as_str()))
-                        .map(|e| e.id.clone());
-                    // From the old leaf back to the common ancestor, then oldest first.
-                    let mut entries: Vec<SessionEntry> = old_path
-                        .iter()
-                        .rev()
-                        .take_while(|e| Some(&e.id) != common.as_ref())
-                        .map(|e| store.materialize(e).into_owned())
-                        .collect();
-                    entries.reverse();
-                    (entries, common)
-                }
+                Some(old) => branch_left(&store, old, target_id),
             };
             (old_leaf, target, entries, common)
         };
@@ -228,63 +253,14 @@ impl AgentSession {
                 }
             }
         }
-        let (new_leaf, editor_text) = match &target.kind {
-            EntryKind::Message(Message::User(u)) => (
-                target.parent_id.clone(),
-                Some(content_text(
-                    &serde_json::to_value(&u.content).unwrap_or(Value::Null),
-                )),
-            ),
-            EntryKind::CustomMessage(c) => (
-                target.parent_id.clone(),
-                Some(content_text(
-                    &serde_json::to_value(&c.content).unwrap_or(Value::Null),
-                )),
-            ),
-            _ => (Some(target_id.to_string()), None),
-        };
-        let (summary_entry, from_extension) = {
-            let mut store = self.inner.store.lock();
-            let written = match &summary {
-                Some(s) => {
-                    let entry = store
-                        .branch_with_summary(
-                            new_leaf.as_deref(),
-                            &s.text,
-                            s.details.clone(),
-                            Some(s.from_extension),
-                            s.usage.clone(),
-                        )
-                        .map_err(|e| e.to_string())?
-                        .clone();
-                    if let Some(l) = label.as_deref().filter(|l| !l.is_empty()) {
-                        store
-                            .append_label_change(&entry.id, Some(l))
-                            .map_err(|e| e.to_string())?;
-                    }
-                    Some((entry, s.from_extension))
-                }
-                None => {
-                    match &new_leaf {
-                        None => store.reset_leaf(),
-                        Some(id) => store.set_leaf(id).map_err(|e| e.to_string())?,
-                    }
-                    if let Some(l) = label.as_deref().filter(|l| !l.is_empty()) {
-                        store
-                            .append_label_change(target_id, Some(l))
-                            .map_err(|e| e.to_string())?;
-                    }
-                    None
-                }
-            };
-            let context = store.build_context();
-            drop(store);
-            *self.transcript() = context;
-            match written {
-                Some((e, from)) => (Some(e), Some(from)),
-                None => (None, None),
-            }
-        };
+        let (new_leaf, editor_text) = landing(&target);
+        let summary_entry = self.move_leaf(
+            new_leaf.as_deref(),
+            target_id,
+            summary.as_ref(),
+            label.as_deref(),
+        )?;
+        let from_extension = summary.as_ref().map(|s| s.from_extension);
         if let Some(ext) = self.extensions().cloned() {
             let new_leaf_now = self.inner.store.lock().leaf_id().map(str::to_string);
             ext.emit_session_event(&SessionEvent::SessionTree {
@@ -299,6 +275,56 @@ impl AgentSession {
             cancelled: false,
             editor_text,
         })
+    }
+
+    /// Moves the leaf to `new_leaf` (`None` = before the root): with `summary`, by appending
+    /// the `branch_summary` entry there (returned; `label` goes on it), else by moving the
+    /// leaf (`label` goes on `target_id`). The context is rebuilt from the new branch.
+    fn move_leaf(
+        &self,
+        new_leaf: Option<&str>,
+        target_id: &str,
+        summary: Option<&BranchSummary>,
+        label: Option<&str>,
+    ) -> Result<Option<SessionEntry>, String> {
+        let label = label.filter(|l| !l.is_empty());
+        let mut store = self.inner.store.lock();
+        let written = match summary {
+            Some(s) => {
+                let entry = store
+                    .branch_with_summary(
+                        new_leaf,
+                        &s.text,
+                        s.details.clone(),
+                        Some(s.from_extension),
+                        s.usage.clone(),
+                    )
+                    .map_err(|e| e.to_string())?
+                    .clone();
+                if let Some(l) = label {
+                    store
+                        .append_label_change(&entry.id, Some(l))
+                        .map_err(|e| e.to_string())?;
+                }
+                Some(entry)
+            }
+            None => {
+                match new_leaf {
+                    None => store.reset_leaf(),
+                    Some(id) => store.set_leaf(id).map_err(|e| e.to_string())?,
+                }
+                if let Some(l) = label {
+                    store
+                        .append_label_change(target_id, Some(l))
+                        .map_err(|e| e.to_string())?;
+                }
+                None
+            }
+        };
+        let context = store.build_context();
+        drop(store);
+        *self.transcript() = context;
+        Ok(written)
     }
 
     /// pi's summary of the branch left (upstream `generateBranchSummary`): the entries'
