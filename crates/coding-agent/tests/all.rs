@@ -46,6 +46,8 @@ mod extensions;
 mod extensions_api;
 #[path = "all/extensions_fail_closed.rs"]
 mod extensions_fail_closed;
+#[path = "all/extensions_tree.rs"]
+mod extensions_tree;
 #[path = "all/upstream_examples.rs"]
 mod upstream_examples;
 

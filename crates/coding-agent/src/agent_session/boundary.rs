@@ -8,19 +8,13 @@
 
 use super::AgentSession;
 use crate::extensions::wire::{
-    BeforeSettleEvent, BoundaryContext, BoundaryDraft as Draft, ContextEntry, TurnEndEvent,
+    BeforeSettleEvent, BoundaryContext, BoundaryDraft as Draft, ContextEntry, Notification,
+    TurnEndEvent,
 };
 use crate::protocol::rpc::RpcEvent;
 use crate::session::{EntryKind, SessionEntry};
 use pi_ai::{Message, StopReason, ToolResultMessage};
-use serde::Serialize;
 use serde_json::Value;
-
-/// A boundary event as the JSON the host is sent (`null` should it not serialize, which its
-/// messages and entries always do).
-fn to_json(event: &impl Serialize) -> Value {
-    serde_json::to_value(event).unwrap_or(Value::Null)
-}
 
 /// Continuation requested where the model has nothing to answer (upstream's text).
 fn not_runnable(event: &str) -> String {
@@ -89,7 +83,7 @@ impl AgentSession {
             continue_run: false,
             context: self.boundary_context(),
         };
-        let proposal = ext.boundary(to_json(&event), cancel).await;
+        let proposal = ext.boundary(Notification::TurnEnd(&event), cancel).await;
         self.commit_drafts("turn_end", proposal.entries);
         if !proposal.continue_run {
             return false;
@@ -123,7 +117,9 @@ impl AgentSession {
             continue_run: false,
             context: self.boundary_context(),
         };
-        let proposal = ext.boundary(to_json(&event), cancel).await;
+        let proposal = ext
+            .boundary(Notification::BeforeSettle(&event), cancel)
+            .await;
         self.commit_drafts("agent_before_settle", proposal.entries);
         proposal.continue_run
             && !cancel.is_cancelled()

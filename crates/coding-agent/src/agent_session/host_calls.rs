@@ -17,10 +17,10 @@ use super::{Admission, Admitting, AgentSession, InputSource, PromptInput, Respon
 use crate::extensions::api::{HostApi, RuntimeSlot};
 use crate::extensions::host::CallReply;
 use crate::extensions::wire::{
-    AppendEntryParams, CallAnswer, CallParams, Cancelled, CompactParams, CompleteParams,
-    ForkParams, NewSessionParams, SendMessageParams, SendUserMessageParams, SessionMirror,
-    SessionToolInfo, SetActiveToolsParams, SetLabelParams, SetModelParams, SetSessionNameParams,
-    SetThinkingLevelParams, SourceInfo, SwitchSessionParams,
+    AppendEntryParams, CallAnswer, CallParams, CallResult, Cancelled, CompactParams,
+    CompleteParams, ForkParams, NavigateTreeParams, NewSessionParams, SendMessageParams,
+    SendUserMessageParams, SessionMirror, SessionToolInfo, SetActiveToolsParams, SetLabelParams,
+    SetModelParams, SetSessionNameParams, SetThinkingLevelParams, SourceInfo, SwitchSessionParams,
 };
 use crate::extensions::Extensions;
 use futures::FutureExt;
@@ -43,7 +43,7 @@ impl HostApi for SessionHost {
         handle(&self.0, method, params)
     }
 
-    fn state(&self, entries_from: Option<&str>) -> Value {
+    fn state(&self, entries_from: Option<&str>) -> SessionMirror {
         state(&self.0, entries_from)
     }
 
@@ -97,7 +97,7 @@ impl HostApi for SessionHost {
 /// contextUsage, systemPrompt, commands, availableModels}` (`availableModels`: the models with
 /// credentials, as `get_available_models` lists them, for `ctx.modelRegistry`); `model` is the model object as `get_state` shows it (absent
 /// without a model); `allTools` = `[{name, description, parameters, sourceInfo}]`.
-fn state(runtime: &AgentSessionRuntime, entries_from: Option<&str>) -> Value {
+fn state(runtime: &AgentSessionRuntime, entries_from: Option<&str>) -> SessionMirror {
     let session = runtime.session();
     let st = session.state();
     let all = || {
@@ -130,7 +130,7 @@ fn state(runtime: &AgentSessionRuntime, entries_from: Option<&str>) -> Value {
         res.skill_commands,
         &shadowed,
     ));
-    to_json(&SessionMirror {
+    SessionMirror {
         cwd: session.cwd().to_string_lossy().into_owned(),
         session_file: st.session_file,
         session_id: st.session_id,
@@ -150,7 +150,7 @@ fn state(runtime: &AgentSessionRuntime, entries_from: Option<&str>) -> Value {
         context_usage: stats.context_usage,
         system_prompt: session.system_prompt(),
         commands,
-    })
+    }
 }
 
 /// `v` as JSON (`null` should it not serialize, which these shapes always do).
@@ -182,15 +182,17 @@ fn all_tools(runtime: &AgentSessionRuntime) -> Vec<SessionToolInfo> {
 }
 
 /// A call answered with `{value}` after the mirror has been pushed.
-fn answer(runtime: &AgentSessionRuntime, value: impl Serialize) -> Value {
+fn answer(runtime: &AgentSessionRuntime, value: impl Serialize) -> CallResult {
     push(runtime);
-    CallAnswer::Value { value }.to_json()
+    CallResult::Answer(CallAnswer::Value {
+        value: to_json(&value),
+    })
 }
 
 /// A failed call: `{error}` (the host throws it in the extension).
-fn failure(runtime: &AgentSessionRuntime, error: String) -> Value {
+fn failure(runtime: &AgentSessionRuntime, error: String) -> CallResult {
     push(runtime);
-    CallAnswer::<Value>::Error { error }.to_json()
+    CallResult::Answer(CallAnswer::Error { error })
 }
 
 fn push(runtime: &AgentSessionRuntime) {
@@ -199,7 +201,7 @@ fn push(runtime: &AgentSessionRuntime) {
     }
 }
 
-fn later(work: impl std::future::Future<Output = Value> + Send + 'static) -> CallReply {
+fn later(work: impl std::future::Future<Output = CallResult> + Send + 'static) -> CallReply {
     CallReply::Later(work.boxed())
 }
 
@@ -290,14 +292,15 @@ fn handle(runtime: &AgentSessionRuntime, method: &str, params: &Value) -> CallRe
         }
         other => {
             tracing::debug!("extension call {other} is not supported yet");
-            return CallReply::Now(CallAnswer::unsupported(other).to_json());
+            return CallReply::Now(CallAnswer::unsupported(other).into());
         }
     }
-    CallReply::Now(CallAnswer::done().to_json())
+    CallReply::Now(CallAnswer::done().into())
 }
 
 /// The command context's calls that wait for the session or replace it (`waitForIdle`,
-/// `newSession`, `fork`, `switchSession`, `reload`); `None` for any other method.
+/// `newSession`, `fork`, `switchSession`, `navigateTree`, `reload`); `None` for any other
+/// method.
 fn command_context_call(
     runtime: &AgentSessionRuntime,
     method: &str,
@@ -338,6 +341,28 @@ fn command_context_call(
             later(async move {
                 match runtime.switch_session(&path).await {
                     Ok(cancelled) => answer(&runtime, Cancelled { cancelled }),
+                    Err(e) => failure(&runtime, e),
+                }
+            })
+        }
+        "navigateTree" => {
+            let p = NavigateTreeParams::read(params);
+            let options = super::tree::NavigateOptions {
+                summarize: p.summarize,
+                custom_instructions: p.custom_instructions,
+                replace_instructions: p.replace_instructions,
+                label: p.label,
+            };
+            later(async move {
+                let session = runtime.session();
+                match session.navigate_tree(&p.target_id, options).await {
+                    // Upstream's RPC mode answers `{cancelled}` only.
+                    Ok(n) => answer(
+                        &runtime,
+                        Cancelled {
+                            cancelled: n.cancelled,
+                        },
+                    ),
                     Err(e) => failure(&runtime, e),
                 }
             })

@@ -33,6 +33,7 @@ mod run;
 pub mod run_control;
 mod run_hooks;
 pub mod runtime;
+pub mod tree;
 
 pub use admit::{Admission, Admitting, InputSource, PromptInput, Responder};
 pub use convert::{context_tokens, convert_to_llm, estimate_tokens, user_message};

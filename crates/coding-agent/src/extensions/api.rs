@@ -26,7 +26,7 @@ pub trait HostApi: Send + Sync {
     /// Shape: `{cwd, sessionFile, sessionId, sessionName, sessionDir, header, leafId,
     /// entries, entriesFrom, model, availableModels, thinkingLevel, activeTools, allTools,
     /// isIdle, hasPendingMessages, contextUsage, systemPrompt, commands}`.
-    fn state(&self, entries_from: Option<&str>) -> Value;
+    fn state(&self, entries_from: Option<&str>) -> super::wire::SessionMirror;
 
     /// The current session's id.
     fn session_id(&self) -> String;
@@ -56,7 +56,7 @@ pub type RuntimeSlot = Arc<OnceLock<Arc<dyn HostApi>>>;
 pub fn handle(slot: &RuntimeSlot, method: &str, params: &Value) -> CallReply {
     let Some(runtime) = slot.get() else {
         tracing::warn!("extension call {method} before the session started; ignored");
-        return CallReply::Now(super::wire::value_of(&super::wire::CallError {
+        return CallReply::Now(super::wire::CallResult::Error(super::wire::CallError {
             error: format!("{method}: the session has not started yet"),
         }));
     };

@@ -8,8 +8,8 @@
 
 use super::host::ExtensionHost;
 use super::wire::{
-    value_of, BeforeAgentStartReply, BoundaryReply, ContextReply, CustomMessageDraft, EventType,
-    HostEvent, LoopEvent, MessageEndReply, SystemPromptOptions, ToHost, UserBashEvent,
+    BeforeAgentStartReply, BoundaryReply, ContextReply, CustomMessageDraft, ExtensionEvent,
+    HostEvent, MessageEndReply, Notification, SystemPromptOptions, ToHost, UserBashEvent,
     UserBashReply,
 };
 use super::Extensions;
@@ -119,7 +119,7 @@ pub(super) struct Delivery {
     event: Option<RpcEvent>,
     sink: EventSink,
     host: Arc<ExtensionHost>,
-    unsent: Option<Value>,
+    unsent: Option<ExtensionEvent>,
 }
 
 impl Delivery {
@@ -128,7 +128,7 @@ impl Delivery {
         event: RpcEvent,
         sink: EventSink,
         host: Arc<ExtensionHost>,
-        notification: Value,
+        notification: ExtensionEvent,
     ) -> Self {
         Delivery {
             event: Some(event),
@@ -139,7 +139,7 @@ impl Delivery {
     }
 
     /// The notification to send now (`None` once taken): the caller sends it.
-    pub(super) fn take_unsent(&mut self) -> Option<Value> {
+    pub(super) fn take_unsent(&mut self) -> Option<ExtensionEvent> {
         self.unsent.take()
     }
 
@@ -156,7 +156,10 @@ impl Delivery {
 impl Drop for Delivery {
     fn drop(&mut self) {
         if let Some(event) = self.unsent.take() {
-            self.host.send(&ToHost::Event { id: None, event });
+            self.host.send(&ToHost::Event {
+                id: None,
+                event: Notification::Agent(Box::new(event)),
+            });
         }
         self.deliver();
     }
@@ -224,11 +227,11 @@ impl Extensions {
     /// `cancel` is the run's token: after an abort the round gets [`super::host::ABORT_GRACE`].
     pub async fn boundary(
         &self,
-        event: Value,
+        event: Notification<'_>,
         cancel: &tokio_util::sync::CancellationToken,
     ) -> BoundaryProposal {
-        let kind = EventType::of(&event).unwrap_or_default();
-        if !self.handles(&kind) || self.host.is_dead() {
+        let kind = event.kind();
+        if !self.handles(kind) || self.host.is_dead() {
             return BoundaryProposal::default();
         }
         let id = self.host.next_id();
@@ -249,8 +252,8 @@ impl Extensions {
                 }
             }
             Err(e) => {
-                for p in self.handlers_of(&kind) {
-                    self.error(&p, &kind, &e.to_string());
+                for p in self.handlers_of(kind) {
+                    self.error(&p, kind, &e.to_string());
                 }
                 BoundaryProposal::default()
             }
@@ -558,69 +561,30 @@ fn strip_undefined(v: Value) -> Value {
 }
 
 /// Turns the protocol events the client sees into the event objects extensions receive
-/// (upstream `_emitExtensionEvent`): `agent_start {}`, `agent_end {messages}`, `turn_start
-/// {turnIndex, timestamp}` (`turnIndex` counts from 0 in each low-level run; `turn_end` itself
-/// is sent by the session's turn boundary, here it only advances the count),
-/// `message_start`/`message_end {message}`,
-/// `message_update {message, assistantMessageEvent}`, `tool_execution_start {toolCallId,
-/// toolName, args}`, `tool_execution_update {…, partialResult}`, `tool_execution_end {toolCallId,
-/// toolName, result, isError, durationMs?}`. Other events pass as the client sees them.
+/// (upstream `_emitExtensionEvent`, [`ExtensionEvent`]): `turnIndex` counts from 0 in each
+/// low-level run (`turn_end` itself is sent by the session's turn boundary, here it only
+/// advances the count). Other events pass as the client sees them.
 #[derive(Default)]
 pub struct EventShaper {
     turn_index: AtomicU64,
 }
 
 impl EventShaper {
-    /// The extension event for `ev` (already serialized as `v`).
-    pub fn shape(&self, ev: &RpcEvent, v: Value) -> Value {
-        let keep = |v: &Value, keys: &[&str]| -> Value {
-            let mut out = serde_json::Map::new();
-            for k in keys {
-                if let Some(x) = v.get(*k) {
-                    out.insert((*k).to_string(), x.clone());
-                }
-            }
-            Value::Object(out)
-        };
-        match ev {
+    /// The extension event for `ev`, advancing the turn count (reset by `agent_start`,
+    /// advanced by `turn_end`); `None` when `ev` passes as the client sees it.
+    pub fn shape(&self, ev: &RpcEvent) -> Option<ExtensionEvent> {
+        let turn_index = match ev {
             RpcEvent::AgentStart => {
                 self.turn_index.store(0, Ordering::SeqCst);
-                value_of(&LoopEvent::AgentStart)
+                0
             }
-            RpcEvent::AgentEnd { .. } => keep(&v, &["type", "messages"]),
-            RpcEvent::TurnStart => value_of(&LoopEvent::TurnStart {
-                turn_index: self.turn_index.load(Ordering::SeqCst),
-                timestamp: pi_ai::now_ms(),
-            }),
-            RpcEvent::TurnEnd { .. } => {
-                let i = self.turn_index.fetch_add(1, Ordering::SeqCst);
-                value_of(&LoopEvent::TurnEnd { turn_index: i })
-            }
-            RpcEvent::MessageStart { .. } | RpcEvent::MessageEnd { .. } => {
-                keep(&v, &["type", "message"])
-            }
-            RpcEvent::MessageUpdate { .. } => {
-                keep(&v, &["type", "message", "assistantMessageEvent"])
-            }
-            RpcEvent::ToolExecutionStart { .. } => {
-                keep(&v, &["type", "toolCallId", "toolName", "args"])
-            }
-            RpcEvent::ToolExecutionUpdate { .. } => keep(
-                &v,
-                &["type", "toolCallId", "toolName", "args", "partialResult"],
-            ),
-            RpcEvent::ToolExecutionEnd { .. } => keep(
-                &v,
-                &[
-                    "type",
-                    "toolCallId",
-                    "toolName",
-                    "result",
-                    "isError",
-                    "durationMs",
-                ],
-            ),
-            _ => v,
-        }
+            RpcEvent::TurnEnd { .. } => self.turn_index.fetch_add(1, Ordering::SeqCst),
+            _ => self.turn_index.load(Ordering::SeqCst),
+        };
+        let timestamp = match ev {
+            RpcEvent::TurnStart => pi_ai::now_ms(),
+            _ => 0,
+        };
+        ExtensionEvent::of(ev, turn_index, timestamp)
     }
 }

@@ -792,9 +792,15 @@ function commandContext() {
 		newSession: async (o) => afterReplace(await callApi("newSession", { parentSession: o && o.parentSession }), o),
 		fork: async (entryId, o) => afterReplace(await callApi("fork", { entryId, position: (o && o.position) || "before" }), o),
 		switchSession: async (sessionPath, o) => afterReplace(await callApi("switchSession", { sessionPath }), o),
-		navigateTree: async () => {
-			throw new Error("navigateTree is not supported by this pi build yet");
-		},
+		// Upstream's RPC mode: `{cancelled}`.
+		navigateTree: async (targetId, o) =>
+			callApi("navigateTree", {
+				targetId,
+				summarize: o && o.summarize,
+				customInstructions: o && o.customInstructions,
+				replaceInstructions: o && o.replaceInstructions,
+				label: o && o.label,
+			}),
 		reload: () => callApi("reload", {}).then(() => undefined),
 		getSystemPromptOptions: () => ({ cwd: piState.cwd }),
 	};
@@ -1317,6 +1323,10 @@ async function emitGeneric(event, id) {
 		ac = new AbortController();
 		if (id !== undefined) aborters.set(id, ac);
 		event = { ...event, branchEntries: branchOf(piState.leafId), signal: ac.signal };
+	} else if (event.type === "session_before_tree") {
+		ac = new AbortController();
+		if (id !== undefined) aborters.set(id, ac);
+		event = { ...event, signal: ac.signal };
 	}
 	try {
 		return await runGeneric(event, ctx);

@@ -1,7 +1,7 @@
 //! The Node child process that runs extensions, and the request/reply plumbing to it.
 
 use super::wire::{
-    value_of, FromHost, LoadResult, ProviderStreamEvent, ToHost, TranspileParams, TranspileReply,
+    CallResult, FromHost, LoadResult, ProviderStreamEvent, ToHost, TranspileParams, TranspileReply,
 };
 use crate::protocol::rpc::EventSink;
 use crate::protocol::rpc::RpcEvent;
@@ -93,10 +93,10 @@ type Streams = Arc<Mutex<HashMap<u64, mpsc::UnboundedSender<ProviderStreamEvent>
 /// call that carried an id is answered with the value, at once or once the future is done.
 pub enum CallReply {
     /// The answer (`call_result`), already known.
-    Now(Value),
+    Now(CallResult),
     /// Work that has to wait (a session replacement, `waitForIdle`); it runs as its own task
     /// so the host's replies keep flowing meanwhile.
-    Later(futures::future::BoxFuture<'static, Value>),
+    Later(futures::future::BoxFuture<'static, CallResult>),
 }
 
 /// Carries out API calls (`method` as upstream spells it, its params).
@@ -158,7 +158,7 @@ fn check_node(node: &str) -> Result<(), String> {
 }
 
 /// Queues `msg` as one line for the host's stdin.
-fn send_line(tx: &mpsc::UnboundedSender<String>, msg: &ToHost) {
+fn send_line(tx: &mpsc::UnboundedSender<String>, msg: &ToHost<'_>) {
     if let Ok(mut line) = serde_json::to_string(msg) {
         line.push('\n');
         let _ = tx.send(line);
@@ -270,7 +270,7 @@ impl ExtensionHost {
                     } if method == "transpile" => {
                         // The loader thread waits for this; transpiling is quick and local.
                         let path = TranspileParams::from_value(&params).path;
-                        let result = value_of(&TranspileReply::from(
+                        let result = CallResult::Transpile(TranspileReply::from(
                             super::typescript::transpile_file(Path::new(&path)),
                         ));
                         send_line(&reply_tx, &ToHost::CallResult { id, result });
@@ -371,7 +371,7 @@ impl ExtensionHost {
     }
 
     /// Sends a message without waiting for anything.
-    pub fn send(&self, msg: &ToHost) {
+    pub fn send(&self, msg: &ToHost<'_>) {
         send_line(&self.tx, msg)
     }
 
@@ -388,7 +388,7 @@ impl ExtensionHost {
     pub async fn request(
         &self,
         id: u64,
-        msg: &ToHost,
+        msg: &ToHost<'_>,
         timeout: Option<Duration>,
     ) -> Result<Value, HostError> {
         self.request_bounded(id, msg, timeout, true).await
@@ -402,7 +402,7 @@ impl ExtensionHost {
     pub async fn request_then(
         &self,
         id: u64,
-        msg: &ToHost,
+        msg: &ToHost<'_>,
         timeout: Option<Duration>,
         on_reply: ReplyHook,
     ) -> Result<Value, HostError> {
@@ -420,7 +420,7 @@ impl ExtensionHost {
     pub async fn request_until(
         &self,
         id: u64,
-        msg: &ToHost,
+        msg: &ToHost<'_>,
         timeout: Option<Duration>,
         cancel: &tokio_util::sync::CancellationToken,
     ) -> Result<Value, HostError> {
@@ -438,7 +438,7 @@ impl ExtensionHost {
     async fn request_bounded(
         &self,
         id: u64,
-        msg: &ToHost,
+        msg: &ToHost<'_>,
         timeout: Option<Duration>,
         eof_bounded: bool,
     ) -> Result<Value, HostError> {
@@ -478,7 +478,7 @@ impl ExtensionHost {
     pub async fn request_with_updates(
         &self,
         id: u64,
-        msg: &ToHost,
+        msg: &ToHost<'_>,
         timeout: Option<Duration>,
         on_update: UpdateSink,
         eof_bounded: bool,

@@ -21,7 +21,7 @@ impl Extensions {
         streaming_behavior: Option<&str>,
     ) -> Option<(String, Vec<ImageContent>)> {
         let id = self.host.next_id();
-        let event = wire::value_of(&InputEvent {
+        let event = wire::Notification::Input(InputEvent {
             text: &text,
             source,
             images: &images,

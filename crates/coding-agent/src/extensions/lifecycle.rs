@@ -74,6 +74,21 @@ fn host_provided_dependencies(manifest: &Path) -> Option<Vec<String>> {
     (!names.is_empty()).then_some(names)
 }
 
+/// What failed in `loaded`: each module that threw or did not import (upstream's loader wraps
+/// the error in `Failed to load extension: `), then each tool-name conflict (bare).
+fn load_failures(loaded: &LoadResult) -> Vec<wire::LoadError> {
+    let mut failures: Vec<wire::LoadError> = loaded
+        .errors
+        .iter()
+        .map(|e| wire::LoadError {
+            path: e.path.clone(),
+            error: format!("Failed to load extension: {}", e.error),
+        })
+        .collect();
+    failures.extend(tool_conflicts(loaded));
+    failures
+}
+
 /// Upstream's conflict rule for tools (docs/extensions.md; loader `Tool "<name>" conflicts
 /// with <path>`): a tool name already registered by an earlier extension is an error of the
 /// later one. Returns one error per conflicting registration, in load order.
@@ -125,17 +140,7 @@ impl Extensions {
             .load(&paths, mode, cwd)
             .await
             .map_err(StartError::Host)?;
-        // Upstream's loader wraps what a module threw in `Failed to load extension: `; its
-        // conflict errors are bare.
-        let mut failures: Vec<wire::LoadError> = loaded
-            .errors
-            .iter()
-            .map(|e| wire::LoadError {
-                path: e.path.clone(),
-                error: format!("Failed to load extension: {}", e.error),
-            })
-            .collect();
-        failures.extend(tool_conflicts(&loaded));
+        let failures = load_failures(&loaded);
         if !failures.is_empty() {
             return Err(StartError::LoadFailed(failures));
         }
@@ -149,6 +154,7 @@ impl Extensions {
             runtime,
             pushed: Mutex::new(None),
             discovered: RwLock::default(),
+            reload_failures: RwLock::default(),
         });
         let weak = Arc::downgrade(&ext);
         ext.host.on_registered(Arc::new(move |list| {
@@ -242,20 +248,58 @@ impl Extensions {
 
     /// A fresh instance of every extension (after a session replacement or `ctx.reload()`,
     /// as upstream rebinds them): the host imports them again and runs their factories; their
-    /// commands, tools and handlers replace the old ones. Load errors are reported as at start.
+    /// commands, tools and handlers replace the old ones.
+    ///
+    /// Fails closed where upstream 1.6 fails open: upstream writes a failed load to stderr
+    /// (`Error: Failed to load extension "<path>": …`, rpc-mode's `takeUnreportedDiagnostics`)
+    /// and serves on without the extension, so a permission gate that throws on its second
+    /// load lets every tool call through. Here the failure is written so to stderr, emitted as
+    /// `extension_error` (event `load`), and every tool call is blocked
+    /// ([`Extensions::reload_failures`]) until a reload succeeds. A host that cannot reload
+    /// (died, timed out, answered nonsense) counts as a failure too, and is also returned.
     pub async fn reload(&self) -> Result<(), HostError> {
         let id = self.host.next_id();
-        let v = self
+        let reply = self
             .host
             .request(id, &ToHost::Reload { id }, Some(Duration::from_secs(60)))
-            .await?;
-        let loaded: LoadResult = serde_json::from_value(v)
-            .map_err(|e| HostError::Handler(format!("bad reload reply: {e}")))?;
-        for e in &loaded.errors {
+            .await
+            .and_then(|v| {
+                serde_json::from_value::<LoadResult>(v)
+                    .map_err(|e| HostError::Handler(format!("bad reload reply: {e}")))
+            });
+        let loaded = match reply {
+            Ok(l) => l,
+            Err(e) => {
+                let failure = wire::LoadError {
+                    path: "<extension host>".into(),
+                    error: format!("the extensions could not be reloaded: {e}"),
+                };
+                eprintln!(
+                    "Error: Failed to load extension \"{}\": {}",
+                    failure.path, failure.error
+                );
+                self.error(&failure.path, "load", &failure.error);
+                *self.reload_failures.write() = vec![failure];
+                return Err(e);
+            }
+        };
+        let failures = load_failures(&loaded);
+        for e in &failures {
+            eprintln!(
+                "Error: Failed to load extension \"{}\": {}",
+                e.path, e.error
+            );
             self.error(&e.path, "load", &e.error);
         }
         *self.loaded.write() = loaded;
+        *self.reload_failures.write() = failures;
         Ok(())
+    }
+
+    /// The extensions that failed to load at the last reload (`path`, upstream's error text);
+    /// empty when it succeeded. While any is listed, every tool call is blocked.
+    pub fn reload_failures(&self) -> Vec<wire::LoadError> {
+        self.reload_failures.read().clone()
     }
 
     /// The RPC client closed stdin (or the loop ends on `ctx.shutdown()`): every extension

@@ -42,7 +42,6 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 use host::ExtensionHost;
 use parking_lot::{Mutex, RwLock};
-use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
 use wire::{LoadResult, ToHost};
@@ -66,6 +65,9 @@ pub struct Extensions {
     pushed: Mutex<Option<(String, Option<String>)>>,
     /// Skills and prompt templates the `resources_discover` handlers added (files).
     discovered: RwLock<Discovered>,
+    /// What failed to load at the last [`Extensions::reload`]: while not empty, every tool
+    /// call is blocked (a gate that broke on reload must not fail open).
+    reload_failures: RwLock<Vec<wire::LoadError>>,
 }
 
 impl Extensions {
@@ -88,7 +90,9 @@ impl Extensions {
         let last = wire::last_entry_id(&state).or(from);
         *pushed = Some((id, last));
         // Sent under the lock: pushes reach the host in the order they were computed.
-        self.host.send(&ToHost::State { state });
+        self.host.send(&ToHost::State {
+            state: Box::new(state),
+        });
     }
 
     /// Runs the handlers of a session event ([`wire::SessionEvent`]: `session_start`,
@@ -132,7 +136,7 @@ impl Extensions {
         let id = self.host.next_id();
         let msg = ToHost::Event {
             id: Some(id),
-            event: wire::value_of(event),
+            event: wire::Notification::Session(event),
         };
         let timeout = Some(self.hook_timeout);
         let reply = match cancel {
@@ -245,7 +249,7 @@ impl Extensions {
                     let id = me.host.next_id();
                     let msg = ToHost::Event {
                         id: Some(id),
-                        event,
+                        event: wire::Notification::Agent(Box::new(event)),
                     };
                     if let Err(e) = me.host.request(id, &msg, Some(me.hook_timeout)).await {
                         tracing::warn!("extension notification: {e}");
@@ -263,13 +267,9 @@ impl Extensions {
     /// that is handled is not sent: its shaped extension event is returned for the caller to
     /// send and wait for ([`Extensions::notify_awaited`]); `None` otherwise (and without
     /// `awaited`, always).
-    fn observe(&self, ev: &RpcEvent, awaited: bool) -> Option<Value> {
+    fn observe(&self, ev: &RpcEvent, awaited: bool) -> Option<wire::ExtensionEvent> {
         let counted = matches!(ev, RpcEvent::AgentStart | RpcEvent::TurnEnd { .. });
-        let Ok(v) = serde_json::to_value(ev) else {
-            return None;
-        };
-        let t = wire::EventType::of(&v)?;
-        let t = t.as_str();
+        let t = wire::rpc_event_kind(ev);
         let handled = self.handles(t);
         // Handlers of these read the session (entries, idle state) as it is now; `tool_call`
         // handlers see it through the assistant message that made the call (upstream
@@ -288,7 +288,7 @@ impl Extensions {
         if !(handled || refresh) || self.host.is_dead() {
             // The turn counter follows every run, handled or not.
             if counted {
-                self.shaper.shape(ev, Value::Null);
+                self.shaper.shape(ev);
             }
             return None;
         }
@@ -304,15 +304,16 @@ impl Extensions {
         }
         if handled && t == "message_end" {
         } else if handled && t == "turn_end" {
-            self.shaper.shape(ev, Value::Null);
+            self.shaper.shape(ev);
         } else if handled {
-            let event = self.shaper.shape(ev, v);
-            if wait {
-                return Some(event);
-            }
+            let event = match self.shaper.shape(ev) {
+                Some(shaped) if wait => return Some(shaped),
+                Some(shaped) => wire::Notification::Agent(Box::new(shaped)),
+                None => wire::Notification::AsIs(ev),
+            };
             self.host.send(&ToHost::Event { id: None, event });
         } else if counted {
-            self.shaper.shape(ev, Value::Null);
+            self.shaper.shape(ev);
         }
         None
     }

@@ -17,7 +17,7 @@
 
 use super::host::{CallReply, ExtensionHost, HostError};
 use super::wire::{
-    AuthNotifyParams, AuthPromptAnswer, AuthPromptParams, LoginEvent, LoginPrompt,
+    AuthNotifyParams, AuthPromptAnswer, AuthPromptParams, CallResult, LoginEvent, LoginPrompt,
     ProviderAuthReply, ProviderCall, ProviderCallResult, ProviderStreamEvent, PublishModelsParams,
     RefreshCredential, RefreshModelsReply, RoutePrevious, RouteRequest, StreamRequestOptions,
     ToHost, TranscriptContext,
@@ -56,7 +56,7 @@ pub fn handle_call(
         "authNotify" => {
             let p = AuthNotifyParams::deserialize(params).unwrap_or_default();
             login_notify(&p.event);
-            return Some(CallReply::Now(Value::Null));
+            return Some(CallReply::Now(CallResult::Null));
         }
         "authPrompt" => {
             let p = AuthPromptParams::deserialize(params).unwrap_or_default();
@@ -69,7 +69,7 @@ pub fn handle_call(
                     Some(value) => AuthPromptAnswer::Value { value },
                     None => AuthPromptAnswer::Cancelled { cancelled: true },
                 };
-                serde_json::to_value(answer).unwrap_or(Value::Null)
+                CallResult::AuthPrompt(answer)
             })));
         }
         "publishModels" => {
@@ -83,8 +83,9 @@ pub fn handle_call(
                 (None, _) => None,
                 (Some(dir), false) => publish_models(&dir, &p.provider, p.persist.as_ref()).err(),
             };
-            let answer = serde_json::to_value(ProviderCallResult { error }).unwrap_or(Value::Null);
-            return Some(CallReply::Now(answer));
+            return Some(CallReply::Now(CallResult::Provider(ProviderCallResult {
+                error,
+            })));
         }
         _ => {}
     }
@@ -150,8 +151,9 @@ pub fn handle_call(
             });
         }
     }
-    let answer = serde_json::to_value(ProviderCallResult { error }).unwrap_or(Value::Null);
-    Some(CallReply::Now(answer))
+    Some(CallReply::Now(CallResult::Provider(ProviderCallResult {
+        error,
+    })))
 }
 
 /// The file upstream keeps refreshed provider catalogs in (`core/models-store.js`
@@ -637,7 +639,7 @@ fn convert(model: &Model, ev: ProviderStreamEvent) -> Option<AssistantMessageEve
 async fn pump(
     host: Arc<ExtensionHost>,
     id: u64,
-    msg: ToHost,
+    msg: ToHost<'static>,
     model: Model,
     cancel: tokio_util::sync::CancellationToken,
     out: mpsc::UnboundedSender<AssistantMessageEvent>,

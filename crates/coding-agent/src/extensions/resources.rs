@@ -32,7 +32,7 @@ impl Extensions {
         let id = self.host.next_id();
         let msg = ToHost::Event {
             id: Some(id),
-            event: wire::value_of(&wire::ResourcesDiscoverEvent {
+            event: wire::Notification::ResourcesDiscover(wire::ResourcesDiscoverEvent {
                 cwd: &cwd.to_string_lossy(),
                 reason,
             }),

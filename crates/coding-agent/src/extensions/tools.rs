@@ -71,16 +71,22 @@ impl ToolCallHooks for Extensions {
         args: Value,
         parent: Option<&str>,
     ) -> BeforeToolCall {
+        if let Some(f) = self.reload_failures.read().first() {
+            return BeforeToolCall::Block(format!(
+                "Tool call blocked: extension \"{}\" failed to load on reload ({}); fix it and reload, or restart pi",
+                f.path, f.error
+            ));
+        }
         if !self.handles("tool_call") {
             return BeforeToolCall::Proceed(args);
         }
         let id = self.host.next_id();
-        let event = wire::value_of(&ToolCallEvent {
+        let event = ToolCallEvent {
             tool_name: &call.name,
             tool_call_id: &call.id,
             parent_tool_call_id: parent,
             input: &args,
-        });
+        };
         let msg = ToHost::ToolCall { id, event };
         let started = std::time::Instant::now();
         let reply = self.host.request(id, &msg, Some(self.hook_timeout)).await;
@@ -124,7 +130,7 @@ impl ToolCallHooks for Extensions {
             return (output, is_error);
         }
         let id = self.host.next_id();
-        let event = wire::value_of(&ToolResultEvent {
+        let event = ToolResultEvent {
             tool_name: &call.name,
             tool_call_id: &call.id,
             parent_tool_call_id: parent,
@@ -133,9 +139,12 @@ impl ToolCallHooks for Extensions {
             details: &output.details,
             structured_content: output.structured_content.as_ref(),
             is_error,
-        });
+        };
         let msg = ToHost::ToolResult { id, event };
-        match self.host.request(id, &msg, Some(self.hook_timeout)).await {
+        let reply = self.host.request(id, &msg, Some(self.hook_timeout)).await;
+        // The event borrows `output`, which the reply replaces.
+        drop(msg);
+        match reply {
             Ok(Value::Null) => (output, is_error),
             Ok(v) => ToolResultReply::from_value(&v).apply(output, is_error),
             Err(e) => {

@@ -262,3 +262,98 @@ export default function (pi) {
         .unwrap_or_else(|| panic!("no command x: {}", agent.dump()));
     assert_eq!(x["description"], "undefined undefined object");
 }
+
+/// A gate that blocks `bash` and counts its loads in `loads.txt` (cwd); its second load
+/// throws in the factory.
+const FLAKY_GATE_EXT: &str = r#"
+import fs from "node:fs";
+export default function (pi) {
+  const n = (fs.existsSync("loads.txt") ? Number(fs.readFileSync("loads.txt", "utf8")) : 0) + 1;
+  fs.writeFileSync("loads.txt", String(n));
+  if (n === 2) throw new Error("gate broke on load " + n);
+  pi.on("tool_call", (e) => (e.toolName === "bash" ? { block: true, reason: "gate says no" } : undefined));
+}
+"#;
+
+/// The `tool_execution_end` events from record `from` on.
+fn tool_ends_from(agent: &RpcAgent, from: usize) -> Vec<Value> {
+    agent.events()[from..]
+        .iter()
+        .filter(|v| kind(v) == "tool_execution_end")
+        .cloned()
+        .collect()
+}
+
+fn run_prompt(agent: &mut RpcAgent, id: &str) -> Value {
+    let from = agent.events().len();
+    agent.send(json!({"id": id, "type": "prompt", "message": "go"}));
+    agent.wait_from(agent.len().saturating_sub(1), LIVENESS, |v| {
+        kind(v) == "agent_settled"
+    });
+    let ends = tool_ends_from(agent, from);
+    assert_eq!(ends.len(), 1, "{}", agent.dump());
+    ends[0].clone()
+}
+
+/// Upstream 1.6 serves on after a session replacement whose reload fails (the failure only
+/// goes to stderr), which would let tool calls past a gate that broke. Ours reports the
+/// failure (stderr in upstream's words, `extension_error`) and blocks every tool call until a
+/// reload succeeds.
+#[test]
+fn a_gate_that_fails_on_reload_blocks_every_tool_call_until_a_reload_succeeds() {
+    let (_fake, root) = setup(
+        Script::new([
+            Turn::tool_call("bash", json!({"command": "touch one.txt"})),
+            Turn::text("done"),
+            Turn::tool_call("bash", json!({"command": "touch two.txt"})),
+            Turn::text("done"),
+            Turn::tool_call("read", json!({"path": "loads.txt"})),
+            Turn::text("done"),
+        ]),
+        DEFAULT_MODEL,
+    );
+    root.write_cwd_file("gate.js", FLAKY_GATE_EXT);
+    let mut agent = root.spawn_with(true, &["-e", "gate.js"]);
+
+    // Load 1: the gate works.
+    let end = run_prompt(&mut agent, "p1");
+    assert_eq!(end["isError"], true, "{end}");
+    assert_eq!(end["result"]["content"][0]["text"], "gate says no");
+    assert!(!root.cwd.join("one.txt").exists());
+
+    // Load 2 (the new session's instance) throws: reported, and tools stay shut.
+    let from = agent.len();
+    let r = agent.request(json!({"id": "n1", "type": "new_session"}));
+    assert_eq!(r["success"], true, "{}", agent.dump());
+    let (_, err) = agent.wait_from(from, LIVENESS, |v| {
+        kind(v) == "extension_error" && v["event"] == "load"
+    });
+    assert!(err["extensionPath"].as_str().unwrap().ends_with("gate.js"));
+    assert!(
+        err["error"]
+            .as_str()
+            .unwrap()
+            .contains("gate broke on load 2"),
+        "{err}"
+    );
+    let stderr = agent.stderr_with("Error: Failed to load extension", LIVENESS);
+    assert!(
+        stderr.contains("gate.js\": Failed to load extension: gate broke on load 2"),
+        "{stderr}"
+    );
+    let end = run_prompt(&mut agent, "p2");
+    assert_eq!(end["isError"], true, "{end}");
+    let text = end["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("failed to load on reload"), "{text}");
+    assert!(text.contains("gate broke on load 2"), "{text}");
+    assert!(!root.cwd.join("two.txt").exists(), "fail closed");
+
+    // Load 3 succeeds: tools are served again (the gate lets `read` through).
+    let r = agent.request(json!({"id": "n2", "type": "new_session"}));
+    assert_eq!(r["success"], true, "{}", agent.dump());
+    let end = run_prompt(&mut agent, "p3");
+    assert_eq!(end["isError"], false, "{end}");
+    assert_eq!(end["result"]["content"][0]["text"], "3");
+    agent.close_stdin();
+    assert!(agent.wait_exit(LIVENESS).is_some_and(|s| s.success()));
+}

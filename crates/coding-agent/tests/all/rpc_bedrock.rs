@@ -377,3 +377,82 @@ fn bedrock_profile_credentials_and_region_from_the_shared_files() {
         false,
     );
 }
+
+/// The extension provider hooks in the Bedrock adapter (upstream 1.6
+/// `api/bedrock-converse-stream.js`: `onPayload` on the command input, the caller headers
+/// before SigV4 signs them, `onResponse` with the HTTP status): `before_provider_headers`
+/// sees the models.json headers and its changes are sent (signed), `before_provider_request`'s
+/// return value is the body sent, and `after_provider_response` fires once with 200.
+#[test]
+fn bedrock_runs_the_extension_provider_hooks() {
+    let ext = r#"import * as fs from "node:fs";
+    export default function (pi) {
+      const log = (x) => fs.appendFileSync("hooks.log", JSON.stringify(x) + "\n");
+      pi.on("before_provider_headers", (event) => {
+        log({ ev: "headers", headers: { ...event.headers } });
+        event.headers["x-extra"] = "yes";
+        event.headers["x-drop"] = null;
+      });
+      pi.on("before_provider_request", (event) => {
+        log({ ev: "request", model: event.payload.modelId ?? null, messages: event.payload.messages.length });
+        return { ...event.payload, inferenceConfig: { ...event.payload.inferenceConfig, temperature: 0.25 } };
+      });
+      pi.on("after_provider_response", (event) => log({ ev: "response", status: event.status }));
+    }"#;
+    let fake = FakeLlm::spawn(Script::new([pi_fakellm::Turn::text("hello")])).expect("fake");
+    let root = RunRoot::new(fake.port());
+    root.write_agent_file(
+        "models.json",
+        &json!({"providers": {"amazon-bedrock": {
+            "baseUrl": format!("http://127.0.0.1:{}/bedrock", fake.port()),
+            "headers": {"x-drop": "1", "x-keep": "2"}}}}),
+    );
+    root.write_agent_file(
+        "settings.json",
+        &json!({"defaultProvider": "amazon-bedrock",
+               "defaultModel": "anthropic.claude-sonnet-4-5-20250929-v1:0",
+               "defaultThinkingLevel": "off"}),
+    );
+    root.write_cwd_file("h.js", ext);
+    let mut agent = root.spawn_with_env(
+        false,
+        &["-e", "h.js"],
+        &[
+            ("AWS_ACCESS_KEY_ID", "AKIDX"),
+            ("AWS_SECRET_ACCESS_KEY", "s"),
+            ("AWS_REGION", "us-east-2"),
+        ],
+    );
+    agent.send(json!({"id": "p", "type": "prompt", "message": "hi"}));
+    agent.wait_event("agent_settled");
+    let r = agent.request(json!({"id": "t", "type": "get_last_assistant_text"}));
+    assert_eq!(r["data"]["text"], "hello", "{}", agent.dump());
+    let requests = fake.llm_requests();
+    assert_eq!(requests.len(), 1, "{}", agent.dump());
+    let q = &requests[0];
+    assert_eq!(q.body["inferenceConfig"]["temperature"], 0.25, "{}", q.body);
+    assert_eq!(q.header("x-extra"), Some("yes"));
+    assert_eq!(q.header("x-drop"), None);
+    assert_eq!(q.header("x-keep"), Some("2"));
+    // The changed headers are signed with the request.
+    let auth = q.header("authorization").unwrap_or_default();
+    assert!(auth.contains("x-extra"), "{auth}");
+    assert!(!auth.contains("x-drop"), "{auth}");
+    let log = std::fs::read_to_string(root.cwd.join("hooks.log")).unwrap();
+    let lines: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        lines[0],
+        json!({"ev": "headers", "headers": {"x-drop": "1", "x-keep": "2"}})
+    );
+    assert_eq!(lines[1]["ev"], "request", "{log}");
+    assert_eq!(lines[1]["messages"], 1, "{log}");
+    let responses: Vec<&Value> = lines.iter().filter(|l| l["ev"] == "response").collect();
+    assert_eq!(
+        responses,
+        [&json!({"ev": "response", "status": 200})],
+        "{log}"
+    );
+}

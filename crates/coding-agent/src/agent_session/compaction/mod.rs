@@ -224,7 +224,7 @@ impl AgentSession {
         )
     }
 
-    async fn summarizer(
+    pub(super) async fn summarizer(
         &self,
         model: &Model,
         reason: CompactionReason,
@@ -263,6 +263,7 @@ impl AgentSession {
             cancel,
             sink: self.inner.sink.clone(),
             reason,
+            source: crate::protocol::rpc::SummarizationSource::Compaction,
         })
     }
 

@@ -43,6 +43,9 @@ pub struct Summarizer {
     pub sink: EventSink,
     /// Why the compaction runs (`summarization_retry_attempt_start.reason`).
     pub reason: CompactionReason,
+    /// What is summarized (`summarization_retry_attempt_start.source`); a branch summary's
+    /// retry events carry no `reason`.
+    pub source: SummarizationSource,
 }
 
 /// A summary text and the usage of the request that produced it.
@@ -197,8 +200,8 @@ impl Summarizer {
                 _ = tokio::time::sleep(std::time::Duration::from_millis(delay)) => {}
             }
             self.emit(RpcEvent::SummarizationRetryAttemptStart {
-                source: SummarizationSource::Compaction,
-                reason: Some(self.reason),
+                source: self.source,
+                reason: (self.source == SummarizationSource::Compaction).then_some(self.reason),
             });
         }
     }

@@ -287,15 +287,8 @@ pub struct ResourcesDiscoverEvent<'a> {
     pub reason: &'a str,
 }
 
-/// The `id` of the last entry of a state mirror ([`ToHost::State`]'s `state`, `{…, entries:
-/// [{id, …}, …]}`): `None` when `state` is not an object, `entries` is not an array or is
-/// empty, or its last element has no string `id`. The entries are not copied.
-pub fn last_entry_id(state: &Value) -> Option<String> {
-    state
-        .get("entries")?
-        .as_array()?
-        .last()?
-        .get("id")?
-        .as_str()
-        .map(str::to_string)
+/// The `id` of the last entry of a state mirror ([`ToHost::State`]'s `state`): `None` when it
+/// has no entries.
+pub fn last_entry_id(state: &super::SessionMirror) -> Option<String> {
+    state.entries.last().map(|e| e.id.clone())
 }

@@ -385,34 +385,6 @@ fn event_type_reads_as_before() {
     }
 }
 
-#[test]
-fn last_entry_id_reads_as_before() {
-    for state in [
-        json!({"cwd": "/w", "entries": [{"id": "a"}, {"type": "x", "id": "b", "more": [1, {"id": "c"}]}]}),
-        json!({"entries": [{"id": "a"}, {"id": 5}]}),
-        json!({"entries": [{"id": "a"}, {"noid": true}]}),
-        json!({"entries": [{"id": "a"}, "b"]}),
-        json!({"entries": [{"id": "a"}, ["id", "b"]]}),
-        json!({"entries": [{"id": "a"}, null]}),
-        json!({"entries": []}),
-        json!({"entries": {"id": "a"}}),
-        json!({"entries": null}),
-        json!({"entries": "a"}),
-        json!({"sessionId": "s"}),
-        json!([{"entries": [{"id": "a"}]}]),
-        json!(null),
-    ] {
-        let old = state
-            .get("entries")
-            .and_then(Value::as_array)
-            .and_then(|e| e.last())
-            .and_then(|e| e.get("id"))
-            .and_then(Value::as_str)
-            .map(str::to_string);
-        assert_eq!(last_entry_id(&state), old, "state {state}");
-    }
-}
-
 /// The session lifecycle events as `AgentSessionRuntime` and `main` built them before, with
 /// the typed event each became.
 #[test]

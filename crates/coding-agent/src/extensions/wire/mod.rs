@@ -10,6 +10,9 @@ mod events;
 mod host_tests;
 mod input;
 mod load;
+mod notify;
+#[cfg(test)]
+mod notify_tests;
 mod provider;
 mod session;
 #[cfg(test)]
@@ -20,6 +23,7 @@ pub use calls::*;
 pub use events::*;
 pub use input::*;
 pub use load::*;
+pub use notify::*;
 pub use provider::*;
 pub use session::*;
 pub use tools::*;
@@ -28,10 +32,10 @@ use crate::protocol::rpc::ExtensionUiRequest;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// A message from `pi` to the host.
+/// A message from `pi` to the host; `'a` is what the events it carries borrow.
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "t", rename_all = "snake_case")]
-pub enum ToHost {
+pub enum ToHost<'a> {
     /// Import the extensions and run their factories. Reply: [`LoadResult`].
     #[serde(rename_all = "camelCase")]
     Load {
@@ -60,28 +64,23 @@ pub enum ToHost {
     /// The session state the host mirrors for synchronous accessors (`pi.getThinkingLevel`,
     /// `ctx.sessionManager.*`, `ctx.model`, …); see `api::state`. Fire and forget.
     State {
-        /// `{cwd, sessionFile, sessionId, sessionName, sessionDir, header, leafId, entries,
-        /// entriesFrom, model, thinkingLevel, activeTools, allTools, isIdle,
-        /// hasPendingMessages, contextUsage, systemPrompt, commands}`; `entriesFrom` = the id after which `entries`
+        /// The mirror ([`SessionMirror`]); `entriesFrom` = the id after which `entries`
         /// follow (`null` = `entries` are all of them).
-        state: Value,
+        state: Box<SessionMirror>,
     },
-    /// Run the `tool_call` handlers. `event` = `{type:"tool_call", toolCallId, toolName, input}`.
-    /// Reply: [`ToolCallResult`].
+    /// Run the `tool_call` handlers. Reply: [`ToolCallResult`].
     ToolCall {
         /// Request id.
         id: u64,
         /// The upstream event object.
-        event: Value,
+        event: ToolCallEvent<'a>,
     },
-    /// Run the `tool_result` handlers. `event` = `{type:"tool_result", toolCallId, toolName,
-    /// input, content, details, isError}`. Reply: `null` (unchanged) or `{content, details,
-    /// isError}`.
+    /// Run the `tool_result` handlers. Reply: `null` (unchanged) or [`ToolResultReply`].
     ToolResult {
         /// Request id.
         id: u64,
         /// The upstream event object.
-        event: Value,
+        event: ToolResultEvent<'a>,
     },
     /// Run the handlers of a [`HostEvent`] pi knows the shape of (sent as `event`, as
     /// [`ToHost::Event`] is). Reply: the event's reply (see each [`HostEvent`]).
@@ -99,8 +98,8 @@ pub enum ToHost {
         /// Request id; `None` = fire and forget.
         #[serde(skip_serializing_if = "Option::is_none")]
         id: Option<u64>,
-        /// The event object as the RPC client would see it.
-        event: Value,
+        /// The event object ([`Notification`]).
+        event: Notification<'a>,
     },
     /// Run a registered slash command. Reply: `null` once the handler has returned.
     Command {
@@ -123,7 +122,7 @@ pub enum ToHost {
         /// The call's id.
         id: u64,
         /// The answer.
-        result: Value,
+        result: CallResult,
     },
     /// Execute a registered tool. Reply: `{content, details?, isError?}`.
     #[serde(rename_all = "camelCase")]

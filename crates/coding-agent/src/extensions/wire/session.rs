@@ -72,6 +72,30 @@ pub enum SessionEvent<'a> {
         /// Whether the prompt is retried after it (overflow recovery).
         will_retry: bool,
     },
+    /// `session_before_tree {preparation}` (`ctx.navigateTree`; the host adds `signal`).
+    /// Reply: [`SessionEventReply`] (`cancel`; a `summary` to record instead of pi's, used
+    /// when the navigation asked for one; `customInstructions`, `replaceInstructions`,
+    /// `label` overrides).
+    SessionBeforeTree {
+        /// What the navigation would do.
+        preparation: TreePreparation<'a>,
+    },
+    /// `session_tree {newLeafId, oldLeafId, summaryEntry?, fromExtension?}`: the leaf moved;
+    /// `summaryEntry` / `fromExtension` only when a branch summary was written. Reply:
+    /// `null`.
+    #[serde(rename_all = "camelCase")]
+    SessionTree {
+        /// The leaf after the navigation (`null` = before the root).
+        new_leaf_id: Option<&'a str>,
+        /// The leaf before it.
+        old_leaf_id: Option<&'a str>,
+        /// The `branch_summary` entry written, when one was.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        summary_entry: Option<&'a SessionEntry>,
+        /// Whether that summary came from a `session_before_tree` handler.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        from_extension: Option<bool>,
+    },
     /// `session_compact {compactionEntry, fromExtension, reason, willRetry}`: a compaction was
     /// recorded. Reply: `null`.
     #[serde(rename_all = "camelCase")]
@@ -116,6 +140,8 @@ impl SessionEvent<'_> {
             SessionEvent::SessionBeforeCompact { .. } => "session_before_compact",
             SessionEvent::SessionCompact { .. } => "session_compact",
             SessionEvent::SessionCompactFailed { .. } => "session_compact_failed",
+            SessionEvent::SessionBeforeTree { .. } => "session_before_tree",
+            SessionEvent::SessionTree { .. } => "session_tree",
         }
     }
 }
@@ -178,6 +204,60 @@ pub struct SessionEventReply {
     /// The compaction a `session_before_compact` handler supplied.
     #[serde(default, deserialize_with = "object")]
     pub compaction: Option<CompactionReply>,
+    /// The branch summary a `session_before_tree` handler supplied.
+    #[serde(default, deserialize_with = "object")]
+    pub summary: Option<TreeSummaryReply>,
+    /// A `session_before_tree` handler's `customInstructions` (non-string = absent).
+    #[serde(default, rename = "customInstructions", deserialize_with = "lenient")]
+    pub custom_instructions: Option<String>,
+    /// A `session_before_tree` handler's `replaceInstructions` (non-boolean = absent).
+    #[serde(default, rename = "replaceInstructions", deserialize_with = "lenient")]
+    pub replace_instructions: Option<bool>,
+    /// A `session_before_tree` handler's `label` (non-string = absent).
+    #[serde(default, deserialize_with = "lenient")]
+    pub label: Option<String>,
+}
+
+/// `preparation` of `session_before_tree` (upstream `TreePreparation`): `{targetId, oldLeafId,
+/// commonAncestorId, entriesToSummarize, userWantsSummary, customInstructions?,
+/// replaceInstructions?, label?}`; the options the call left out are absent.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TreePreparation<'a> {
+    /// The entry navigated to.
+    pub target_id: &'a str,
+    /// The leaf before (`null` = none).
+    pub old_leaf_id: Option<&'a str>,
+    /// The deepest entry on both the old and the target path (`null` = none).
+    pub common_ancestor_id: Option<&'a str>,
+    /// The entries from the common ancestor (exclusive) to the old leaf, oldest first.
+    pub entries_to_summarize: &'a [SessionEntry],
+    /// Whether the call asked for a summary.
+    pub user_wants_summary: bool,
+    /// The call's `customInstructions`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub custom_instructions: Option<&'a str>,
+    /// The call's `replaceInstructions`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replace_instructions: Option<bool>,
+    /// The call's `label`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label: Option<&'a str>,
+}
+
+/// `summary` of a `session_before_tree` reply: `{summary, details?, usage?}`; without a string
+/// `summary` it is not used; `usage` that is not a whole `Usage` reads as absent.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct TreeSummaryReply {
+    /// The summary text.
+    #[serde(default, deserialize_with = "lenient")]
+    pub summary: Option<String>,
+    /// `details` of the entry, as given (`null` = none).
+    #[serde(default)]
+    pub details: Option<Value>,
+    /// Usage of the handler's summary requests.
+    #[serde(default, deserialize_with = "lenient")]
+    pub usage: Option<pi_ai::Usage>,
 }
 
 impl SessionEventReply {

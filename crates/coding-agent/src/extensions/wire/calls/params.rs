@@ -258,6 +258,30 @@ impl ForkParams {
     }
 }
 
+/// `ctx.navigateTree(targetId, options?)` (command context): `{targetId, summarize?,
+/// customInstructions?, replaceInstructions?, label?}`; values of the wrong type read as
+/// absent (`summarize`: `false`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct NavigateTreeParams {
+    /// The entry to navigate to (non-string = `""`).
+    #[serde(deserialize_with = "lenient")]
+    pub target_id: String,
+    /// Whether to summarize the branch left.
+    #[serde(deserialize_with = "lenient")]
+    pub summarize: bool,
+    /// Instructions for the summarizer.
+    #[serde(deserialize_with = "lenient")]
+    pub custom_instructions: Option<String>,
+    /// `true`: the instructions replace the default prompt.
+    #[serde(deserialize_with = "lenient")]
+    pub replace_instructions: Option<bool>,
+    /// A label for the summary entry (or the target, without a summary).
+    #[serde(deserialize_with = "lenient")]
+    pub label: Option<String>,
+}
+impl CallParams for NavigateTreeParams {}
+
 /// `ctx.switchSession(sessionPath)` (command context): `{sessionPath}`.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
