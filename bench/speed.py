@@ -15,7 +15,8 @@ Modes (run one or several: `search stream turns tools`):
             the fake server (the floor the agent cannot go below in wall time).
 * turns   - 200 prompts with a ~2 KB reply each, session file on: VmRSS after every
             `agent_end`; growth per turn = least-squares slope over turns 21..200, next to the
-            session file's growth per turn.
+            session file's growth per turn; per-turn wall (`prompt` line to `agent_end` line)
+            at turns 1/50/100/200, each the median of the 5 turns around it.
 * tools   - 50 prompts (--calls) of one scripted tool call each, cycling read / bash (`echo hi`)
             / ls / grep on a small tree (20 files), then a one-word reply: whole-workload wall
             (from the first `prompt` line to the last `agent_end` line), CPU time of the agent
@@ -502,20 +503,24 @@ def run_turns(args, agents):
     summary = {}
     n = args.turns
     reply = ("All right, here is some text for this turn. " * 46)[:2048]
+    marks = [m for m in (1, 50, 100, 200) if m <= n]
     print(f"\n| agent | RSS after turn 20 / {n} (MB) | growth per turn (KiB) | session per turn "
-          f"(KiB) | ratio |")
-    print("|---|---|---|---|---|")
+          f"(KiB) | ratio | " + " | ".join(f"turn {m} ms" for m in marks) + " |")
+    print("|---" * (5 + len(marks)) + "|")
     for name, argv in agents:
         turns = [{"blocks": [{"type": "text", "text": reply}]} for _ in range(n)]
         fake = Fake(args.fakellm, {"default_chunk_size": 64, "turns": turns}, args.workdir)
         agent = Agent(argv, fake.port, args.workdir, session=True)
         rss = []
         sizes = []
+        walls = []
         sess_dir = os.path.join(agent.dirs["agent"], "sessions")
         try:
             agent.state()
             for i in range(n):
-                agent.prompt(f"turn {i}: please answer")
+                t0 = time.perf_counter()
+                t1, _ = agent.prompt(f"turn {i}: please answer")
+                walls.append((t1 - t0) * 1000)
                 agent.state()
                 rss.append(vm_rss_kib(agent.pid))
                 sizes.append(dir_bytes(sess_dir))
@@ -526,10 +531,15 @@ def run_turns(args, agents):
         xs = list(range(lo, n))
         g = slope(xs, [rss[i] for i in xs])
         s = slope(xs, [sizes[i] / 1024 for i in xs])
+        # Per-turn wall at turn m: the median of turns m-2..m+2 (1-based, clipped to the run),
+        # so one preempted turn does not make the figure.
+        at = {m: median(walls[max(0, m - 3):min(n, m + 2)]) for m in marks}
         summary[name] = {"rss_kib": rss, "session_bytes": sizes, "growth_kib_per_turn": g,
-                         "session_kib_per_turn": s}
+                         "session_kib_per_turn": s, "turn_wall_ms": walls,
+                         "turn_wall_ms_at": at}
         print(f"| {name} | {rss[lo - 1] / 1024:.1f} / {rss[-1] / 1024:.1f} | {g:.1f} | {s:.2f} | "
-              f"{(g / s if s else float('nan')):.2f} |")
+              f"{(g / s if s else float('nan')):.2f} | "
+              + " | ".join(fmt(at[m], digits=2) for m in marks) + " |")
     return summary
 
 
