@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Speed benchmarks for issue 15, ours and upstream pi 1.6 (and rg/fd) in the same run.
 
-Modes (run one or several: `search stream turns`):
+Modes (run one or several: `search stream turns tools`):
 
 * search  - a generated tree (git repository, half of it .gitignored): the `grep` and `find`
             tools called through RPC (a scripted tool call from the fake LLM; time = from the
@@ -15,7 +15,14 @@ Modes (run one or several: `search stream turns`):
             the fake server (the floor the agent cannot go below in wall time).
 * turns   - 200 prompts with a ~2 KB reply each, session file on: VmRSS after every
             `agent_end`; growth per turn = least-squares slope over turns 21..200, next to the
-            session file's growth per turn.
+            session file's growth per turn; per-turn wall (`prompt` line to `agent_end` line)
+            at turns 1/50/100/200, each the median of the 5 turns around it.
+* tools   - 50 prompts (--calls) of one scripted tool call each, cycling read / bash (`echo hi`)
+            / ls / grep on a small tree (20 files), then a one-word reply: whole-workload wall
+            (from the first `prompt` line to the last `agent_end` line), CPU time of the agent
+            process over the workload (schedstat, as `stream`), and per tool the median of
+            `tool_execution_start` -> `tool_execution_end` as the client reads them. Agents
+            are interleaved: each round runs every agent once (--rounds, --runs per round).
 
 Start-up time and idle RSS: bench/startup_memory.py.
 
@@ -496,20 +503,24 @@ def run_turns(args, agents):
     summary = {}
     n = args.turns
     reply = ("All right, here is some text for this turn. " * 46)[:2048]
+    marks = [m for m in (1, 50, 100, 200) if m <= n]
     print(f"\n| agent | RSS after turn 20 / {n} (MB) | growth per turn (KiB) | session per turn "
-          f"(KiB) | ratio |")
-    print("|---|---|---|---|---|")
+          f"(KiB) | ratio | " + " | ".join(f"turn {m} ms" for m in marks) + " |")
+    print("|---" * (5 + len(marks)) + "|")
     for name, argv in agents:
         turns = [{"blocks": [{"type": "text", "text": reply}]} for _ in range(n)]
         fake = Fake(args.fakellm, {"default_chunk_size": 64, "turns": turns}, args.workdir)
         agent = Agent(argv, fake.port, args.workdir, session=True)
         rss = []
         sizes = []
+        walls = []
         sess_dir = os.path.join(agent.dirs["agent"], "sessions")
         try:
             agent.state()
             for i in range(n):
-                agent.prompt(f"turn {i}: please answer")
+                t0 = time.perf_counter()
+                t1, _ = agent.prompt(f"turn {i}: please answer")
+                walls.append((t1 - t0) * 1000)
                 agent.state()
                 rss.append(vm_rss_kib(agent.pid))
                 sizes.append(dir_bytes(sess_dir))
@@ -520,16 +531,125 @@ def run_turns(args, agents):
         xs = list(range(lo, n))
         g = slope(xs, [rss[i] for i in xs])
         s = slope(xs, [sizes[i] / 1024 for i in xs])
+        # Per-turn wall at turn m: the median of turns m-2..m+2 (1-based, clipped to the run),
+        # so one preempted turn does not make the figure.
+        at = {m: median(walls[max(0, m - 3):min(n, m + 2)]) for m in marks}
         summary[name] = {"rss_kib": rss, "session_bytes": sizes, "growth_kib_per_turn": g,
-                         "session_kib_per_turn": s}
+                         "session_kib_per_turn": s, "turn_wall_ms": walls,
+                         "turn_wall_ms_at": at}
         print(f"| {name} | {rss[lo - 1] / 1024:.1f} / {rss[-1] / 1024:.1f} | {g:.1f} | {s:.2f} | "
-              f"{(g / s if s else float('nan')):.2f} |")
+              f"{(g / s if s else float('nan')):.2f} | "
+              + " | ".join(fmt(at[m], digits=2) for m in marks) + " |")
+    return summary
+
+
+# ---------------------------------------------------------------------------------------------
+# tools
+# ---------------------------------------------------------------------------------------------
+
+TOOL_CYCLE = ("read", "bash", "ls", "grep")
+
+
+def make_small_tree(root):
+    """20 small text files in 4 directories (a git repository, like a small project)."""
+    marker = os.path.join(root, ".bench-small")
+    if os.path.exists(marker):
+        return
+    shutil.rmtree(root, ignore_errors=True)
+    os.makedirs(root)
+    if shutil.which("git"):
+        subprocess.run(["git", "init", "-q", root], check=True)
+    rnd = random.Random(24)
+    for i in range(20):
+        d = os.path.join(root, f"d{i % 4}")
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, f"f{i}.txt"), "w") as f:
+            for _ in range(40):
+                f.write(WORDS[rnd.randrange(len(WORDS))] + "\n")
+    with open(marker, "w") as f:
+        f.write("1")
+
+
+def tool_args(tool, tree):
+    return {
+        "read": {"path": os.path.join(tree, "d1", "f5.txt")},
+        "bash": {"command": "echo hi"},
+        "ls": {"path": tree},
+        "grep": {"pattern": "fn from_raw", "path": tree},
+    }[tool]
+
+
+def tools_agent(name, argv, args, tree):
+    """One agent process running the whole workload; returns its figures."""
+    n = args.calls
+    turns = []
+    for i in range(n):
+        tool = TOOL_CYCLE[i % len(TOOL_CYCLE)]
+        turns.append({"blocks": [{"type": "tool_call", "name": tool,
+                                  "arguments": tool_args(tool, tree)}]})
+        turns.append({"blocks": [{"type": "text", "text": "ok"}]})
+    fake = Fake(args.fakellm, {"default_chunk_size": 64, "turns": turns}, args.workdir)
+    agent = Agent(argv, fake.port, args.workdir, cwd=tree, tools="read,bash,ls,grep")
+    per_tool = {}
+    errors = {}
+    try:
+        agent.state()
+        cpu0 = proc_cpu_ns(agent.pid)
+        t_first = None
+        t_last = None
+        for i in range(n):
+            tool = TOOL_CYCLE[i % len(TOOL_CYCLE)]
+            t_sent = time.perf_counter()
+            if t_first is None:
+                t_first = t_sent
+            ts, te, t_end, res = agent.prompt_timed(f"call {i}")
+            t_last = t_end
+            if res is None or res.get("isError"):
+                errors[tool] = errors.get(tool, 0) + 1
+            if ts and te:
+                per_tool.setdefault(tool, []).append((te - ts) * 1000)
+        cpu1 = proc_cpu_ns(agent.pid)
+    finally:
+        agent.close()
+        fake.close()
+    return {"wall_ms": (t_last - t_first) * 1000, "cpu_ms": (cpu1 - cpu0) / 1e6,
+            "per_tool_ms": per_tool, "errors": errors}
+
+
+def run_tools(args, agents):
+    tree = os.path.join(args.workdir, "small-tree")
+    make_small_tree(tree)
+    samples = {}
+    for rnd in range(args.rounds):
+        for _ in range(args.runs):
+            for name, argv in agents:
+                samples.setdefault(name, []).append(tools_agent(name, argv, args, tree))
+        print(f"tools: round {rnd + 1} done", flush=True)
+    summary = {}
+    print(f"\n| agent | {args.calls}-call wall ms median (min-max) | agent CPU ms median | "
+          + " | ".join(f"{t} ms/call" for t in TOOL_CYCLE) + " | errors | runs |")
+    print("|---" * (6 + len(TOOL_CYCLE)) + "|")
+    for name, _ in agents:
+        xs = samples.get(name, [])
+        walls = [x["wall_ms"] for x in xs]
+        per = {t: median([m for x in xs for m in x["per_tool_ms"].get(t, [])])
+               for t in TOOL_CYCLE}
+        s = {"wall_ms": median(walls), "cpu_ms": median([x["cpu_ms"] for x in xs]),
+             "per_tool_median_ms": per,
+             "errors": {t: sum(x["errors"].get(t, 0) for x in xs) for t in TOOL_CYCLE},
+             "samples": xs}
+        summary[name] = s
+        print(f"| {name} | {fmt(s['wall_ms'])} ({fmt(min(walls))}-{fmt(max(walls))}) | "
+              f"{fmt(s['cpu_ms'])} | "
+              + " | ".join(fmt(per[t], digits=2) for t in TOOL_CYCLE)
+              + " | " + (", ".join(f"{t} {c}" for t, c in s["errors"].items() if c) or "0")
+              + f" | {len(xs)} |")
     return summary
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("modes", nargs="+", choices=["search", "stream", "turns"])
+    ap.add_argument("modes", nargs="+", choices=["search", "stream", "turns", "tools"])
     ap.add_argument("--ours", default="target/release/pi")
     ap.add_argument("--fakellm", default="target/release/fakellm")
     ap.add_argument("--upstream", help="command line of upstream pi (default: ~/pi-upstream)")
@@ -537,7 +657,9 @@ def main():
     ap.add_argument("--other", action="append", default=[],
                     help="NAME=PATH of another build of ours to compare (repeatable)")
     ap.add_argument("--runs", type=int, default=5, help="samples per figure and round")
-    ap.add_argument("--rounds", type=int, default=1, help="search: rounds of all agents")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="search, tools: rounds of all agents")
+    ap.add_argument("--calls", type=int, default=50, help="tools: prompts of one tool call")
     ap.add_argument("--files", type=int, default=6000, help="search: visible files in the tree")
     ap.add_argument("--deltas", type=int, nargs="+", default=[1000, 10000, 100000])
     ap.add_argument("--turns", type=int, default=200)
@@ -571,7 +693,8 @@ def main():
     print(f"load average at start: {' '.join(load)}; {os.cpu_count()} CPUs")
     out = {}
     for mode in args.modes:
-        out[mode] = {"search": run_search, "stream": run_stream, "turns": run_turns}[mode](
+        out[mode] = {"search": run_search, "stream": run_stream, "turns": run_turns,
+                     "tools": run_tools}[mode](
             args, agents)
     try:
         load = open("/proc/loadavg").read().split()[:3]

@@ -23,10 +23,14 @@
 //! If stdout is closed (EPIPE), the process ends quietly with exit code 0 after killing the
 //! process groups of running tools.
 //!
-//! Two promises to readers of stdout:
+//! Three promises to readers of stdout:
 //! * `tool_execution_start` is written and flushed before [`Output::event`] returns, so the
 //!   tool it announces has not begun when a client reads the line (an ACP adapter reads the
 //!   file an `edit` is about to change at that moment).
+//! * `tool_execution_end` is handed to the writer thread at once, never left for the writer
+//!   task (issue 24): the task would write it only once the agent loop waits again, after it
+//!   has built and sent the next request, so a client would see every tool end late by that
+//!   much. The caller does not wait for the write.
 //! * Memory stays bounded when the reader is slower than the agent: once more than
 //!   [`HIGH_WATER`] bytes are queued behind a blocked write, queuing an event waits until at
 //!   most [`LOW_WATER`] are (a fast RPC `bash` then slows down to the reader's pace instead of
@@ -252,6 +256,19 @@ struct Shared {
     wake: Condvar,
 }
 
+/// When a queued line goes out ([`Output::put`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Delivery {
+    /// Inside a runtime task on the stdout writer: left for the writer task (a burst becomes
+    /// one write); elsewhere as [`Delivery::Now`].
+    Deferrable,
+    /// The writer thread is woken for it (and takes whatever was deferred before it); the
+    /// caller goes on at once.
+    Now,
+    /// As [`Delivery::Now`], and the caller waits until the line has been written and flushed.
+    Flushed,
+}
+
 /// Cheap to clone handle to the stdout writer.
 #[derive(Clone)]
 pub struct Output {
@@ -341,17 +358,19 @@ impl Output {
         st.queued
     }
 
-    /// Queues one line; inside a runtime task, on the stdout writer, it is left for the writer
-    /// task (within [`DEFER_MAX`] / [`DEFER_MAX_AGE`]), otherwise the writer thread is woken if
-    /// idle. With `flushed`, returns only once the line has been written and flushed; with
+    /// Queues one line; a [`Delivery::Deferrable`] one queued inside a runtime task, on the
+    /// stdout writer, is left for the writer task (within [`DEFER_MAX`] / [`DEFER_MAX_AGE`]),
+    /// otherwise the writer thread is woken if idle. With [`Delivery::Flushed`], returns only
+    /// once the line has been written and flushed; with
     /// `back_pressure`, waits first while the backlog is over [`HIGH_WATER`] until it is at
     /// most [`LOW_WATER`]. Both waits block the calling thread (see the [module docs](self)).
     fn put(
         &self,
         fill: impl FnOnce(&mut Vec<u8>) -> Result<(), String>,
-        flushed: bool,
+        delivery: Delivery,
         back_pressure: bool,
     ) {
+        let flushed = delivery == Delivery::Flushed;
         let mut st = self.lock();
         if back_pressure && st.queued - st.written > HIGH_WATER as u64 {
             st.deferred_since = None;
@@ -361,7 +380,7 @@ impl Output {
             }
         }
         let end = Self::append(&mut st, fill);
-        let defer = !flushed
+        let defer = delivery == Delivery::Deferrable
             && self.shared.defers
             && self.shared.task_alive.load(Ordering::Acquire)
             && tokio::task::try_id().is_some();
@@ -393,7 +412,7 @@ impl Output {
     pub fn send(&self, record: &RpcOutput) {
         self.put(
             |buf| serde_json::to_writer(buf, record).map_err(|e| e.to_string()),
-            false,
+            Delivery::Deferrable,
             false,
         );
     }
@@ -404,13 +423,19 @@ impl Output {
     }
 
     /// Queues an event; waits while the backlog is over [`HIGH_WATER`]. A
-    /// `tool_execution_start` is written and flushed before this returns.
+    /// `tool_execution_start` is written and flushed before this returns; a
+    /// `tool_execution_end` is handed to the writer thread at once (see the
+    /// [module docs](self)).
     pub fn event(&self, event: RpcEvent) {
-        let announces_tool = matches!(event, RpcEvent::ToolExecutionStart { .. });
+        let delivery = match event {
+            RpcEvent::ToolExecutionStart { .. } => Delivery::Flushed,
+            RpcEvent::ToolExecutionEnd { .. } => Delivery::Now,
+            _ => Delivery::Deferrable,
+        };
         let record = RpcOutput::Event(Box::new(event));
         self.put(
             |buf| serde_json::to_writer(buf, &record).map_err(|e| e.to_string()),
-            announces_tool,
+            delivery,
             true,
         );
     }
@@ -434,7 +459,7 @@ impl Output {
                 buf.extend_from_slice(line.as_bytes());
                 Ok(())
             },
-            false,
+            Delivery::Deferrable,
             false,
         );
     }
@@ -607,6 +632,37 @@ mod tests {
                 let lines = seen.lines();
                 assert_eq!(lines.len(), 2, "{lines:?}");
                 assert!(lines[1].contains("tool_execution_start"));
+            })
+            .await
+            .unwrap();
+        });
+    }
+
+    /// `tool_execution_end` goes out while the task that queued it is still busy (it does not
+    /// yield to the writer task), together with the records deferred before it, in order.
+    #[test]
+    fn tool_execution_end_is_written_without_the_task_yielding() {
+        let rt = runtime();
+        let sink = Batches::default();
+        let s2 = sink.clone();
+        let seen = sink.clone();
+        rt.block_on(async move {
+            let out = Output::deferring_for(Box::new(s2), Duration::from_secs(60));
+            tokio::spawn(async move {
+                out.raw_line("{\"before\":true}".into());
+                out.event(RpcEvent::ToolExecutionEnd {
+                    tool_call_id: "c1".into(),
+                    tool_name: "read".into(),
+                    result: pi_agent::ToolOutput::default(),
+                    is_error: false,
+                    duration_ms: Some(0),
+                    parent_tool_call_id: None,
+                });
+                // Blocks this (the only) worker: only the writer thread can write now.
+                seen.wait_lines(2);
+                let lines = seen.lines();
+                assert_eq!(lines[0], "{\"before\":true}");
+                assert!(lines[1].contains("tool_execution_end"), "{lines:?}");
             })
             .await
             .unwrap();

@@ -221,7 +221,10 @@ impl FakeLlm {
                         }
                     };
                     tokio::select! {
-                        r = axum::serve(listener, app) => {
+                        // No Nagle delay: each SSE event is its own small write, and behind
+                        // an unacknowledged one it would wait for the client's delayed ACK
+                        // (up to 40 ms per response on a kept-alive connection).
+                        r = axum::serve(listener, app).tcp_nodelay(true) => {
                             if let Err(e) = r {
                                 eprintln!("fakellm: server error: {e}");
                             }

@@ -26,10 +26,11 @@
 //!   two pidfds: the agent's and the shell's. When the agent process exits, for any reason,
 //!   the supervisor `SIGKILL`s its whole process group (itself, the shell and every
 //!   descendant still in it). When the shell exits, the supervisor reaps it and keeps its
-//!   status, then guards the rest of the group until it is gone: it leaves the group (a
-//!   short-lived child creates a fresh group, the supervisor joins it, the child is ended; so
-//!   neither the command's group nor the agent's holds the supervisor), exits at once if the
-//!   group is empty, and otherwise sends it `SIGTERM`, waits until it is empty (reaping what
+//!   status, then guards the rest of the group until it is gone: with no child left (every
+//!   descendant has ended, since orphans are reparented to it) it exits at once; otherwise it
+//!   leaves the group (a short-lived child creates a fresh group, the supervisor joins it, the
+//!   child is ended; so neither the command's group nor the agent's holds the supervisor),
+//!   exits at once if the group is empty, and otherwise sends it `SIGTERM`, waits until it is empty (reaping what
 //!   dies) or `KILL_GRACE` (crate::procs) has passed, then sends `SIGKILL` — at once if
 //!   the agent exits meanwhile. Only then does it exit the way the shell did (same exit code,
 //!   or the same signal), so callers see the shell's status under the supervisor's pid, which
@@ -268,6 +269,18 @@ mod linux {
         }
     }
 
+    /// Reaps what has exited; `true` when this process has no child left at all (`ECHILD`).
+    unsafe fn no_children() -> bool {
+        loop {
+            let mut st: c_int = 0;
+            let r = libc::waitpid(-1, &mut st, libc::WNOHANG);
+            if r > 0 || (r < 0 && errno() == libc::EINTR) {
+                continue;
+            }
+            return r < 0 && errno() == libc::ECHILD;
+        }
+    }
+
     /// Milliseconds on the monotonic clock.
     // `time_t` and `c_long` are `i64` only on 64-bit targets.
     #[allow(clippy::useless_conversion)]
@@ -346,6 +359,12 @@ mod linux {
     /// An empty group costs no wait.
     unsafe fn finish(agent: pid_t, agent_fd: c_int, status: c_int, grace_ms: i64) -> ! {
         let pgid = libc::getpid();
+        if no_children() {
+            // Every descendant has ended: a living one would be this process's child, or the
+            // descendant of one (orphans are reparented to this subreaper). Nothing of the
+            // group is left to guard, and leaving the group would only cost a fork.
+            exit_like(status);
+        }
         if libc::getpgrp() != pgid || !leave_group() {
             // Not the leader of the command's group, or unable to leave it: end with the
             // shell and leave the group to the engine (tools/shell.rs).
