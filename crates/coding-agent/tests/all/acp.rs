@@ -1,0 +1,457 @@
+//! ACP mode end to end: the real `pi --mode acp` binary against the fake model server, driven
+//! by the official Rust SDK's client side (`agent-client-protocol`, `Client.v1()`), and raw
+//! lines for the malformed-input cases.
+
+use crate::common::*;
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::schema::{
+    CancelNotification, ContentBlock, InitializeRequest, ListSessionsRequest, LoadSessionRequest,
+    NewSessionRequest, PermissionOptionKind, PromptRequest, RequestPermissionOutcome,
+    RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome,
+    SessionNotification, SessionUpdate, StopReason, TextContent, ToolCallContent, ToolCallStatus,
+    ToolKind,
+};
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::{Agent, ByteStreams, Client, Error};
+use pi_fakellm::{Script, Turn};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
+
+const HELLO: &str = "Hello! I am a fake model. How can I help?";
+
+/// How the test client answers `session/request_permission`.
+#[derive(Clone, Copy)]
+enum Answer {
+    Allow,
+    Reject,
+}
+
+/// The client side of one connection: the SDK connection and what the agent sent it.
+struct Peer {
+    cx: ConnectionTo<Agent>,
+    updates: Arc<Mutex<Vec<SessionNotification>>>,
+    asks: Arc<Mutex<Vec<RequestPermissionRequest>>>,
+}
+
+impl Peer {
+    fn updates(&self) -> Vec<SessionUpdate> {
+        self.updates
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|n| n.update.clone())
+            .collect()
+    }
+
+    /// Waits until an update satisfies `pred`.
+    async fn wait_update(&self, pred: impl Fn(&SessionUpdate) -> bool) -> SessionUpdate {
+        let deadline = tokio::time::Instant::now() + LIVENESS;
+        loop {
+            if let Some(u) = self.updates().into_iter().find(|u| pred(u)) {
+                return u;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no such update: {:?}",
+                self.updates()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    async fn new_session(&self, cwd: &std::path::Path) -> Result<String, Error> {
+        let r = self
+            .cx
+            .send_request(NewSessionRequest::new(cwd.to_path_buf()))
+            .block_task()
+            .await?;
+        Ok(r.session_id.0.to_string())
+    }
+
+    async fn prompt(&self, session: &str, text: &str) -> Result<StopReason, Error> {
+        let r = self
+            .cx
+            .send_request(PromptRequest::new(session.to_string(), vec![text_block(text)]))
+            .block_task()
+            .await?;
+        Ok(r.stop_reason)
+    }
+}
+
+fn text_block(text: &str) -> ContentBlock {
+    ContentBlock::Text(TextContent::new(text))
+}
+
+/// The text of every `agent_message_chunk`, joined.
+fn agent_text(updates: &[SessionUpdate]) -> String {
+    chunks(updates, |u| match u {
+        SessionUpdate::AgentMessageChunk(c) => Some(&c.content),
+        _ => None,
+    })
+}
+
+fn chunks(
+    updates: &[SessionUpdate],
+    pick: impl Fn(&SessionUpdate) -> Option<&ContentBlock>,
+) -> String {
+    updates
+        .iter()
+        .filter_map(pick)
+        .filter_map(|c| match c {
+            ContentBlock::Text(t) => Some(t.text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn acp_command(root: &RunRoot, args: &[&str]) -> std::process::Command {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_pi"));
+    cmd.args(["--mode", "acp"])
+        .args(args)
+        .current_dir(&root.cwd)
+        .env_clear()
+        .envs(root.env())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// Spawns `pi --mode acp <args>`, connects the SDK client (permission requests answered by
+/// `answer`), sends `initialize`, runs `body`, then closes stdin and waits for the exit.
+fn drive<R>(
+    root: &RunRoot,
+    args: &[&str],
+    answer: Answer,
+    body: impl AsyncFnOnce(Peer) -> Result<R, Error>,
+) -> R {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut cmd = tokio::process::Command::from(acp_command(root, args));
+    cmd.kill_on_drop(true);
+    rt.block_on(async move {
+        let mut child = cmd.spawn().expect("spawn pi --mode acp");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
+        let updates: Arc<Mutex<Vec<SessionNotification>>> = Arc::default();
+        let asks: Arc<Mutex<Vec<RequestPermissionRequest>>> = Arc::default();
+        let (u, a) = (updates.clone(), asks.clone());
+        let run = Client
+            .v1()
+            .name("pi-tests")
+            .on_receive_notification(
+                async move |n: SessionNotification, _cx: ConnectionTo<Agent>| {
+                    u.lock().unwrap().push(n);
+                    Ok(())
+                },
+                agent_client_protocol::on_receive_notification!(),
+            )
+            .on_receive_request(
+                async move |req: RequestPermissionRequest, responder, _cx: ConnectionTo<Agent>| {
+                    let want = match answer {
+                        Answer::Allow => PermissionOptionKind::AllowOnce,
+                        Answer::Reject => PermissionOptionKind::RejectOnce,
+                    };
+                    let pick = req.options.iter().find(|o| o.kind == want);
+                    let outcome = match pick {
+                        Some(o) => RequestPermissionOutcome::Selected(
+                            SelectedPermissionOutcome::new(o.option_id.clone()),
+                        ),
+                        None => RequestPermissionOutcome::Cancelled,
+                    };
+                    a.lock().unwrap().push(req);
+                    responder.respond(RequestPermissionResponse::new(outcome))
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .connect_with(transport, async move |cx: ConnectionTo<Agent>| {
+                let init = cx
+                    .send_request(InitializeRequest::new(ProtocolVersion::V1))
+                    .block_task()
+                    .await?;
+                assert!(init.agent_capabilities.load_session);
+                assert!(init.agent_capabilities.prompt_capabilities.image);
+                body(Peer { cx, updates, asks }).await
+            });
+        let out = tokio::time::timeout(Duration::from_secs(120), run)
+            .await
+            .expect("the ACP session timed out")
+            .expect("ACP client");
+        let status = tokio::time::timeout(LIVENESS, child.wait()).await;
+        assert!(
+            matches!(status, Ok(Ok(s)) if s.success()),
+            "pi exits 0 at EOF: {status:?}"
+        );
+        out
+    })
+}
+
+#[test]
+fn prompt_with_an_edit_streams_the_diff() {
+    let (_fake, root) = setup(
+        Script::new([
+            Turn::tool_call(
+                "edit",
+                json!({"path": "notes.txt", "edits": [{"oldText": "old line", "newText": "new line"}]}),
+            ),
+            Turn::text("Edited."),
+        ]),
+        DEFAULT_MODEL,
+    );
+    root.write_cwd_file("notes.txt", "old line\n");
+    let cwd = root.cwd.clone();
+    let (stop, updates) = drive(&root, &[], Answer::Allow, async move |peer| {
+        let id = peer.new_session(&cwd).await?;
+        let stop = peer.prompt(&id, "fix the note").await?;
+        Ok((stop, peer.updates()))
+    });
+    assert_eq!(stop, StopReason::EndTurn);
+    let file = root.cwd.join("notes.txt");
+    let call = updates
+        .iter()
+        .find_map(|u| match u {
+            SessionUpdate::ToolCall(c) => Some(c.clone()),
+            _ => None,
+        })
+        .expect("a tool_call");
+    assert_eq!(call.kind, ToolKind::Edit);
+    assert_eq!(call.status, ToolCallStatus::InProgress);
+    assert_eq!(call.title, "edit notes.txt");
+    assert_eq!(call.locations.len(), 1);
+    assert_eq!(call.locations[0].path, file);
+    let done = updates
+        .iter()
+        .find_map(|u| match u {
+            SessionUpdate::ToolCallUpdate(t)
+                if t.tool_call_id == call.tool_call_id
+                    && t.fields.status == Some(ToolCallStatus::Completed) =>
+            {
+                Some(t.clone())
+            }
+            _ => None,
+        })
+        .expect("a completed tool_call_update");
+    let Some([ToolCallContent::Diff(diff)]) = done.fields.content.as_deref() else {
+        panic!("diff content: {done:?}");
+    };
+    assert_eq!(diff.path, file);
+    assert_eq!(diff.old_text.as_deref(), Some("old line\n"));
+    assert_eq!(diff.new_text, "new line\n");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "new line\n");
+    assert_eq!(agent_text(&updates), "Edited.");
+}
+
+#[test]
+fn cancel_mid_stream_ends_the_turn_cancelled() {
+    let long = "word ".repeat(200);
+    let (_fake, root) = setup(
+        Script::new([
+            Turn::text(long).chunk_size(5).delay_ms(30),
+            Turn::text(HELLO),
+        ]),
+        DEFAULT_MODEL,
+    );
+    let cwd = root.cwd.clone();
+    let (stop, next) = drive(&root, &[], Answer::Allow, async move |peer| {
+        let id = peer.new_session(&cwd).await?;
+        let sent = peer.cx.send_request(PromptRequest::new(
+            id.clone(),
+            vec![text_block("talk a lot")],
+        ));
+        peer.wait_update(|u| matches!(u, SessionUpdate::AgentMessageChunk(_)))
+            .await;
+        peer.cx
+            .send_notification(CancelNotification::new(id.clone()))?;
+        let stop = sent.block_task().await?.stop_reason;
+        // The session serves the next prompt.
+        let next = peer.prompt(&id, "again").await?;
+        Ok((stop, next))
+    });
+    assert_eq!(stop, StopReason::Cancelled);
+    assert_eq!(next, StopReason::EndTurn);
+}
+
+#[test]
+fn load_replays_a_session_written_by_rpc_mode() {
+    let (_fake, root) = setup(
+        Script::new([Turn::text(HELLO), Turn::text("Second answer.")]),
+        DEFAULT_MODEL,
+    );
+    let mut rpc = root.spawn_with_session();
+    rpc.send(json!({"id": "p1", "type": "prompt", "message": "Say hello"}));
+    rpc.wait_event("agent_settled");
+    rpc.close_stdin();
+    assert!(rpc.wait_exit(LIVENESS).is_some());
+    let files = root.session_files();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let header: Value = serde_json::from_str(
+        std::fs::read_to_string(&files[0])
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    let id = header["id"].as_str().unwrap().to_string();
+    let cwd = root.cwd.clone();
+    let want = id.clone();
+    let (listed, replayed, stop) = drive(&root, &[], Answer::Allow, async move |peer| {
+        let listed = peer
+            .cx
+            .send_request(ListSessionsRequest::new().cwd(cwd.clone()))
+            .block_task()
+            .await?;
+        peer.cx
+            .send_request(LoadSessionRequest::new(want.clone(), cwd.clone()))
+            .block_task()
+            .await?;
+        let replayed = peer.updates();
+        let stop = peer.prompt(&want, "And again").await?;
+        Ok((listed, replayed, stop))
+    });
+    let ids: Vec<String> = listed
+        .sessions
+        .iter()
+        .map(|s| s.session_id.0.to_string())
+        .collect();
+    assert_eq!(ids, [id.clone()]);
+    assert_eq!(listed.sessions[0].cwd, root.cwd);
+    let user = chunks(&replayed, |u| match u {
+        SessionUpdate::UserMessageChunk(c) => Some(&c.content),
+        _ => None,
+    });
+    assert_eq!(user, "Say hello");
+    assert_eq!(agent_text(&replayed), HELLO);
+    assert_eq!(stop, StopReason::EndTurn);
+    // The same file goes on: both turns are in it.
+    let text = std::fs::read_to_string(&files[0]).unwrap();
+    assert!(text.contains("And again") && text.contains("Second answer."), "{text}");
+    assert_eq!(root.session_files().len(), 1);
+}
+
+#[test]
+fn permission_requests_answered_both_ways() {
+    for (answer, runs) in [(Answer::Allow, true), (Answer::Reject, false)] {
+        let (_fake, root) = setup(
+            Script::new([
+                Turn::tool_call("bash", json!({"command": "touch made.txt"})),
+                Turn::text("ok"),
+            ]),
+            DEFAULT_MODEL,
+        );
+        root.merge_settings(json!({"permissions": {"mode": "ask"}}));
+        let cwd = root.cwd.clone();
+        let (asks, updates) = drive(&root, &[], answer, async move |peer| {
+            let id = peer.new_session(&cwd).await?;
+            peer.prompt(&id, "go").await?;
+            let asks = peer.asks.lock().unwrap().clone();
+            Ok((asks, peer.updates()))
+        });
+        assert_eq!(asks.len(), 1);
+        let kinds: Vec<PermissionOptionKind> = asks[0].options.iter().map(|o| o.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                PermissionOptionKind::AllowOnce,
+                PermissionOptionKind::AllowAlways,
+                PermissionOptionKind::RejectOnce
+            ]
+        );
+        let title = asks[0].tool_call.fields.title.clone().unwrap_or_default();
+        assert_eq!(title, "Allow tool call bash(touch made.txt)?");
+        assert_eq!(root.cwd.join("made.txt").exists(), runs);
+        let want = if runs {
+            ToolCallStatus::Completed
+        } else {
+            ToolCallStatus::Failed
+        };
+        assert!(
+            updates.iter().any(|u| matches!(u,
+                SessionUpdate::ToolCallUpdate(t) if t.fields.status == Some(want))),
+            "{updates:?}"
+        );
+    }
+}
+
+#[test]
+fn commands_list_templates_and_skills_and_run_them() {
+    let (fake, root) = setup(Script::new([Turn::text(HELLO)]), DEFAULT_MODEL);
+    std::fs::create_dir_all(root.agent_dir.join("prompts")).unwrap();
+    std::fs::write(root.agent_dir.join("prompts/review.md"), "Review this: $@\n").unwrap();
+    let skill = root.agent_dir.join("skills/lint/SKILL.md");
+    std::fs::create_dir_all(skill.parent().unwrap()).unwrap();
+    std::fs::write(
+        &skill,
+        "---\nname: lint\ndescription: Lints the code.\n---\n\n# lint\n",
+    )
+    .unwrap();
+    let cwd = root.cwd.clone();
+    let (names, stop) = drive(&root, &[], Answer::Allow, async move |peer| {
+        let id = peer.new_session(&cwd).await?;
+        let update = peer
+            .wait_update(|u| matches!(u, SessionUpdate::AvailableCommandsUpdate(_)))
+            .await;
+        let SessionUpdate::AvailableCommandsUpdate(list) = update else {
+            unreachable!()
+        };
+        let names: Vec<String> = list
+            .available_commands
+            .iter()
+            .map(|c| c.name.clone())
+            .collect();
+        let stop = peer.prompt(&id, "/review main.rs").await?;
+        Ok((names, stop))
+    });
+    assert!(names.iter().any(|n| n == "review"), "{names:?}");
+    assert!(names.iter().any(|n| n == "skill:lint"), "{names:?}");
+    assert_eq!(stop, StopReason::EndTurn);
+    let requests = fake.llm_requests();
+    assert!(
+        requests
+            .last()
+            .is_some_and(|r| r.body.to_string().contains("Review this: main.rs")),
+        "the template was expanded"
+    );
+}
+
+/// Raw lines: a malformed line gets `-32700`, an unknown method `-32601`, and the agent goes on
+/// serving (the SDK's framing, seen from the wire).
+#[test]
+fn malformed_line_and_unknown_method_keep_serving() {
+    let (_fake, root) = setup(Script::new([]), DEFAULT_MODEL);
+    let mut child = acp_command(&root, &[]).spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut exchange = |line: &str| -> Value {
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+        serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap()
+    };
+    let init = exchange(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}"#);
+    assert_eq!(init["result"]["protocolVersion"], 1, "{init}");
+    let bad = exchange("{not json");
+    assert_eq!(bad["error"]["code"], -32700, "{bad}");
+    let unknown = exchange(r#"{"jsonrpc":"2.0","id":2,"method":"session/teleport","params":{}}"#);
+    assert_eq!(unknown["id"], 2);
+    assert_eq!(unknown["error"]["code"], -32601, "{unknown}");
+    let cwd = PathBuf::from(&root.cwd);
+    let listed = exchange(&format!(
+        r#"{{"jsonrpc":"2.0","id":3,"method":"session/list","params":{{"cwd":{}}}}}"#,
+        json!(cwd)
+    ));
+    assert_eq!(listed["id"], 3);
+    assert_eq!(listed["result"]["sessions"], json!([]), "{listed}");
+    drop(stdin);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+}
