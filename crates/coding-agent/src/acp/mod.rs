@@ -199,7 +199,7 @@ async fn serve(agent: Arc<Agent>) -> Result<(), agent_client_protocol::Error> {
 /// the client are not joined yet (no `http`/`sse`).
 fn initialize(req: &InitializeRequest) -> InitializeResponse {
     let version = if req.protocol_version < ProtocolVersion::V1 {
-        req.protocol_version.clone()
+        req.protocol_version
     } else {
         ProtocolVersion::V1
     };

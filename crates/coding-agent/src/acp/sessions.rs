@@ -221,7 +221,9 @@ impl Agent {
             cx: cx.clone(),
             cancelled: AtomicBool::new(false),
         });
-        self.sessions.lock().insert(id.0.to_string(), session.clone());
+        self.sessions
+            .lock()
+            .insert(id.0.to_string(), session.clone());
         if !self.started.swap(true, Ordering::SeqCst) {
             host_calls::bind(&self.api_slot, runtime.clone());
             *self.active.lock() = Some(session.clone());
@@ -341,9 +343,7 @@ impl AcpSession {
             .into_iter()
             .map(|c| {
                 AvailableCommand::new(c.name, c.description.unwrap_or_default()).input(
-                    AvailableCommandInput::Unstructured(UnstructuredCommandInput::new(
-                        "arguments",
-                    )),
+                    AvailableCommandInput::Unstructured(UnstructuredCommandInput::new("arguments")),
                 )
             })
             .collect();
@@ -460,8 +460,10 @@ fn stop_reason(session: &AgentSession) -> Result<StopReason, Error> {
             StopReason::Refusal
         }
         PiStop::Error => {
-            return Err(Error::internal_error()
-                .data(last.error_message.unwrap_or_else(|| "the request failed".into())))
+            return Err(Error::internal_error().data(
+                last.error_message
+                    .unwrap_or_else(|| "the request failed".into()),
+            ))
         }
     })
 }
@@ -480,7 +482,9 @@ fn config_options(session: &AgentSession) -> Vec<SessionConfigOption> {
         }
         let options: Vec<SessionConfigSelectOption> = models
             .iter()
-            .map(|m| SessionConfigSelectOption::new(format!("{}/{}", m.provider, m.id), m.name.clone()))
+            .map(|m| {
+                SessionConfigSelectOption::new(format!("{}/{}", m.provider, m.id), m.name.clone())
+            })
             .collect();
         out.push(
             SessionConfigOption::select(
@@ -525,9 +529,10 @@ pub fn prompt_parts(blocks: &[ContentBlock]) -> Result<(String, Vec<pi_ai::Image
             }),
             ContentBlock::ResourceLink(l) => parts.push(format!("[{}]({})", l.name, l.uri)),
             ContentBlock::Resource(r) => match &r.resource {
-                EmbeddedResourceResource::TextResourceContents(t) => {
-                    parts.push(format!("<resource uri=\"{}\">\n{}\n</resource>", t.uri, t.text))
-                }
+                EmbeddedResourceResource::TextResourceContents(t) => parts.push(format!(
+                    "<resource uri=\"{}\">\n{}\n</resource>",
+                    t.uri, t.text
+                )),
                 EmbeddedResourceResource::BlobResourceContents(b) => {
                     return Err(format!("binary resources are not supported ({})", b.uri))
                 }

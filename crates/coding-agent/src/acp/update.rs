@@ -182,7 +182,11 @@ impl Mapper {
                 is_error,
                 ..
             } => vec![self.tool_end(tool_call_id, &result.content, *is_error)],
-            other => note(other).map(text_chunk).map(SessionUpdate::AgentMessageChunk).into_iter().collect(),
+            other => note(other)
+                .map(text_chunk)
+                .map(SessionUpdate::AgentMessageChunk)
+                .into_iter()
+                .collect(),
         }
     }
 
@@ -227,9 +231,7 @@ fn note(ev: &RpcEvent) -> Option<String> {
             max_attempts,
             delay_ms,
             error_message,
-        } => format!(
-            "\n[retrying ({attempt}/{max_attempts}) in {delay_ms} ms: {error_message}]\n"
-        ),
+        } => format!("\n[retrying ({attempt}/{max_attempts}) in {delay_ms} ms: {error_message}]\n"),
         RpcEvent::AutoRetryEnd {
             success: false,
             final_error: Some(e),
@@ -263,9 +265,9 @@ pub fn replay(messages: &[Message], cwd: &Path) -> Vec<SessionUpdate> {
             Message::Assistant(a) => {
                 for block in &a.content {
                     match block {
-                        Content::Text(t) => out.push(SessionUpdate::AgentMessageChunk(
-                            text_chunk(t.text.clone()),
-                        )),
+                        Content::Text(t) => {
+                            out.push(SessionUpdate::AgentMessageChunk(text_chunk(t.text.clone())))
+                        }
                         Content::Thinking(t) => out.push(SessionUpdate::AgentThoughtChunk(
                             text_chunk(t.thinking.clone()),
                         )),

@@ -76,7 +76,10 @@ impl Peer {
     async fn prompt(&self, session: &str, text: &str) -> Result<StopReason, Error> {
         let r = self
             .cx
-            .send_request(PromptRequest::new(session.to_string(), vec![text_block(text)]))
+            .send_request(PromptRequest::new(
+                session.to_string(),
+                vec![text_block(text)],
+            ))
             .block_task()
             .await?;
         Ok(r.stop_reason)
@@ -323,7 +326,7 @@ fn load_replays_a_session_written_by_rpc_mode() {
         .iter()
         .map(|s| s.session_id.0.to_string())
         .collect();
-    assert_eq!(ids, [id.clone()]);
+    assert_eq!(ids, [id]);
     assert_eq!(listed.sessions[0].cwd, root.cwd);
     let user = chunks(&replayed, |u| match u {
         SessionUpdate::UserMessageChunk(c) => Some(&c.content),
@@ -334,7 +337,10 @@ fn load_replays_a_session_written_by_rpc_mode() {
     assert_eq!(stop, StopReason::EndTurn);
     // The same file goes on: both turns are in it.
     let text = std::fs::read_to_string(&files[0]).unwrap();
-    assert!(text.contains("And again") && text.contains("Second answer."), "{text}");
+    assert!(
+        text.contains("And again") && text.contains("Second answer."),
+        "{text}"
+    );
     assert_eq!(root.session_files().len(), 1);
 }
 
@@ -386,7 +392,11 @@ fn permission_requests_answered_both_ways() {
 fn commands_list_templates_and_skills_and_run_them() {
     let (fake, root) = setup(Script::new([Turn::text(HELLO)]), DEFAULT_MODEL);
     std::fs::create_dir_all(root.agent_dir.join("prompts")).unwrap();
-    std::fs::write(root.agent_dir.join("prompts/review.md"), "Review this: $@\n").unwrap();
+    std::fs::write(
+        root.agent_dir.join("prompts/review.md"),
+        "Review this: $@\n",
+    )
+    .unwrap();
     let skill = root.agent_dir.join("skills/lint/SKILL.md");
     std::fs::create_dir_all(skill.parent().unwrap()).unwrap();
     std::fs::write(
@@ -437,7 +447,9 @@ fn malformed_line_and_unknown_method_keep_serving() {
         stdin.flush().unwrap();
         serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap()
     };
-    let init = exchange(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}"#);
+    let init = exchange(
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}"#,
+    );
     assert_eq!(init["result"]["protocolVersion"], 1, "{init}");
     let bad = exchange("{not json");
     assert_eq!(bad["error"]["code"], -32700, "{bad}");
@@ -454,4 +466,118 @@ fn malformed_line_and_unknown_method_keep_serving() {
     drop(stdin);
     let status = child.wait().unwrap();
     assert!(status.success(), "{status:?}");
+}
+
+/// The TypeScript SDK cache (`PI_ACP_SDK`, set by `.ci/run` from `scripts/fetch-acp-sdk.sh`).
+/// Missing: a failure with `PI_REQUIRE_TEST_RESOURCES=1`, else a notice and the test passes
+/// without running.
+fn ts_sdk() -> Option<PathBuf> {
+    let dir = std::env::var_os("PI_ACP_SDK")
+        .map(PathBuf::from)
+        .filter(|d| d.join(".complete").is_file());
+    if dir.is_none() {
+        let what = "the TypeScript ACP SDK (PI_ACP_SDK)";
+        let how = "run PI_ACP_SDK=$(scripts/fetch-acp-sdk.sh) cargo test";
+        if std::env::var_os("PI_REQUIRE_TEST_RESOURCES").is_some_and(|v| v == "1") {
+            panic!("missing test resource: {what}; {how} (PI_REQUIRE_TEST_RESOURCES=1 is set)");
+        }
+        eprintln!("SKIP: {what}; {how}");
+    }
+    dir
+}
+
+/// The official TypeScript SDK's client (`client()` of `@agentclientprotocol/sdk` 2.4.0, over
+/// `ndJsonStream` on the child's pipes) spawns `pi --mode acp`, opens a session and sends a
+/// prompt whose edit needs a permission (mode `ask`): the permission request is answered
+/// allow-once, the edit's diff arrives as ACP diff content, the turn ends `end_turn`.
+const TS_CLIENT: &str = r#"
+import { spawn } from "node:child_process";
+import { Readable, Writable } from "node:stream";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+const sdk = await import(pathToFileURL(join(process.env.ACP_SDK_DIR,
+  "node_modules/@agentclientprotocol/sdk/dist/v1/stable/acp.js")).href);
+const child = spawn(process.env.PI_BIN, ["--mode", "acp"], { stdio: ["pipe", "pipe", "inherit"] });
+const stream = sdk.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
+const updates = [];
+const asks = [];
+const app = sdk.client()
+  .onNotification("session/update", ({ params }) => { updates.push(params.update); })
+  .onRequest("session/request_permission", ({ params }) => {
+    asks.push(params);
+    const allow = params.options.find((o) => o.kind === "allow_once");
+    return { outcome: { outcome: "selected", optionId: allow.optionId } };
+  });
+const timer = setTimeout(() => { console.error("timed out"); process.exit(3); }, 60000);
+const out = await app.connectWith(stream, async (agent) => {
+  const init = await agent.request("initialize",
+    { protocolVersion: sdk.PROTOCOL_VERSION, clientCapabilities: {} });
+  const session = await agent.request("session/new", { cwd: process.cwd(), mcpServers: [] });
+  const done = await agent.request("session/prompt", { sessionId: session.sessionId,
+    prompt: [{ type: "text", text: "fix the note" }] });
+  return { init, sessionId: session.sessionId, stopReason: done.stopReason };
+});
+child.stdin.end();
+const code = await new Promise((resolve) => child.on("exit", resolve));
+clearTimeout(timer);
+console.log(JSON.stringify({ ...out, updates, asks, code }));
+"#;
+
+#[test]
+fn typescript_sdk_client_drives_a_prompt_with_a_diff() {
+    let Some(sdk) = ts_sdk() else { return };
+    let (_fake, root) = setup(
+        Script::new([
+            Turn::tool_call(
+                "edit",
+                json!({"path": "notes.txt", "edits": [{"oldText": "old line", "newText": "new line"}]}),
+            ),
+            Turn::text("Edited."),
+        ]),
+        DEFAULT_MODEL,
+    );
+    root.merge_settings(json!({"permissions": {"mode": "ask"}}));
+    root.write_cwd_file("notes.txt", "old line\n");
+    let script = root.tmp.join("client.mjs");
+    std::fs::write(&script, TS_CLIENT).unwrap();
+    let out = std::process::Command::new("node")
+        .arg(&script)
+        .current_dir(&root.cwd)
+        .env_clear()
+        .envs(root.env())
+        .env("PI_BIN", env!("CARGO_BIN_EXE_pi"))
+        .env("ACP_SDK_DIR", &sdk)
+        .output()
+        .expect("node");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "node client failed: {stderr}");
+    let v: Value = serde_json::from_slice(&out.stdout).expect("the client's JSON line");
+    assert_eq!(v["init"]["protocolVersion"], 1, "{v}");
+    assert_eq!(v["init"]["agentCapabilities"]["loadSession"], true);
+    assert_eq!(v["stopReason"], "end_turn", "{v}");
+    assert_eq!(v["code"], 0, "pi exits 0 at EOF");
+    assert_eq!(v["asks"].as_array().map(Vec::len), Some(1), "{v}");
+    let file = root.cwd.join("notes.txt");
+    let updates = v["updates"].as_array().unwrap();
+    let call = updates
+        .iter()
+        .find(|u| u["sessionUpdate"] == "tool_call")
+        .expect("a tool_call");
+    assert_eq!(call["kind"], "edit");
+    assert_eq!(call["locations"][0]["path"], json!(file));
+    let diff = updates
+        .iter()
+        .find(|u| u["sessionUpdate"] == "tool_call_update" && u["status"] == "completed")
+        .map(|u| u["content"][0].clone())
+        .expect("a completed tool_call_update");
+    assert_eq!(
+        diff,
+        json!({"type": "diff", "path": file, "oldText": "old line\n", "newText": "new line\n"})
+    );
+    let text: String = updates
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect();
+    assert_eq!(text, "Edited.");
 }
