@@ -124,6 +124,7 @@ async fn serve(agent: Arc<Agent>) -> Result<(), agent_client_protocol::Error> {
                         Ok((response, session)) => {
                             let sent = responder.respond(response);
                             session.send_commands();
+                            session.send_usage();
                             sent
                         }
                         Err(e) => responder.respond_with_error(e),
@@ -141,6 +142,7 @@ async fn serve(agent: Arc<Agent>) -> Result<(), agent_client_protocol::Error> {
                         Ok((response, session)) => {
                             let sent = responder.respond(response);
                             session.send_commands();
+                            session.send_usage();
                             sent
                         }
                         Err(e) => responder.respond_with_error(e),

@@ -19,7 +19,7 @@ use agent_client_protocol::v1::schema::{
     LoadSessionResponse, NewSessionRequest, NewSessionResponse, PromptResponse, SessionConfigId,
     SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelectOption, SessionId,
     SessionInfo, SessionNotification, SessionUpdate, SetSessionConfigOptionRequest,
-    SetSessionConfigOptionResponse, StopReason, UnstructuredCommandInput,
+    SetSessionConfigOptionResponse, StopReason, UnstructuredCommandInput, UsageUpdate,
 };
 use agent_client_protocol::Error;
 use parking_lot::Mutex;
@@ -352,6 +352,21 @@ impl AcpSession {
         ));
     }
 
+    /// `usage_update`: the context tokens in use and the model's window (RPC
+    /// `get_session_stats.contextUsage`); nothing while the count is unknown (no model window,
+    /// or right after a compaction until a reply reports usage).
+    pub(super) fn send_usage(&self) {
+        let stats = self.runtime.session().session_stats();
+        if let Some(usage) = stats.context_usage {
+            if let Some(tokens) = usage.tokens {
+                self.notify(SessionUpdate::UsageUpdate(UsageUpdate::new(
+                    tokens,
+                    usage.context_window,
+                )));
+            }
+        }
+    }
+
     /// `session/prompt`: admitted as an RPC `prompt` (a prompt while a turn runs is queued as a
     /// steer); answered when the session is quiet again, with the stop reason of the turn's
     /// last reply ([`stop_reason`]).
@@ -388,6 +403,7 @@ impl AcpSession {
             Admission::Failed(e) => return Err(Error::internal_error().data(e)),
         };
         session.wait_quiet().await;
+        self.send_usage();
         if self.cancelled.load(Ordering::SeqCst) {
             return Ok(PromptResponse::new(StopReason::Cancelled));
         }

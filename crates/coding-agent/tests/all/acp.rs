@@ -251,6 +251,13 @@ fn prompt_with_an_edit_streams_the_diff() {
     assert_eq!(diff.new_text, "new line\n");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "new line\n");
     assert_eq!(agent_text(&updates), "Edited.");
+    // The context in use after the turn (get_session_stats.contextUsage).
+    assert!(
+        updates
+            .iter()
+            .any(|u| matches!(u, SessionUpdate::UsageUpdate(x) if x.size > 0 && x.used > 0)),
+        "{updates:?}"
+    );
 }
 
 #[test]
@@ -580,4 +587,73 @@ fn typescript_sdk_client_drives_a_prompt_with_a_diff() {
         .filter_map(|u| u["content"]["text"].as_str())
         .collect();
     assert_eq!(text, "Edited.");
+}
+
+/// An extension command that asks through every dialog, then reports what it got.
+const UI_EXT: &str = r#"
+export default function (pi) {
+  pi.registerCommand("probe", {
+    description: "walk the UI",
+    handler: async (args, ctx) => {
+      const ok = await ctx.ui.confirm("Sure?", "Really.");
+      const pick = await ctx.ui.select("Pick", ["a", "b"]);
+      const name = await ctx.ui.input("Name", "here");
+      const text = await ctx.ui.editor("Edit", "pre");
+      ctx.ui.notify(`ok=${ok} pick=${pick} name=${name ?? null} text=${text ?? null}`, "info");
+    },
+  });
+}
+"#;
+
+/// Extension dialogs: `confirm`/`select` become `session/request_permission` (answered both
+/// ways), `input`/`editor` resolve to their default, `notify` arrives as an agent message; the
+/// command shows in `available_commands_update`.
+#[test]
+fn extension_dialogs_become_permission_requests() {
+    for (answer, want) in [
+        (Answer::Allow, "ok=true pick=a name=null text=null"),
+        (
+            Answer::Reject,
+            "ok=false pick=undefined name=null text=null",
+        ),
+    ] {
+        let (_fake, root) = setup(Script::new([]), DEFAULT_MODEL);
+        root.write_cwd_file("ext/ui.js", UI_EXT);
+        let cwd = root.cwd.clone();
+        let (names, asks, stop, text) =
+            drive(&root, &["-e", "ext/ui.js"], answer, async move |peer| {
+                let id = peer.new_session(&cwd).await?;
+                let update = peer
+                    .wait_update(|u| matches!(u, SessionUpdate::AvailableCommandsUpdate(_)))
+                    .await;
+                let SessionUpdate::AvailableCommandsUpdate(list) = update else {
+                    unreachable!()
+                };
+                let names: Vec<String> = list
+                    .available_commands
+                    .iter()
+                    .map(|c| c.name.clone())
+                    .collect();
+                let stop = peer.prompt(&id, "/probe").await?;
+                peer.wait_update(|u| agent_text(std::slice::from_ref(u)).contains("ok="))
+                    .await;
+                let asks = peer.asks.lock().unwrap().clone();
+                Ok((names, asks, stop, agent_text(&peer.updates())))
+            });
+        assert_eq!(
+            names.first().map(String::as_str),
+            Some("probe"),
+            "{names:?}"
+        );
+        assert_eq!(stop, StopReason::EndTurn);
+        assert_eq!(asks.len(), 2, "{asks:?}");
+        let titles: Vec<String> = asks
+            .iter()
+            .map(|a| a.tool_call.fields.title.clone().unwrap_or_default())
+            .collect();
+        assert_eq!(titles, ["Sure?\nReally.", "Pick"]);
+        let options: Vec<String> = asks[1].options.iter().map(|o| o.name.clone()).collect();
+        assert_eq!(options, ["a", "b"]);
+        assert_eq!(text.trim(), want);
+    }
 }
