@@ -8,12 +8,13 @@ use agent_client_protocol::v1::schema::{
     CancelNotification, ContentBlock, InitializeRequest, ListSessionsRequest, LoadSessionRequest,
     NewSessionRequest, PermissionOptionKind, PromptRequest, RequestPermissionOutcome,
     RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome,
-    SessionNotification, SessionUpdate, StopReason, TextContent, ToolCallContent, ToolCallStatus,
+    SessionConfigKind, SessionConfigOption, SessionNotification, SessionUpdate,
+    SetSessionConfigOptionRequest, StopReason, TextContent, ToolCallContent, ToolCallStatus,
     ToolKind,
 };
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::{Agent, ByteStreams, Client, Error};
-use pi_fakellm::{Script, Turn};
+use pi_fakellm::{Block, Script, Turn};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
@@ -656,4 +657,123 @@ fn extension_dialogs_become_permission_requests() {
         assert_eq!(options, ["a", "b"]);
         assert_eq!(text.trim(), want);
     }
+}
+
+/// The current value of config option `id`.
+fn option_value(options: &[SessionConfigOption], id: &str) -> Option<String> {
+    options
+        .iter()
+        .find(|o| &*o.id.0 == id)
+        .map(|o| match &o.kind {
+            SessionConfigKind::Select(s) => s.current_value.0.to_string(),
+            other => format!("{other:?}"),
+        })
+}
+
+/// Two sessions of one process (two cwds) each get their own updates; thinking arrives as
+/// `agent_thought_chunk`; a reply cut at the output limit ends `max_tokens`, a provider refusal
+/// `refusal`; the model and thinking level are set through config options.
+#[test]
+fn sessions_thinking_stop_reasons_and_options() {
+    let (_fake, root) = setup(
+        Script::new([
+            Turn::blocks([
+                Block::thinking("Let me think.", "sig"),
+                Block::text("Thought."),
+            ])
+            .matching("first question"),
+            Turn::text("Cut her")
+                .stop_reason("length")
+                .matching("second question"),
+            Turn::text("No.")
+                .stop_reason("refusal")
+                .matching("third question"),
+        ]),
+        "fake-anthropic/fake-claude",
+    );
+    let sub = root.cwd.join("sub");
+    std::fs::create_dir_all(&sub).unwrap();
+    let cwd = root.cwd.clone();
+    let out = drive(&root, &[], Answer::Allow, async move |peer| {
+        let a = peer.new_session(&cwd).await?;
+        let b = peer.new_session(&sub).await?;
+        let first = peer.prompt(&a, "first question").await?;
+        let second = peer.prompt(&b, "second question").await?;
+        let third = peer.prompt(&b, "third question").await?;
+        let level = peer
+            .cx
+            .send_request(SetSessionConfigOptionRequest::new(
+                b.clone(),
+                "thought_level",
+                "high",
+            ))
+            .block_task()
+            .await?;
+        let model = peer
+            .cx
+            .send_request(SetSessionConfigOptionRequest::new(
+                b.clone(),
+                "model",
+                "fake-openai/fake-gpt-mini",
+            ))
+            .block_task()
+            .await?;
+        let bad = peer
+            .cx
+            .send_request(SetSessionConfigOptionRequest::new(
+                b.clone(),
+                "colour",
+                "red",
+            ))
+            .block_task()
+            .await;
+        let notes = peer.updates.lock().unwrap().clone();
+        Ok((
+            a,
+            b,
+            [first, second, third],
+            level,
+            model,
+            bad.is_err(),
+            notes,
+        ))
+    });
+    let (a, b, stops, level, model, bad, notes) = out;
+    assert_ne!(a, b);
+    assert_eq!(
+        stops,
+        [
+            StopReason::EndTurn,
+            StopReason::MaxTokens,
+            StopReason::Refusal
+        ]
+    );
+    let of = |id: &str| -> Vec<SessionUpdate> {
+        notes
+            .iter()
+            .filter(|n| &*n.session_id.0 == id)
+            .map(|n| n.update.clone())
+            .collect()
+    };
+    let thought = chunks(&of(&a), |u| match u {
+        SessionUpdate::AgentThoughtChunk(c) => Some(&c.content),
+        _ => None,
+    });
+    assert_eq!(thought, "Let me think.");
+    assert_eq!(agent_text(&of(&a)), "Thought.");
+    assert_eq!(agent_text(&of(&b)), "Cut herNo.");
+    assert_eq!(
+        option_value(&level.config_options, "thought_level").as_deref(),
+        Some("high")
+    );
+    assert_eq!(
+        option_value(&model.config_options, "model").as_deref(),
+        Some("fake-openai/fake-gpt-mini")
+    );
+    // The mini model has no reasoning: its only level is off.
+    assert_eq!(
+        option_value(&model.config_options, "thought_level").as_deref(),
+        Some("off")
+    );
+    assert!(bad, "an unknown option is an error");
 }
