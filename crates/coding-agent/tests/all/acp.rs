@@ -777,3 +777,36 @@ fn sessions_thinking_stop_reasons_and_options() {
     );
     assert!(bad, "an unknown option is an error");
 }
+
+/// EOF while a reply streams: the run is aborted and settled before pi exits 0, and what
+/// streamed is in the session file.
+#[test]
+fn eof_mid_stream_keeps_the_session_file() {
+    let long = "word ".repeat(200);
+    let (_fake, root) = setup(
+        Script::new([Turn::text(long).chunk_size(5).delay_ms(30)]),
+        DEFAULT_MODEL,
+    );
+    let cwd = root.cwd.clone();
+    let id = drive(&root, &[], Answer::Allow, async move |peer| {
+        let id = peer.new_session(&cwd).await?;
+        let sent = peer
+            .cx
+            .send_request(PromptRequest::new(id.clone(), vec![text_block("talk")]));
+        peer.wait_update(|u| matches!(u, SessionUpdate::AgentMessageChunk(_)))
+            .await;
+        // Closing the connection with the prompt unanswered.
+        sent.detach();
+        Ok(id)
+    });
+    let files = root.session_files();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let lines = check_session_file(&files[0]).expect("a whole session file");
+    assert_eq!(lines[0]["id"], id);
+    let last = lines.last().unwrap();
+    assert_eq!(last["message"]["role"], "assistant", "{last}");
+    assert_eq!(last["message"]["stopReason"], "aborted", "{last}");
+    assert!(last["message"]["content"][0]["text"]
+        .as_str()
+        .is_some_and(|t| t.starts_with("word")));
+}
