@@ -810,3 +810,34 @@ fn eof_mid_stream_keeps_the_session_file() {
         .as_str()
         .is_some_and(|t| t.starts_with("word")));
 }
+
+/// A prompt sent while a turn streams is queued as pi's steer: the model gets it in the same
+/// run, and both prompts answer once the session is quiet.
+#[test]
+fn prompt_while_streaming_steers() {
+    let long = "word ".repeat(40);
+    let (fake, root) = setup(
+        Script::new([
+            Turn::text(long).chunk_size(5).delay_ms(20),
+            Turn::text("Steered."),
+        ]),
+        DEFAULT_MODEL,
+    );
+    let cwd = root.cwd.clone();
+    let (first, second, text) = drive(&root, &[], Answer::Allow, async move |peer| {
+        let id = peer.new_session(&cwd).await?;
+        let first = peer
+            .cx
+            .send_request(PromptRequest::new(id.clone(), vec![text_block("talk")]));
+        peer.wait_update(|u| matches!(u, SessionUpdate::AgentMessageChunk(_)))
+            .await;
+        let second = peer.prompt(&id, "change course").await?;
+        let first = first.block_task().await?.stop_reason;
+        Ok((first, second, agent_text(&peer.updates())))
+    });
+    assert_eq!((first, second), (StopReason::EndTurn, StopReason::EndTurn));
+    assert!(text.ends_with("Steered."), "{text}");
+    let requests = fake.llm_requests();
+    assert_eq!(requests.len(), 2);
+    assert!(requests[1].body.to_string().contains("change course"));
+}
