@@ -243,7 +243,8 @@ fn note(ev: &RpcEvent) -> Option<String> {
 
 /// The updates that replay a stored transcript (`session/load`): user text and images →
 /// `user_message_chunk`; assistant text → `agent_message_chunk`, thinking →
-/// `agent_thought_chunk`, tool calls → `tool_call` (pending until their result); tool results →
+/// `agent_thought_chunk` (empty blocks left out), tool calls → `tool_call` (pending until their
+/// result); tool results →
 /// `tool_call_update` (`completed`/`failed`, the result's content). System messages are not
 /// replayed.
 pub fn replay(messages: &[Message], cwd: &Path) -> Vec<SessionUpdate> {
@@ -265,12 +266,14 @@ pub fn replay(messages: &[Message], cwd: &Path) -> Vec<SessionUpdate> {
             Message::Assistant(a) => {
                 for block in &a.content {
                     match block {
-                        Content::Text(t) => {
+                        Content::Text(t) if !t.text.is_empty() => {
                             out.push(SessionUpdate::AgentMessageChunk(text_chunk(t.text.clone())))
                         }
-                        Content::Thinking(t) => out.push(SessionUpdate::AgentThoughtChunk(
-                            text_chunk(t.thinking.clone()),
-                        )),
+                        // Redacted or signature-only thinking has no text to show.
+                        Content::Thinking(t) if !t.thinking.is_empty() => out.push(
+                            SessionUpdate::AgentThoughtChunk(text_chunk(t.thinking.clone())),
+                        ),
+                        Content::Text(_) | Content::Thinking(_) => {}
                         Content::ToolCall(c) => out.push(SessionUpdate::ToolCall(tool_call(
                             &c.id,
                             &c.name,

@@ -841,3 +841,69 @@ fn prompt_while_streaming_steers() {
     assert_eq!(requests.len(), 2);
     assert!(requests[1].body.to_string().contains("change course"));
 }
+
+/// `session/load` of a session file recorded by upstream pi 1.6 (tests/fixtures): its branch is
+/// replayed, its model and thinking level are the session's options, and a prompt goes on in
+/// the same file.
+#[test]
+fn load_replays_an_upstream_session() {
+    let (_fake, root) = setup(Script::new([Turn::text("Third answer.")]), DEFAULT_MODEL);
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/upstream_claude_high.jsonl"),
+    )
+    .unwrap()
+    .replace("/RUN_ROOT/cwd", &root.cwd.to_string_lossy());
+    let header: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    let id = header["id"].as_str().unwrap().to_string();
+    let encoded = format!(
+        "--{}--",
+        root.cwd
+            .to_string_lossy()
+            .trim_start_matches('/')
+            .replace('/', "-")
+    );
+    let dir = root.agent_dir.join("sessions").join(encoded);
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join(format!("2026-12-01T12-00-40-595Z_{id}.jsonl"));
+    std::fs::write(&file, &text).unwrap();
+    let cwd = root.cwd.clone();
+    let want = id.clone();
+    let (options, replayed, stop) = drive(&root, &[], Answer::Allow, async move |peer| {
+        let loaded = peer
+            .cx
+            .send_request(LoadSessionRequest::new(want.clone(), cwd.clone()))
+            .block_task()
+            .await?;
+        let replayed = peer.updates();
+        let stop = peer.prompt(&want, "Third question").await?;
+        Ok((loaded.config_options.unwrap_or_default(), replayed, stop))
+    });
+    let user = chunks(&replayed, |u| match u {
+        SessionUpdate::UserMessageChunk(c) => Some(&c.content),
+        _ => None,
+    });
+    assert_eq!(user, "First questionSecond question");
+    assert_eq!(agent_text(&replayed), "First answer.Second answer.");
+    assert!(
+        !replayed
+            .iter()
+            .any(|u| matches!(u, SessionUpdate::AgentThoughtChunk(_))),
+        "a signature-only thinking block is not replayed"
+    );
+    assert_eq!(
+        option_value(&options, "model").as_deref(),
+        Some("fake-anthropic/fake-claude")
+    );
+    assert_eq!(
+        option_value(&options, "thought_level").as_deref(),
+        Some("high")
+    );
+    assert_eq!(stop, StopReason::EndTurn);
+    let after = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        after.starts_with(&text),
+        "the upstream lines are kept as they were"
+    );
+    assert!(after.contains("Third answer."));
+}
