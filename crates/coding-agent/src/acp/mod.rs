@@ -25,11 +25,13 @@ use crate::extensions::api::RuntimeSlot;
 use crate::protocol::rpc::{EventSink, RpcEvent};
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    AgentCapabilities, CancelNotification, Implementation, InitializeRequest, InitializeResponse,
-    ListSessionsRequest, LoadSessionRequest, NewSessionRequest, PromptCapabilities, PromptRequest,
-    SessionCapabilities, SessionListCapabilities, SetSessionConfigOptionRequest,
+    AgentCapabilities, CancelNotification, CloseSessionRequest, CloseSessionResponse,
+    Implementation, InitializeRequest, InitializeResponse, ListSessionsRequest, LoadSessionRequest,
+    NewSessionRequest, PromptCapabilities, PromptRequest, ResumeSessionRequest,
+    SessionCapabilities, SessionCloseCapabilities, SessionListCapabilities,
+    SessionResumeCapabilities, SetSessionConfigOptionRequest,
 };
-use agent_client_protocol::{ByteStreams, Client};
+use agent_client_protocol::{ByteStreams, Client, JsonRpcResponse};
 use parking_lot::RwLock;
 use sessions::Agent;
 use std::path::PathBuf;
@@ -97,7 +99,9 @@ async fn serve(agent: Arc<Agent>) -> Result<(), agent_client_protocol::Error> {
         tokio::io::stdout().compat_write(),
         tokio::io::stdin().compat(),
     );
-    let (a1, a2, a3, a4, a5, a6, a7) = (
+    let (a1, a2, a3, a4, a5, a6, a7, a8, a9) = (
+        agent.clone(),
+        agent.clone(),
         agent.clone(),
         agent.clone(),
         agent.clone(),
@@ -119,17 +123,9 @@ async fn serve(agent: Arc<Agent>) -> Result<(), agent_client_protocol::Error> {
         .on_receive_request(
             async move |req: NewSessionRequest, responder, cx: Connection| {
                 let agent = a2.clone();
-                tokio::spawn(async move {
-                    let _ = match agent.new_session(req, &cx).await {
-                        Ok((response, session)) => {
-                            let sent = responder.respond(response);
-                            session.send_commands();
-                            session.send_usage();
-                            sent
-                        }
-                        Err(e) => responder.respond_with_error(e),
-                    };
-                });
+                tokio::spawn(
+                    async move { answer_opened(responder, agent.new_session(req, &cx).await) },
+                );
                 Ok(())
             },
             agent_client_protocol::on_receive_request!(),
@@ -138,14 +134,35 @@ async fn serve(agent: Arc<Agent>) -> Result<(), agent_client_protocol::Error> {
             async move |req: LoadSessionRequest, responder, cx: Connection| {
                 let agent = a3.clone();
                 tokio::spawn(async move {
-                    let _ = match agent.load_session(req, &cx).await {
-                        Ok((response, session)) => {
-                            let sent = responder.respond(response);
-                            session.send_commands();
-                            session.send_usage();
-                            sent
-                        }
-                        Err(e) => responder.respond_with_error(e),
+                    answer_opened(responder, agent.load_session(req, &cx).await)
+                });
+                Ok(())
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: ResumeSessionRequest, responder, cx: Connection| {
+                let agent = a8.clone();
+                tokio::spawn(async move {
+                    answer_opened(responder, agent.resume_session(req, &cx).await)
+                });
+                Ok(())
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: CloseSessionRequest, responder, _cx: Connection| {
+                let agent = a9.clone();
+                tokio::spawn(async move {
+                    let _ = if agent.close_session(&req.session_id).await {
+                        responder.respond(CloseSessionResponse::new())
+                    } else {
+                        responder.respond_with_error(
+                            agent_client_protocol::v1::schema::Error::session_not_found(
+                                req.session_id,
+                            )
+                            .into(),
+                        )
                     };
                 });
                 Ok(())
@@ -196,8 +213,27 @@ async fn serve(agent: Arc<Agent>) -> Result<(), agent_client_protocol::Error> {
         .await
 }
 
+/// Answers a `session/new`/`load`/`resume` once its session is open, then sends the session's
+/// `available_commands_update` and `usage_update` (after the answer, which tells the client
+/// the session id).
+fn answer_opened<T: JsonRpcResponse>(
+    responder: agent_client_protocol::v1::Responder<T>,
+    opened: Result<(T, Arc<sessions::AcpSession>), agent_client_protocol::Error>,
+) {
+    let _ = match opened {
+        Ok((response, session)) => {
+            let sent = responder.respond(response);
+            session.send_commands();
+            session.send_usage();
+            sent
+        }
+        Err(e) => responder.respond_with_error(e),
+    };
+}
+
 /// The `initialize` answer: protocol v1 and what this agent does (docs/acp.md): images and
-/// embedded resources in prompts (no audio), `session/load` and `session/list`; MCP servers of
+/// embedded resources in prompts (no audio), `session/load`, `session/list`, `session/resume`,
+/// `session/close`; MCP servers of
 /// the client are not joined yet (no `http`/`sse`).
 fn initialize(req: &InitializeRequest) -> InitializeResponse {
     let version = if req.protocol_version < ProtocolVersion::V1 {
@@ -213,7 +249,12 @@ fn initialize(req: &InitializeRequest) -> InitializeResponse {
                 .audio(false)
                 .embedded_context(true),
         )
-        .session_capabilities(SessionCapabilities::new().list(SessionListCapabilities::new()));
+        .session_capabilities(
+            SessionCapabilities::new()
+                .list(SessionListCapabilities::new())
+                .resume(SessionResumeCapabilities::new())
+                .close(SessionCloseCapabilities::new()),
+        );
     InitializeResponse::new(version)
         .agent_capabilities(capabilities)
         .agent_info(Implementation::new("pi", env!("CARGO_PKG_VERSION")))

@@ -16,9 +16,10 @@ use crate::session::{default_session_dir, SessionManager};
 use agent_client_protocol::v1::schema::{
     self as acp, AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate, ContentBlock,
     EmbeddedResourceResource, ListSessionsRequest, ListSessionsResponse, LoadSessionRequest,
-    LoadSessionResponse, NewSessionRequest, NewSessionResponse, PromptResponse, SessionConfigId,
-    SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelectOption, SessionId,
-    SessionInfo, SessionNotification, SessionUpdate, SetSessionConfigOptionRequest,
+    LoadSessionResponse, NewSessionRequest, NewSessionResponse, PromptResponse,
+    ResumeSessionRequest, ResumeSessionResponse, SessionConfigId, SessionConfigOption,
+    SessionConfigOptionCategory, SessionConfigSelectOption, SessionId, SessionInfo,
+    SessionNotification, SessionUpdate, SetSessionConfigOptionRequest,
     SetSessionConfigOptionResponse, StopReason, UnstructuredCommandInput, UsageUpdate,
 };
 use agent_client_protocol::Error;
@@ -164,39 +165,74 @@ impl Agent {
         req: LoadSessionRequest,
         cx: &Connection,
     ) -> Result<(LoadSessionResponse, Arc<AcpSession>), Error> {
-        let cwd = checked_cwd(&req.cwd)?;
+        let session = self.open_file(&req.session_id, &req.cwd, cx).await?;
+        let current = session.runtime.session();
+        for update in replay(&current.messages(), current.cwd()) {
+            session.notify(update);
+        }
+        let response = LoadSessionResponse::new().config_options(config_options(&current));
+        Ok((response, session))
+    }
+
+    /// `session/resume`: `session/load` without the replay.
+    pub(super) async fn resume_session(
+        self: &Arc<Self>,
+        req: ResumeSessionRequest,
+        cx: &Connection,
+    ) -> Result<(ResumeSessionResponse, Arc<AcpSession>), Error> {
+        let session = self.open_file(&req.session_id, &req.cwd, cx).await?;
+        let current = session.runtime.session();
+        let response = ResumeSessionResponse::new().config_options(config_options(&current));
+        Ok((response, session))
+    }
+
+    /// Opens the pi session file `id` of `cwd`'s session folder as RPC `switch_session` opens
+    /// it (model and thinking level restored). A session already open under that id is closed
+    /// first ([`Agent::close_session`]).
+    async fn open_file(
+        self: &Arc<Self>,
+        id: &SessionId,
+        cwd: &Path,
+        cx: &Connection,
+    ) -> Result<Arc<AcpSession>, Error> {
+        let cwd = checked_cwd(cwd)?;
         let path = list_sessions(&self.dir_for(&cwd))
             .into_iter()
-            .find(|l| l.header.id == *req.session_id.0)
+            .find(|l| l.header.id == *id.0)
             .map(|l| l.path)
-            .ok_or_else(|| Error::from(acp::Error::session_not_found(req.session_id.clone())))?;
+            .ok_or_else(|| Error::from(acp::Error::session_not_found(id.clone())))?;
+        self.close_session(id).await;
         let request = SessionRequest {
             cwd: cwd.clone(),
             store: SessionManager::in_memory(&cwd),
             model: self.model.clone(),
             thinking_level: self.thinking_level,
         };
-        let session = self.open(req.session_id.clone(), request, cx).await;
+        let session = self.open(id.clone(), request, cx).await;
         let path = path.to_string_lossy().into_owned();
-        match session.runtime.switch_session(&path).await {
-            Ok(false) => {}
-            Ok(true) => {
-                self.sessions.lock().remove(&*req.session_id.0);
-                return Err(Error::internal_error().data("cancelled by an extension"));
-            }
-            Err(e) => {
-                self.sessions.lock().remove(&*req.session_id.0);
-                return Err(Error::internal_error().data(e));
+        let failed = match session.runtime.switch_session(&path).await {
+            Ok(false) => return Ok(session),
+            Ok(true) => "cancelled by an extension".to_string(),
+            Err(e) => e,
+        };
+        self.sessions.lock().remove(&*id.0);
+        Err(Error::internal_error().data(failed))
+    }
+
+    /// `session/close` (and a session loaded again): the run in flight is aborted and
+    /// settled, then the session is forgotten. Its file stays. `false`: no such session.
+    pub(super) async fn close_session(&self, id: &SessionId) -> bool {
+        let Some(old) = self.sessions.lock().remove(&*id.0) else {
+            return false;
+        };
+        {
+            let mut active = self.active.lock();
+            if active.as_ref().is_some_and(|a| Arc::ptr_eq(a, &old)) {
+                *active = None;
             }
         }
-        let current = session.runtime.session();
-        for update in replay(&current.messages(), current.cwd()) {
-            session.notify(update);
-        }
-        Ok((
-            LoadSessionResponse::new().config_options(config_options(&current)),
-            session,
-        ))
+        old.stop().await;
+        true
     }
 
     /// Builds the runtime of an ACP session (its events mapped to `session/update`s of `id`)
@@ -300,10 +336,7 @@ impl Agent {
         }
         let sessions: Vec<Arc<AcpSession>> = self.sessions.lock().values().cloned().collect();
         for s in &sessions {
-            let session = s.runtime.session();
-            session.abort_bash();
-            session.abort().await;
-            s.runtime.wait_settled().await;
+            s.stop().await;
         }
         if let Some(ext) = self.factory.services.extensions.as_ref() {
             ext.input_closed();
@@ -317,6 +350,14 @@ impl Agent {
 }
 
 impl AcpSession {
+    /// Aborts the run in flight (and user bash commands) and waits until it has settled.
+    async fn stop(&self) {
+        let session = self.runtime.session();
+        session.abort_bash();
+        session.abort().await;
+        self.runtime.wait_settled().await;
+    }
+
     fn notify(&self, update: SessionUpdate) {
         let _ = self
             .cx

@@ -5,12 +5,12 @@
 use crate::common::*;
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    CancelNotification, ContentBlock, InitializeRequest, ListSessionsRequest, LoadSessionRequest,
-    NewSessionRequest, PermissionOptionKind, PromptRequest, RequestPermissionOutcome,
-    RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome,
-    SessionConfigKind, SessionConfigOption, SessionNotification, SessionUpdate,
-    SetSessionConfigOptionRequest, StopReason, TextContent, ToolCallContent, ToolCallStatus,
-    ToolKind,
+    CancelNotification, CloseSessionRequest, ContentBlock, InitializeRequest, ListSessionsRequest,
+    LoadSessionRequest, NewSessionRequest, PermissionOptionKind, PromptRequest,
+    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
+    ResumeSessionRequest, SelectedPermissionOutcome, SessionConfigKind, SessionConfigOption,
+    SessionNotification, SessionUpdate, SetSessionConfigOptionRequest, StopReason, TextContent,
+    ToolCallContent, ToolCallStatus, ToolKind,
 };
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::{Agent, ByteStreams, Client, Error};
@@ -906,4 +906,48 @@ fn load_replays_an_upstream_session() {
         "the upstream lines are kept as they were"
     );
     assert!(after.contains("Third answer."));
+}
+
+/// `session/close` forgets a session (a prompt to it is then `session not found`) and keeps its
+/// file; `session/resume` opens it again without a replay, and it goes on.
+#[test]
+fn close_then_resume_goes_on_in_the_same_file() {
+    let (_fake, root) = setup(
+        Script::new([Turn::text(HELLO), Turn::text("Again.")]),
+        DEFAULT_MODEL,
+    );
+    let cwd = root.cwd.clone();
+    let (refused, before, replayed, stop) = drive(&root, &[], Answer::Allow, async move |peer| {
+        let id = peer.new_session(&cwd).await?;
+        peer.prompt(&id, "Say hello").await?;
+        peer.cx
+            .send_request(CloseSessionRequest::new(id.clone()))
+            .block_task()
+            .await?;
+        let refused = peer.prompt(&id, "lost").await.is_err();
+        let before = peer.updates().len();
+        peer.cx
+            .send_request(ResumeSessionRequest::new(id.clone(), cwd.clone()))
+            .block_task()
+            .await?;
+        let replayed = peer.updates()[before..]
+            .iter()
+            .filter(|u| {
+                matches!(
+                    u,
+                    SessionUpdate::UserMessageChunk(_) | SessionUpdate::AgentMessageChunk(_)
+                )
+            })
+            .count();
+        let stop = peer.prompt(&id, "Once more").await?;
+        Ok((refused, before, replayed, stop))
+    });
+    assert!(refused, "a closed session is not found");
+    assert!(before > 0);
+    assert_eq!(replayed, 0, "resume replays nothing");
+    assert_eq!(stop, StopReason::EndTurn);
+    let files = root.session_files();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let text = std::fs::read_to_string(&files[0]).unwrap();
+    assert!(text.contains(HELLO) && text.contains("Again."), "{text}");
 }
