@@ -3,6 +3,7 @@
 // The platform floor lives in its own crate; its modules keep their paths here.
 pub use pi_platform::{child_guard, cli, images, json_error, mem, procs, tasks};
 
+pub mod acp;
 pub mod agent_session;
 pub mod auth;
 pub mod auth_cmd;

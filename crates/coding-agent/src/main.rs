@@ -359,7 +359,8 @@ impl ExtensionStart<'_> {
             return Ok((None, packages));
         }
         let mode_name = match self.mode {
-            Mode::Rpc => "rpc",
+            // ACP mode has a client that answers dialogs, as RPC mode (`ctx.hasUI`).
+            Mode::Rpc | Mode::Acp => "rpc",
             Mode::Json => "json",
             Mode::Print => "print",
         };
@@ -401,6 +402,10 @@ struct ModeIo {
     out: Output,
     sink: pi_coding_agent::agent_session::EventSink,
     api_slot: extensions::api::RuntimeSlot,
+    /// ACP mode: where the extension host's own events go once the connection is up.
+    relay: pi_coding_agent::acp::EventRelay,
+    /// ACP mode: the session folder override.
+    session_dir: Option<std::path::PathBuf>,
 }
 
 async fn run_mode(
@@ -416,8 +421,28 @@ async fn run_mode(
         out,
         sink,
         api_slot,
+        relay,
+        session_dir,
     } = io;
     match mode {
+        Mode::Acp => {
+            // Every ACP session builds its own runtime (acp/sessions.rs), with its own sink.
+            let _ = sink;
+            let start = pi_coding_agent::acp::AcpStart {
+                factory,
+                request,
+                api_slot,
+                relay,
+                session_dir,
+            };
+            match pi_coding_agent::acp::run(start).await {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("Error: {e}");
+                    1
+                }
+            }
+        }
         Mode::Rpc => {
             let runtime = AgentSessionRuntime::new(factory, request, sink);
             host_calls::bind(&api_slot, runtime.clone());
@@ -560,6 +585,8 @@ fn list_models(registry: &ModelRegistry, search: &cli::ListModels) -> i32 {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
     Rpc,
+    /// `--mode acp`: the Agent Client Protocol (src/acp).
+    Acp,
     Json,
     Print,
 }

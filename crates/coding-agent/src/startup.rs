@@ -71,6 +71,7 @@ struct Opened {
 fn mode_of(cli: &Cli, stdin_tty: bool, stdout_tty: bool) -> Mode {
     match (cli.mode.as_deref(), cli.print) {
         (Some("rpc"), _) => Mode::Rpc,
+        (Some("acp"), _) => Mode::Acp,
         (Some("json"), _) => Mode::Json,
         (_, true) | (Some("text"), _) => Mode::Print,
         _ if !stdin_tty || !stdout_tty => Mode::Print,
@@ -126,6 +127,9 @@ impl Startup {
         if self.mode == Mode::Rpc && !self.cli.file_args.is_empty() {
             return Err(fail("@file arguments are not supported in RPC mode"));
         }
+        if self.mode == Mode::Acp && !self.cli.file_args.is_empty() {
+            return Err(fail("@file arguments are not supported in ACP mode"));
+        }
         Ok(self)
     }
 
@@ -180,8 +184,12 @@ impl Startup {
         // configured extension that cannot load stops the run (fail closed). They start before
         // the initial model is chosen, so providers they register take part in the choice.
         let out = Output::stdout();
+        // ACP mode: stdout belongs to the ACP connection; the extension host's own events
+        // reach it through the relay once it is up.
+        let relay = pi_coding_agent::acp::EventRelay::default();
         let base_sink: EventSink = match self.mode {
             Mode::Print => Arc::new(|_| {}),
+            Mode::Acp => relay.sink(),
             _ => out.sink(),
         };
         let (extensions, packages) = self
@@ -214,6 +222,8 @@ impl Startup {
             out,
             sink,
             api_slot: self.api_slot.clone(),
+            relay,
+            session_dir: self.session_dir_override(),
         };
         let code = crate::run_mode(
             self.mode,
@@ -231,16 +241,22 @@ impl Startup {
         Ok(code)
     }
 
+    /// The session folder override: `--session-dir` > `PI_CODING_AGENT_SESSION_DIR` >
+    /// settings `sessionDir` ([`resolve::session_dir_override`]).
+    fn session_dir_override(&self) -> Option<PathBuf> {
+        let env_session_dir = std::env::var("PI_CODING_AGENT_SESSION_DIR").ok();
+        resolve::session_dir_override(
+            self.cli.session_dir.as_deref(),
+            env_session_dir.as_deref(),
+            self.launch_settings.session_dir(),
+        )
+    }
+
     /// Opens the session store (spec sessions.md §1.4, §1.6; session/resolve.rs) and decides
     /// trust and settings for the session's cwd.
     fn open_session(&self) -> Result<Opened, i32> {
         let cli = &self.cli;
-        let env_session_dir = std::env::var("PI_CODING_AGENT_SESSION_DIR").ok();
-        let session_dir = resolve::session_dir_override(
-            cli.session_dir.as_deref(),
-            env_session_dir.as_deref(),
-            self.launch_settings.session_dir(),
-        );
+        let session_dir = self.session_dir_override();
         let flags = resolve::SessionFlags {
             continue_recent: cli.continue_session,
             session: cli.session.clone(),
@@ -363,7 +379,7 @@ impl Startup {
         drop(registry);
         if initial.model.is_none() {
             config::warn(&config::no_models_available_message());
-            if self.mode != Mode::Rpc {
+            if !matches!(self.mode, Mode::Rpc | Mode::Acp) {
                 eprintln!("{}", config::get_a_model_guidance(&self.agent_dir));
                 return Err(1);
             }

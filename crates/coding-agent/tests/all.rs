@@ -4,6 +4,9 @@
 
 mod common;
 
+#[path = "all/acp.rs"]
+mod acp;
+
 #[path = "all/admission.rs"]
 mod admission;
 

@@ -67,7 +67,7 @@ pub struct Cli {
     pub help: bool,
     /// `-v`, `--version`.
     pub version: bool,
-    /// `--mode text|json|rpc` (other values are an error diagnostic and leave this unset).
+    /// `--mode text|json|rpc|acp` (other values are an error diagnostic and leave this unset).
     pub mode: Option<String>,
     /// `-p`, `--print`.
     pub print: bool,
@@ -286,7 +286,7 @@ impl Cli {
                 "--mode" => match next(i) {
                     Some(m) if !m.starts_with('-') => {
                         i += 1;
-                        if matches!(m, "text" | "json" | "rpc") {
+                        if matches!(m, "text" | "json" | "rpc" | "acp") {
                             cli.mode = Some(m.to_string());
                         } else {
                             cli.error(format!(
@@ -508,7 +508,7 @@ Options:
   --api-key <key>                API key for the selected model's provider
   --system-prompt <text>         Replace the system prompt (text or a file)
   --append-system-prompt <text>  Append text or a file to the system prompt (repeatable)
-  --mode <mode>                  Output: text (default), json or rpc
+  --mode <mode>                  Output: text (default), json, rpc or acp
   --print, -p                    Answer the messages and exit
   --continue, -c                 Continue the newest session of this directory
   --resume, -r                   Pick a session to resume
