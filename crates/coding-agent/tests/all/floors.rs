@@ -29,7 +29,7 @@ const FLOORS: &[(&str, &[&str])] = &[
     ("system prompt", &["system_prompt"]),
     ("extensions", &["extensions"]),
     ("session runtime", &["agent_session"]),
-    ("modes", &["output", "print_mode", "rpc"]),
+    ("modes", &["output", "print_mode", "rpc", "acp"]),
     (
         "commands and main",
         &[
