@@ -368,18 +368,7 @@ impl AcpSession {
     /// skills, in the order of RPC `get_commands`; sent as `/name args` they run as in RPC.
     pub(super) fn send_commands(&self) {
         let session = self.runtime.session();
-        let res = session.command_resources();
-        let mut commands = session
-            .extensions()
-            .map(|e| e.commands())
-            .unwrap_or_default();
-        let shadowed: Vec<String> = commands.iter().map(|c| c.name.clone()).collect();
-        commands.extend(crate::resources::commands::list(
-            &res.prompt_templates,
-            &res.skills,
-            res.skill_commands,
-            &shadowed,
-        ));
+        let commands = session.commands();
         let available = commands
             .into_iter()
             .map(|c| {

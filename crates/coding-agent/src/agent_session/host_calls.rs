@@ -118,18 +118,7 @@ fn state(runtime: &AgentSessionRuntime, entries_from: Option<&str>) -> SessionMi
     let stats = session.session_stats();
     // `pi.getCommands()`: the `get_commands` list (extension commands, built-in ones,
     // templates, skills).
-    let res = session.command_resources();
-    let mut commands = session
-        .extensions()
-        .map(|e| e.commands())
-        .unwrap_or_default();
-    let shadowed: Vec<String> = commands.iter().map(|c| c.name.clone()).collect();
-    commands.extend(crate::resources::commands::list(
-        &res.prompt_templates,
-        &res.skills,
-        res.skill_commands,
-        &shadowed,
-    ));
+    let commands = session.commands();
     SessionMirror {
         cwd: session.cwd().to_string_lossy().into_owned(),
         session_file: st.session_file,

@@ -400,6 +400,23 @@ impl AgentSession {
         self.inner.loadout.lock().commands.clone()
     }
 
+    /// The `get_commands` list (spec rpc-protocol.md §4.10, upstream 1.6 order): extension
+    /// commands, then the built-in ones an extension command does not shadow, prompt
+    /// templates and skills. RPC `get_commands`, `pi.getCommands()` and ACP's
+    /// `available_commands_update` all show this list.
+    pub fn commands(&self) -> Vec<crate::protocol::rpc::SlashCommand> {
+        let res = self.command_resources();
+        let mut commands = self.extensions().map(|e| e.commands()).unwrap_or_default();
+        let shadowed: Vec<String> = commands.iter().map(|c| c.name.clone()).collect();
+        commands.extend(crate::resources::commands::list(
+            &res.prompt_templates,
+            &res.skills,
+            res.skill_commands,
+            &shadowed,
+        ));
+        commands
+    }
+
     /// Replaces the tools and system prompt; the next LLM call uses them.
     pub fn set_loadout(&self, loadout: Loadout) {
         bind_session_env(&self.inner, &loadout);

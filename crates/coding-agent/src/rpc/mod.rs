@@ -414,16 +414,7 @@ fn query_command(
             models: session.available_models(),
         }))),
         RpcCommand::GetCommands {} => {
-            let res = session.command_resources();
-            // Upstream's order: extension commands, the built-in `llama`/`mcp`, templates, skills.
-            let mut commands = extension_commands(&session);
-            let shadowed: Vec<String> = commands.iter().map(|c| c.name.clone()).collect();
-            commands.extend(crate::resources::commands::list(
-                &res.prompt_templates,
-                &res.skills,
-                res.skill_commands,
-                &shadowed,
-            ));
+            let commands = session.commands();
             reply(some(ResponseData::Commands(CommandsData { commands })))
         }
         RpcCommand::GetSandbox {} => {
@@ -714,17 +705,6 @@ fn queue_input(
 /// which leaves the key out of `get_state` and `settings.json`).
 fn mode_value(mode: Option<Value>) -> Value {
     mode.unwrap_or(Value::Null)
-}
-
-/// The `get_commands` entries of extensions (§4.10): the loaded extensions' commands in load
-/// order, then upstream 1.6's built-in `llama` and `mcp` extension commands, which upstream
-/// lists in every session (golden extension_ui_dialogs).
-/// Commands registered by extensions (`pi.registerCommand`), in load order.
-fn extension_commands(session: &AgentSession) -> Vec<protocol::SlashCommand> {
-    session
-        .extensions()
-        .map(|e| e.commands())
-        .unwrap_or_default()
 }
 
 /// `{cancelled}` of `new_session`, `switch_session`, `clone` (true when an extension's
