@@ -3,8 +3,10 @@
 //! The page is one self-contained file: our own stylesheet and viewer script inline, and the
 //! session as base64-encoded JSON in `<script id="session-data" type="application/json">`:
 //! `{header, entries (every entry of every branch), leafId, systemPrompt?, tools?: [{name,
-//! description, parameters}], rendered}` (`systemPrompt`/`tools` only for a live session).
-//! `rendered` maps each markdown block to its HTML, rendered here at export time by
+//! description, parameters}]}` (`systemPrompt`/`tools` only for a live session), the same
+//! object as upstream's page carries. Beside it, in `<script id="rendered-markdown"
+//! type="application/json">` (base64 JSON too), the `rendered` map: each markdown block's HTML,
+//! rendered here at export time by
 //! [`markdown::Renderer`] (CommonMark + GFM, highlighted code, sanitised by an allow-list):
 //! key `"<entry id>:<block index>"` for a `text`/`thinking` block of a message's (or custom
 //! message's) content array, `"<entry id>:s"` for string content and for a compaction's or
@@ -95,8 +97,12 @@ pub fn escape_html(s: &str) -> String {
 /// The whole page for `data` (the session-data object described in the module docs);
 /// `title` is the session name when it has one.
 pub fn render_html(data: &Value, title: Option<&str>) -> String {
-    let json = serde_json::to_string(data).unwrap_or_else(|_| "{}".into());
-    let payload = base64::engine::general_purpose::STANDARD.encode(json.as_bytes());
+    let b64 = |v: &Value| {
+        let json = serde_json::to_string(v).unwrap_or_else(|_| "{}".into());
+        base64::engine::general_purpose::STANDARD.encode(json.as_bytes())
+    };
+    let payload = b64(data);
+    let rendered = b64(&rendered_markdown(&data["entries"]));
     let title = match title {
         Some(t) if !t.is_empty() => format!("{t} - pi session"),
         _ => "pi session".to_string(),
@@ -106,7 +112,9 @@ pub fn render_html(data: &Value, title: Option<&str>) -> String {
         csp_hash(VIEWER_JS),
         csp_hash(VIEWER_CSS)
     );
-    let mut html = String::with_capacity(payload.len() + VIEWER_JS.len() + VIEWER_CSS.len() + 1024);
+    let mut html = String::with_capacity(
+        payload.len() + rendered.len() + VIEWER_JS.len() + VIEWER_CSS.len() + 1024,
+    );
     html.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
     html.push_str(&format!(
         "<meta http-equiv=\"Content-Security-Policy\" content=\"{}\">\n",
@@ -121,6 +129,8 @@ pub fn render_html(data: &Value, title: Option<&str>) -> String {
     html.push_str("<noscript><p>This page shows a pi session; it needs JavaScript to render.</p></noscript>\n");
     html.push_str("<script id=\"session-data\" type=\"application/json\">");
     html.push_str(&payload);
+    html.push_str("</script>\n<script id=\"rendered-markdown\" type=\"application/json\">");
+    html.push_str(&rendered);
     html.push_str("</script>\n<script>");
     html.push_str(VIEWER_JS);
     html.push_str("</script>\n</body>\n</html>\n");
@@ -135,12 +145,10 @@ pub fn session_data(
 ) -> Value {
     let header = serde_json::to_value(store.header()).unwrap_or(Value::Null);
     let entries = serde_json::to_value(store.loaded_entries()).unwrap_or(Value::Null);
-    let rendered = rendered_markdown(&entries);
     let mut data = json!({
         "header": header,
         "entries": entries,
         "leafId": store.leaf_id(),
-        "rendered": rendered,
     });
     if let Some(sp) = system_prompt {
         data["systemPrompt"] = Value::String(sp.to_string());

@@ -1,6 +1,6 @@
 // pi session viewer. Builds the page from the embedded session data with DOM calls
 // (createElement / textContent). Markdown is not parsed here: the export rendered each block
-// to sanitised HTML in Rust (data.rendered, keyed "<entry id>:<block index>" or "<id>:s"),
+// to sanitised HTML in Rust (the "rendered-markdown" element, keyed "<entry id>:<block index>" or "<id>:s"),
 // which is parsed in an inert <template>; a block without one shows as plain text.
 (function () {
   "use strict";
@@ -50,7 +50,12 @@
     return;
   }
   mark("pi-data-decoded");
-  var rendered = data.rendered && typeof data.rendered === "object" ? data.rendered : {};
+  // The rendered markdown sits in its own element, so session-data stays upstream's object.
+  var rendered = {};
+  try {
+    var r = decode(doc.getElementById("rendered-markdown").textContent);
+    if (r && typeof r === "object") rendered = r;
+  } catch (e) { /* every block then shows as plain text */ }
   // The markdown block `key` of the export's rendered map, else `text` as plain text.
   function markdown(key, text) {
     var root = el("div", "md"), html = Object.prototype.hasOwnProperty.call(rendered, key) ? rendered[key] : null;

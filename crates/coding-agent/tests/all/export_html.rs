@@ -239,8 +239,9 @@ fn export_flag_writes_the_page_and_reports_the_path() {
         "Exported to: out.html\n"
     );
     let html = std::fs::read_to_string(dir.path().join("out.html")).unwrap();
-    // The raw session strings never reach the markup: only the page's own two scripts.
-    assert_eq!(html.matches("<script").count(), 2, "{html}");
+    // The raw session strings never reach the markup: only the page's own three scripts
+    // (session data, rendered markdown, viewer).
+    assert_eq!(html.matches("<script").count(), 3, "{html}");
     assert!(!html.contains("onerror"));
     assert!(html.contains("Content-Security-Policy"));
     assert!(html.contains("<title>&lt;/title&gt;&lt;script&gt;"));
@@ -373,7 +374,7 @@ fn hostile_session_renders_in_chromium_and_runs_no_injected_script() {
     assert!(dom.contains("&lt;details open&gt;"), "{dom}");
     assert_eq!(
         dom.matches("<script").count(),
-        2,
+        3,
         "only the page's own scripts:\n{dom}"
     );
     assert!(!dom.contains("<details open"), "{dom}");
@@ -423,20 +424,46 @@ fn export_html_over_rpc() {
             missing.display()
         )
     );
-    // The embedded data: header, every entry, leaf, system prompt and tools.
+    // The embedded data: header, every entry, leaf, system prompt and tools, and no key
+    // upstream's page lacks (the rendered markdown sits in an element of its own).
     let html = std::fs::read_to_string(root.cwd.join("rel.html")).unwrap();
-    let start = html
-        .find("<script id=\"session-data\" type=\"application/json\">")
+    let embedded = |id: &str| -> Value {
+        let start = html
+            .find(&format!("<script id=\"{id}\" type=\"application/json\">"))
+            .unwrap();
+        let rest = &html[start..];
+        let b64 = &rest[rest.find('>').unwrap() + 1..rest.find("</script>").unwrap()];
+        use base64::Engine;
+        serde_json::from_slice(
+            &base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .unwrap(),
+        )
+        .unwrap()
+    };
+    let data = embedded("session-data");
+    let mut keys: Vec<&str> = data
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        ["entries", "header", "leafId", "systemPrompt", "tools"]
+    );
+    let rendered = embedded("rendered-markdown");
+    let answer = data["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["message"]["role"] == "assistant")
         .unwrap();
-    let rest = &html[start..];
-    let b64 = &rest[rest.find('>').unwrap() + 1..rest.find("</script>").unwrap()];
-    use base64::Engine;
-    let data: Value = serde_json::from_slice(
-        &base64::engine::general_purpose::STANDARD
-            .decode(b64)
-            .unwrap(),
-    )
-    .unwrap();
+    assert_eq!(
+        rendered[format!("{}:0", answer["id"].as_str().unwrap())],
+        "<p>Answer <strong>md</strong>.</p>\n"
+    );
     let lines = check_session_file(&file).unwrap();
     assert_eq!(data["header"], lines[0]);
     assert_eq!(data["entries"].as_array().unwrap().len(), lines.len() - 1);
