@@ -121,11 +121,13 @@ def proc_switches(pid):
     return vol, invol
 
 
-def vm_rss_kib(pid):
+def vm_rss_kib(pid, key="VmRSS"):
+    """`key` (VmRSS, or RssAnon: the process's own memory without clean file pages) of pid's
+    /proc status in KiB; None when unavailable."""
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
+                if line.startswith(key + ":"):
                     return int(line.split()[1])
     except (OSError, ValueError):
         pass
@@ -504,14 +506,15 @@ def run_turns(args, agents):
     n = args.turns
     reply = ("All right, here is some text for this turn. " * 46)[:2048]
     marks = [m for m in (1, 50, 100, 200) if m <= n]
-    print(f"\n| agent | RSS after turn 20 / {n} (MB) | growth per turn (KiB) | session per turn "
+    print(f"\n| agent | RSS after turn 20 / {n} (MB) | anon (MB) | growth per turn (KiB) | session per turn "
           f"(KiB) | ratio | " + " | ".join(f"turn {m} ms" for m in marks) + " |")
-    print("|---" * (5 + len(marks)) + "|")
+    print("|---" * (6 + len(marks)) + "|")
     for name, argv in agents:
         turns = [{"blocks": [{"type": "text", "text": reply}]} for _ in range(n)]
         fake = Fake(args.fakellm, {"default_chunk_size": 64, "turns": turns}, args.workdir)
         agent = Agent(argv, fake.port, args.workdir, session=True)
         rss = []
+        anon = []
         sizes = []
         walls = []
         sess_dir = os.path.join(agent.dirs["agent"], "sessions")
@@ -523,6 +526,7 @@ def run_turns(args, agents):
                 walls.append((t1 - t0) * 1000)
                 agent.state()
                 rss.append(vm_rss_kib(agent.pid))
+                anon.append(vm_rss_kib(agent.pid, "RssAnon") or 0)
                 sizes.append(dir_bytes(sess_dir))
         finally:
             agent.close()
@@ -534,10 +538,11 @@ def run_turns(args, agents):
         # Per-turn wall at turn m: the median of turns m-2..m+2 (1-based, clipped to the run),
         # so one preempted turn does not make the figure.
         at = {m: median(walls[max(0, m - 3):min(n, m + 2)]) for m in marks}
-        summary[name] = {"rss_kib": rss, "session_bytes": sizes, "growth_kib_per_turn": g,
+        summary[name] = {"rss_kib": rss, "anon_kib": anon, "session_bytes": sizes, "growth_kib_per_turn": g,
                          "session_kib_per_turn": s, "turn_wall_ms": walls,
                          "turn_wall_ms_at": at}
-        print(f"| {name} | {rss[lo - 1] / 1024:.1f} / {rss[-1] / 1024:.1f} | {g:.1f} | {s:.2f} | "
+        print(f"| {name} | {rss[lo - 1] / 1024:.1f} / {rss[-1] / 1024:.1f} | "
+              f"{anon[lo - 1] / 1024:.1f} / {anon[-1] / 1024:.1f} | {g:.1f} | {s:.2f} | "
               f"{(g / s if s else float('nan')):.2f} | "
               + " | ".join(fmt(at[m], digits=2) for m in marks) + " |")
     return summary

@@ -94,8 +94,10 @@ def clean_env(dirs):
 
 
 def read_proc_status(pid):
-    """VmRSS / VmHWM of pid in KiB (None when unavailable)."""
-    out = {"VmRSS": None, "VmHWM": None}
+    """VmRSS / VmHWM / RssAnon of pid in KiB (None when unavailable). RssAnon is the part of
+    RSS that is the process's own memory (heap, stacks, relocated data); the rest is clean
+    file pages (code, read-only data) shared with the page cache, which the kernel can drop."""
+    out = {"VmRSS": None, "VmHWM": None, "RssAnon": None}
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
@@ -200,6 +202,7 @@ def one_run(argv, idle_s, keep_tmp=False):
             "first_response_ms": (t_resp - t0) * 1000.0,
             "rss_kb": mem["VmRSS"],
             "hwm_kb": mem["VmHWM"],
+            "anon_kb": mem["RssAnon"],
             "children": len(kids),
             "exit_ms": (t_exit - t_close) * 1000.0,
             "exit_code": proc.returncode,
@@ -283,7 +286,7 @@ def main():
 
     print()
     hdr = (f"{'agent':9s} {'median ms':>10s} {'min ms':>8s} {'max ms':>8s} "
-           f"{'idle RSS MB':>12s} {'peak RSS MB':>12s} {'exit ms':>8s}")
+           f"{'idle RSS MB':>12s} {'idle anon MB':>13s} {'peak RSS MB':>12s} {'exit ms':>8s}")
     print(hdr)
     print("-" * len(hdr))
     summary = {}
@@ -296,19 +299,21 @@ def main():
             "first_response_ms_min": min(t),
             "first_response_ms_max": max(t),
             "idle_rss_mb_median": mb(statistics.median(s["rss_kb"] for s in ss)),
+            "idle_anon_mb_median": mb(statistics.median(s["anon_kb"] or 0 for s in ss)),
             "peak_rss_mb_median": mb(statistics.median(s["hwm_kb"] for s in ss)),
             "exit_ms_median": statistics.median(s["exit_ms"] for s in ss),
         }
         summary[name] = row
         print(f"{name:9s} {row['first_response_ms_median']:10.1f} {row['first_response_ms_min']:8.1f} "
               f"{row['first_response_ms_max']:8.1f} {row['idle_rss_mb_median']:12.1f} "
+              f"{row['idle_anon_mb_median']:13.1f} "
               f"{row['peak_rss_mb_median']:12.1f} {row['exit_ms_median']:8.1f}")
     print()
     for name, _ in agents:
         r = summary[name]
         print(f"summary {name}: first get_state response median {r['first_response_ms_median']:.1f} ms "
               f"(min {r['first_response_ms_min']:.1f}, max {r['first_response_ms_max']:.1f}), "
-              f"idle RSS median {r['idle_rss_mb_median']:.1f} MB, "
+              f"idle RSS median {r['idle_rss_mb_median']:.1f} MB (anon {r['idle_anon_mb_median']:.1f}), "
               f"peak RSS median {r['peak_rss_mb_median']:.1f} MB over {r['runs']} runs")
     if "ours" in summary and "upstream" in summary:
         o, u = summary["ours"], summary["upstream"]
