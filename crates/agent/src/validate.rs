@@ -82,23 +82,13 @@ pub fn json_number(n: f64) -> Value {
     }
 }
 
-/// Formats a number the way JavaScript's `String(n)` does for ordinary values: integral values
-/// below 1e21 in magnitude without a fraction (`2`, not `2.0`), others via Rust's shortest
-/// round-trip form (`0.5`); `NaN`, `Infinity`, `-Infinity` as in JavaScript. JavaScript's
-/// exponent notation (`1e+21`, `1e-7`) is not reproduced.
+/// Formats a number exactly as JavaScript's `String(n)` (`Number.prototype.toString()`,
+/// ECMA-262 §6.1.6.1.20) does, by the `ryu-js` crate: `2` (not `2.0`), `0.5`, `1e+21`,
+/// `1e-7`, `-0` as `0`, `NaN`, `Infinity`, `-Infinity`.
 ///
 /// Also used by the coding agent's tools for numbers in their texts.
 pub fn js_number(n: f64) -> String {
-    if n.is_nan() {
-        return "NaN".into();
-    }
-    if n.is_infinite() {
-        return if n > 0.0 { "Infinity" } else { "-Infinity" }.into();
-    }
-    if n.fract() == 0.0 && n.abs() < 1e21 {
-        return format!("{}", n as i128);
-    }
-    format!("{n}")
+    ryu_js::Buffer::new().format(n).to_string()
 }
 
 /// JavaScript's `String(number)` for a JSON number ([`js_number`] of its `f64` value).
@@ -421,6 +411,28 @@ fn check_object(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn js_number_is_javascripts_string_of_a_number() {
+        // Node 20: String(x) for each.
+        for (n, js) in [
+            (2.0, "2"),
+            (0.5, "0.5"),
+            (-3.0, "-3"),
+            (-0.0, "0"),
+            (1e21, "1e+21"),
+            (123456789012345680000.0, "123456789012345680000"),
+            (1e-7, "1e-7"),
+            (0.000001, "0.000001"),
+            (1.5e300, "1.5e+300"),
+            (0.1 + 0.2, "0.30000000000000004"),
+            (f64::NAN, "NaN"),
+            (f64::INFINITY, "Infinity"),
+            (f64::NEG_INFINITY, "-Infinity"),
+        ] {
+            assert_eq!(js_number(n), js, "{n:?}");
+        }
+    }
 
     fn read_schema() -> Value {
         json!({"type":"object","required":["path"],"properties":{

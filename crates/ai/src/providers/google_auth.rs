@@ -161,19 +161,10 @@ pub async fn access_token(client: &reqwest::Client) -> Result<String, ProviderEr
     Ok(token)
 }
 
-/// `application/x-www-form-urlencoded` escaping of one value.
+/// `application/x-www-form-urlencoded` escaping of one value (the `form_urlencoded` crate:
+/// `*-._` and alphanumerics kept, space as `+`, the rest `%XX`).
 fn form_encode(v: &str) -> String {
-    let mut out = String::with_capacity(v.len());
-    for b in v.bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'*' => {
-                out.push(char::from(b))
-            }
-            b' ' => out.push('+'),
-            _ => out.push_str(&format!("%{b:02X}")),
-        }
-    }
-    out
+    form_urlencoded::byte_serialize(v.as_bytes()).collect()
 }
 
 /// A one-hour JWT assertion for the service account, signed RS256 with its PKCS#8 key:

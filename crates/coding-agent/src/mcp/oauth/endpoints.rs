@@ -27,27 +27,18 @@ pub(super) async fn get_json(
     Ok(serde_json::from_slice(&bytes).ok())
 }
 
-/// `application/x-www-form-urlencoded` encoding of one value.
+/// `application/x-www-form-urlencoded` encoding of one value (the `form_urlencoded` crate:
+/// `*-._` and alphanumerics kept, space as `+`, the rest `%XX`), as RFC 6749 §2.3.1 asks of
+/// a client id and secret in Basic credentials.
 pub(super) fn form_encode(v: &str) -> String {
-    let mut out = String::with_capacity(v.len());
-    for b in v.bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'*' | b'-' | b'.' | b'_' => {
-                out.push(char::from(b))
-            }
-            b' ' => out.push('+'),
-            _ => out.push_str(&format!("%{b:02X}")),
-        }
-    }
-    out
+    form_urlencoded::byte_serialize(v.as_bytes()).collect()
 }
 
+/// An `application/x-www-form-urlencoded` body of `pairs`.
 pub(super) fn form(pairs: &[(&str, &str)]) -> String {
-    pairs
-        .iter()
-        .map(|(k, v)| format!("{}={}", form_encode(k), form_encode(v)))
-        .collect::<Vec<_>>()
-        .join("&")
+    form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(pairs.iter().copied())
+        .finish()
 }
 
 pub(super) async fn post(
