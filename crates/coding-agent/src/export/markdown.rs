@@ -226,21 +226,12 @@ impl Renderer {
                 Event::TaskListMarker(done) => out.push(Event::Text(
                     if done { "\u{2611} " } else { "\u{2610} " }.into(),
                 )),
-                Event::Start(Tag::Link {
-                    link_type,
-                    dest_url,
-                    title,
-                    id,
-                }) => {
-                    let keep = safe_link(&dest_url) && links.is_empty();
+                Event::Start(tag @ Tag::Link { .. }) => {
+                    let keep = links.is_empty()
+                        && matches!(&tag, Tag::Link { dest_url, .. } if safe_link(dest_url));
                     links.push(keep);
                     if keep {
-                        out.push(Event::Start(Tag::Link {
-                            link_type,
-                            dest_url,
-                            title,
-                            id,
-                        }));
+                        out.push(Event::Start(tag));
                     }
                 }
                 Event::End(TagEnd::Link) => {
@@ -248,24 +239,14 @@ impl Renderer {
                         out.push(Event::End(TagEnd::Link));
                     }
                 }
-                Event::Start(Tag::Image {
-                    link_type,
-                    dest_url,
-                    title,
-                    id,
-                }) => {
-                    let keep = safe_image(&dest_url);
+                Event::Start(tag @ Tag::Image { .. }) => {
+                    let keep = matches!(&tag, Tag::Image { dest_url, .. } if safe_image(dest_url));
                     images.push(keep);
-                    if keep {
-                        out.push(Event::Start(Tag::Image {
-                            link_type,
-                            dest_url,
-                            title,
-                            id,
-                        }));
+                    out.push(if keep {
+                        Event::Start(tag)
                     } else {
-                        out.push(Event::Text("[image: ".into()));
-                    }
+                        Event::Text("[image: ".into())
+                    });
                 }
                 Event::End(TagEnd::Image) => {
                     if images.pop().unwrap_or(false) {
