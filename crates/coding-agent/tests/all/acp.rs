@@ -5,12 +5,12 @@
 use crate::common::*;
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    CancelNotification, CloseSessionRequest, ContentBlock, InitializeRequest, ListSessionsRequest,
-    LoadSessionRequest, NewSessionRequest, PermissionOptionKind, PromptRequest,
-    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
-    ResumeSessionRequest, SelectedPermissionOutcome, SessionConfigKind, SessionConfigOption,
-    SessionNotification, SessionUpdate, SetSessionConfigOptionRequest, StopReason, TextContent,
-    ToolCallContent, ToolCallStatus, ToolKind,
+    CancelNotification, CloseSessionRequest, ContentBlock, InitializeRequest, InitializeResponse,
+    ListSessionsRequest, LoadSessionRequest, McpServer, McpServerStdio, NewSessionRequest,
+    PermissionOptionKind, PromptRequest, RequestPermissionOutcome, RequestPermissionRequest,
+    RequestPermissionResponse, ResumeSessionRequest, SelectedPermissionOutcome, SessionConfigKind,
+    SessionConfigOption, SessionNotification, SessionUpdate, SetSessionConfigOptionRequest,
+    StopReason, TextContent, ToolCallContent, ToolCallStatus, ToolKind,
 };
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::{Agent, ByteStreams, Client, Error};
@@ -37,6 +37,8 @@ struct Peer {
     cx: ConnectionTo<Agent>,
     updates: Arc<Mutex<Vec<SessionNotification>>>,
     asks: Arc<Mutex<Vec<RequestPermissionRequest>>>,
+    /// The `initialize` answer.
+    init: InitializeResponse,
 }
 
 impl Peer {
@@ -184,7 +186,13 @@ fn drive<R>(
                     .await?;
                 assert!(init.agent_capabilities.load_session);
                 assert!(init.agent_capabilities.prompt_capabilities.image);
-                body(Peer { cx, updates, asks }).await
+                body(Peer {
+                    cx,
+                    updates,
+                    asks,
+                    init,
+                })
+                .await
             });
         let out = tokio::time::timeout(Duration::from_secs(120), run)
             .await
@@ -950,4 +958,93 @@ fn close_then_resume_goes_on_in_the_same_file() {
     assert_eq!(files.len(), 1, "{files:?}");
     let text = std::fs::read_to_string(&files[0]).unwrap();
     assert!(text.contains(HELLO) && text.contains("Again."), "{text}");
+}
+
+/// The client's `mcpServers` of `session/new` (the fake MCP server over stdio): started for
+/// that session, its tools offered to the model as `direct` tools of that session only (a
+/// second session without them is not offered them), a call reaches it, and it stops when the
+/// session closes; `initialize` announces HTTP, not SSE.
+#[test]
+fn client_mcp_servers_serve_their_session_only() {
+    let (fake, root) = setup(
+        Script::new([
+            Turn::text("").with_tool_call("mcp__editor_tools__echo", json!({"text": "hi"})),
+            Turn::text("done"),
+            Turn::text("plain"),
+        ]),
+        DEFAULT_MODEL,
+    );
+    let pidfile = root.tmp.join("server.pid");
+    let server = McpServer::Stdio(
+        McpServerStdio::new("editor tools", crate::mcp::fake_mcp())
+            .args(vec!["--pidfile".into(), pidfile.to_string_lossy().into()]),
+    );
+    let cwd = root.cwd.clone();
+    let pf = pidfile.clone();
+    let (caps, updates, pid, gone) = drive(&root, &[], Answer::Allow, async move |peer| {
+        let caps = peer.init.agent_capabilities.mcp_capabilities.clone();
+        let a = peer
+            .cx
+            .send_request(NewSessionRequest::new(cwd.clone()).mcp_servers(vec![server]))
+            .block_task()
+            .await?
+            .session_id
+            .0
+            .to_string();
+        let stop = peer.prompt(&a, "call it").await?;
+        assert_eq!(stop, StopReason::EndTurn);
+        let updates = peer.updates();
+        let b = peer.new_session(&cwd).await?;
+        assert_eq!(peer.prompt(&b, "anything").await?, StopReason::EndTurn);
+        let pid = crate::mcp::read_pid(&pf);
+        assert!(
+            crate::mcp::alive(pid),
+            "the server runs while its session is open"
+        );
+        peer.cx
+            .send_request(CloseSessionRequest::new(a.clone()))
+            .block_task()
+            .await?;
+        let gone = crate::mcp::wait_gone(pid);
+        Ok((caps, updates, pid, gone))
+    });
+    assert!(caps.http && !caps.sse, "{caps:?}");
+    assert!(gone, "MCP server {pid} outlived session/close");
+    let done = updates
+        .iter()
+        .find_map(|u| match u {
+            SessionUpdate::ToolCallUpdate(t)
+                if t.fields.status == Some(ToolCallStatus::Completed) =>
+            {
+                Some(t.clone())
+            }
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("a completed tool call: {updates:?}"));
+    let text: String = done
+        .fields
+        .content
+        .iter()
+        .flatten()
+        .filter_map(|c| match c {
+            ToolCallContent::Content(c) => match &c.content {
+                ContentBlock::Text(t) => Some(t.text.clone()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    assert_eq!(text, "echo: hi");
+    let first = crate::mcp::offered_tools(&fake, 0);
+    assert!(
+        first.contains(&"mcp__editor_tools__echo".to_string()),
+        "{first:?}"
+    );
+    assert!(first.contains(&"read".to_string()), "{first:?}");
+    let other = crate::mcp::offered_tools(&fake, 2);
+    assert!(
+        other.iter().all(|t| !t.starts_with("mcp__")),
+        "the other session is not offered the client's servers: {other:?}"
+    );
+    assert_eq!(agent_text(&updates), "done");
 }
