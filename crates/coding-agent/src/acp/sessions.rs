@@ -15,7 +15,7 @@ use crate::session::resolve::list_sessions;
 use crate::session::{default_session_dir, SessionManager};
 use agent_client_protocol::v1::schema::{
     self as acp, AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate, ContentBlock,
-    EmbeddedResourceResource, ListSessionsRequest, ListSessionsResponse, LoadSessionRequest,
+    Cost, EmbeddedResourceResource, ListSessionsRequest, ListSessionsResponse, LoadSessionRequest,
     LoadSessionResponse, NewSessionRequest, NewSessionResponse, PromptResponse,
     ResumeSessionRequest, ResumeSessionResponse, SessionConfigId, SessionConfigOption,
     SessionConfigOptionCategory, SessionConfigSelectOption, SessionId, SessionInfo,
@@ -429,18 +429,26 @@ impl AcpSession {
     }
 
     /// `usage_update`: the context tokens in use and the model's window (RPC
-    /// `get_session_stats.contextUsage`); nothing while the count is unknown (no model window,
-    /// or right after a compaction until a reply reports usage).
+    /// `get_session_stats.contextUsage`), and the session's cost so far (`cost`: RPC
+    /// `get_session_stats.cost`, the sum of every reply's `usage.cost.total`, in USD as the
+    /// model catalogue prices it); nothing while the count is unknown (no model window, or
+    /// right after a compaction until a reply reports usage).
     pub(super) fn send_usage(&self) {
         let stats = self.runtime.session().session_stats();
-        if let Some(usage) = stats.context_usage {
-            if let Some(tokens) = usage.tokens {
-                self.notify(SessionUpdate::UsageUpdate(UsageUpdate::new(
-                    tokens,
-                    usage.context_window,
-                )));
-            }
-        }
+        let Some(usage) = stats.context_usage else {
+            return;
+        };
+        let Some(tokens) = usage.tokens else {
+            return;
+        };
+        let cost = stats
+            .cost
+            .as_f64()
+            .filter(|c| c.is_finite())
+            .map(|amount| Cost::new(amount, "USD"));
+        self.notify(SessionUpdate::UsageUpdate(
+            UsageUpdate::new(tokens, usage.context_window).cost(cost),
+        ));
     }
 
     /// `session/prompt`: admitted as an RPC `prompt` (a prompt while a turn runs is queued as a

@@ -14,7 +14,7 @@ use agent_client_protocol::v1::schema::{
 };
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::{Agent, ByteStreams, Client, Error};
-use pi_fakellm::{Block, Script, Turn};
+use pi_fakellm::{Block, Script, Turn, Usage};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
@@ -1047,4 +1047,57 @@ fn client_mcp_servers_serve_their_session_only() {
         "the other session is not offered the client's servers: {other:?}"
     );
     assert_eq!(agent_text(&updates), "done");
+}
+
+/// `usage_update` carries the session's cost so far (USD, RPC `get_session_stats.cost`): after
+/// each turn, the sum of the replies' `usage.cost.total` in the session file.
+#[test]
+fn usage_update_carries_the_session_cost() {
+    let (_fake, root) = setup(
+        Script::new([
+            Turn::text(HELLO).usage(Usage::new(1200, 300)),
+            Turn::text("Again.").usage(Usage::new(2500, 400)),
+        ]),
+        DEFAULT_MODEL,
+    );
+    let cwd = root.cwd.clone();
+    let costs = drive(&root, &[], Answer::Allow, async move |peer| {
+        let id = peer.new_session(&cwd).await?;
+        let mut costs = Vec::new();
+        for text in ["one", "two"] {
+            peer.prompt(&id, text).await?;
+            let last = peer
+                .updates()
+                .into_iter()
+                .filter_map(|u| match u {
+                    SessionUpdate::UsageUpdate(x) => Some(x),
+                    _ => None,
+                })
+                .last()
+                .expect("a usage_update after the turn");
+            let cost = last.cost.expect("a cost");
+            assert_eq!(cost.currency, "USD");
+            costs.push(cost.amount);
+        }
+        Ok(costs)
+    });
+    let files = root.session_files();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let per_reply: Vec<f64> = std::fs::read_to_string(&files[0])
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["message"]["role"] == "assistant")
+        .map(|v| v["message"]["usage"]["cost"]["total"].as_f64().unwrap())
+        .collect();
+    assert_eq!(per_reply.len(), 2);
+    assert!(per_reply.iter().all(|c| *c > 0.0), "{per_reply:?}");
+    assert!(
+        (costs[0] - per_reply[0]).abs() < 1e-12,
+        "{costs:?} {per_reply:?}"
+    );
+    assert!(
+        (costs[1] - (per_reply[0] + per_reply[1])).abs() < 1e-12,
+        "{costs:?} {per_reply:?}"
+    );
 }
