@@ -16,6 +16,7 @@
 //! At EOF the runs still in flight are aborted and waited for, so their messages reach the
 //! session file.
 
+mod commands;
 mod mcp;
 mod sessions;
 mod ui;

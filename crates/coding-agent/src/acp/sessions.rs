@@ -411,16 +411,27 @@ impl AcpSession {
     }
 
     /// `available_commands_update`: extension commands, the built-in ones, prompt templates and
-    /// skills, in the order of RPC `get_commands`; sent as `/name args` they run as in RPC.
+    /// skills, in the order of RPC `get_commands` (sent as `/name args` they run as in RPC),
+    /// then pi-acp's headless commands they do not shadow ([`super::commands`]).
     pub(super) fn send_commands(&self) {
         let session = self.runtime.session();
         let commands = session.commands();
-        let available = commands
+        let own: Vec<(String, String)> = commands
             .into_iter()
-            .map(|c| {
-                AvailableCommand::new(c.name, c.description.unwrap_or_default()).input(
-                    AvailableCommandInput::Unstructured(UnstructuredCommandInput::new("arguments")),
-                )
+            .map(|c| (c.name, c.description.unwrap_or_default()))
+            .collect();
+        let extra: Vec<(String, String)> = super::commands::COMMANDS
+            .iter()
+            .filter(|(n, _)| !own.iter().any(|(o, _)| o == n))
+            .map(|(n, d)| (n.to_string(), d.to_string()))
+            .collect();
+        let available = own
+            .into_iter()
+            .chain(extra)
+            .map(|(name, description)| {
+                AvailableCommand::new(name, description).input(AvailableCommandInput::Unstructured(
+                    UnstructuredCommandInput::new("arguments"),
+                ))
             })
             .collect();
         self.notify(SessionUpdate::AvailableCommandsUpdate(
@@ -451,8 +462,9 @@ impl AcpSession {
         ));
     }
 
-    /// `session/prompt`: admitted as an RPC `prompt` (a prompt while a turn runs is queued as a
-    /// steer); answered when the session is quiet again, with the stop reason of the turn's
+    /// `session/prompt`: one of pi-acp's headless commands ([`super::commands`]) runs here and
+    /// answers `end_turn`; anything else is admitted as an RPC `prompt` (a prompt while a turn
+    /// runs is queued as a steer); answered when the session is quiet again, with the stop reason of the turn's
     /// last reply ([`stop_reason`]).
     pub(super) async fn prompt(
         self: &Arc<Self>,
@@ -462,6 +474,17 @@ impl AcpSession {
         let (text, images) = prompt_parts(blocks).map_err(|e| Error::invalid_params().data(e))?;
         *agent.active.lock() = Some(self.clone());
         let session = self.runtime.session();
+        if images.is_empty() {
+            if let Some(reply) = super::commands::run(&session, &text).await {
+                if !reply.is_empty() {
+                    self.notify(SessionUpdate::AgentMessageChunk(acp::ContentChunk::new(
+                        ContentBlock::Text(acp::TextContent::new(reply)),
+                    )));
+                }
+                self.send_usage();
+                return Ok(PromptResponse::new(StopReason::EndTurn));
+            }
+        }
         if !session.is_streaming() {
             self.cancelled.store(false, Ordering::SeqCst);
         }

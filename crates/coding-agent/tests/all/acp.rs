@@ -1101,3 +1101,99 @@ fn usage_update_carries_the_session_cost() {
         "{costs:?} {per_reply:?}"
     );
 }
+
+/// pi-acp's headless slash commands: listed in `available_commands_update`, run by the
+/// session (`/name`, `/session`, `/autocompact`, `/export`, `/compact`, `/steering`), each
+/// answered with one agent message and `end_turn`, none sent to the model as a prompt.
+#[test]
+fn headless_slash_commands_are_listed_and_run() {
+    let (fake, root) = setup(
+        Script::new([
+            Turn::text(HELLO).usage(Usage::new(1200, 300)),
+            Turn::text("Second answer.").usage(Usage::new(1600, 300)),
+            Turn::text("## Goal\nSummary of the talk."),
+        ]),
+        DEFAULT_MODEL,
+    );
+    root.merge_settings(json!({"compaction": {"keepRecentTokens": 10}}));
+    let cwd = root.cwd.clone();
+    let export = root.tmp.join("out.html");
+    let exp = export.clone();
+    let (names, replies, session_id) = drive(&root, &[], Answer::Allow, async move |peer| {
+        let id = peer.new_session(&cwd).await?;
+        let update = peer
+            .wait_update(|u| matches!(u, SessionUpdate::AvailableCommandsUpdate(_)))
+            .await;
+        let SessionUpdate::AvailableCommandsUpdate(list) = update else {
+            unreachable!()
+        };
+        let names: Vec<String> = list
+            .available_commands
+            .iter()
+            .map(|c| c.name.clone())
+            .collect();
+        peer.prompt(&id, "hello").await?;
+        peer.prompt(&id, "and again").await?;
+        let mut replies = Vec::new();
+        for cmd in [
+            "/name Work",
+            "/session".to_string().as_str(),
+            "/autocompact off",
+            &format!("/export {}", exp.display()),
+            "/steering all",
+            "/compact",
+        ] {
+            let before = peer.updates().len();
+            assert_eq!(peer.prompt(&id, cmd).await?, StopReason::EndTurn);
+            replies.push(agent_text(&peer.updates()[before..]));
+        }
+        Ok((names, replies, id))
+    });
+    for n in [
+        "compact",
+        "autocompact",
+        "export",
+        "session",
+        "name",
+        "steering",
+        "follow-up",
+    ] {
+        assert!(names.iter().any(|c| c == n), "{n} in {names:?}");
+    }
+    assert_eq!(replies[0], "Session named \"Work\".");
+    assert!(
+        replies[1].contains(&format!("Session {session_id}")),
+        "{}",
+        replies[1]
+    );
+    assert!(replies[1].contains("Name: Work"), "{}", replies[1]);
+    assert!(
+        replies[1].contains("Messages: 2 user, 2 assistant"),
+        "{}",
+        replies[1]
+    );
+    assert!(replies[1].contains("Cost: $"), "{}", replies[1]);
+    assert_eq!(replies[2], "Auto-compaction is off.");
+    let settings: Value = serde_json::from_str(
+        &std::fs::read_to_string(root.agent_dir.join("settings.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(settings["compaction"]["enabled"], false, "{settings}");
+    assert_eq!(settings["steeringMode"], "all", "{settings}");
+    assert_eq!(
+        replies[3],
+        format!("Session exported to {}", export.display())
+    );
+    assert!(std::fs::read_to_string(&export).unwrap().contains("<html"));
+    assert_eq!(replies[4], "The steering mode is now all.");
+    assert!(
+        replies[5].contains("[context compacted]") && replies[5].contains("Compacted: "),
+        "{}",
+        replies[5]
+    );
+    // Two prompts and the summary reached the model; the commands did not.
+    assert_eq!(fake.llm_requests().len(), 3);
+    let file = std::fs::read_to_string(&root.session_files()[0]).unwrap();
+    assert!(file.contains("\"type\":\"compaction\""), "{file}");
+    assert!(!file.contains("/session"), "{file}");
+}
