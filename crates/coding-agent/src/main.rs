@@ -434,6 +434,12 @@ async fn run_mode(
                 api_slot,
                 relay,
                 session_dir,
+                mcp_filter: (!cli.no_mcp).then(|| {
+                    pi_coding_agent::mcp::ToolFilter::from_cli(
+                        cli.tools.as_deref(),
+                        cli.exclude_tools.as_deref(),
+                    )
+                }),
             };
             match pi_coding_agent::acp::run(start).await {
                 Ok(()) => 0,

@@ -16,6 +16,8 @@
 //! At EOF the runs still in flight are aborted and waited for, so their messages reach the
 //! session file.
 
+mod commands;
+mod mcp;
 mod sessions;
 mod ui;
 pub mod update;
@@ -27,7 +29,7 @@ use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, CancelNotification, CloseSessionRequest, CloseSessionResponse,
     Implementation, InitializeRequest, InitializeResponse, ListSessionsRequest, LoadSessionRequest,
-    NewSessionRequest, PromptCapabilities, PromptRequest, ResumeSessionRequest,
+    McpCapabilities, NewSessionRequest, PromptCapabilities, PromptRequest, ResumeSessionRequest,
     SessionCapabilities, SessionCloseCapabilities, SessionListCapabilities,
     SessionResumeCapabilities, SetSessionConfigOptionRequest,
 };
@@ -79,6 +81,10 @@ pub struct AcpStart {
     /// The session folder override (`--session-dir`, `PI_CODING_AGENT_SESSION_DIR`, settings
     /// `sessionDir`); `None` = pi's per-cwd folder under the agent dir.
     pub session_dir: Option<PathBuf>,
+    /// `--tools` / `--exclude-tools` as they apply to the MCP tools of the client's servers
+    /// (`mcpServers` of `session/new`/`load`/`resume`); `None` with `--no-mcp`: the client's
+    /// servers are ignored and `initialize` announces no HTTP.
+    pub mcp_filter: Option<crate::mcp::ToolFilter>,
 }
 
 /// Runs ACP mode on stdin/stdout until stdin closes (module doc). `Err`: the transport failed.
@@ -116,7 +122,7 @@ async fn serve(agent: Arc<Agent>) -> Result<(), agent_client_protocol::Error> {
         .on_receive_request(
             async move |req: InitializeRequest, responder, cx: Connection| {
                 a1.connected(&cx);
-                responder.respond(initialize(&req))
+                responder.respond(initialize(&req, a1.mcp_enabled()))
             },
             agent_client_protocol::on_receive_request!(),
         )
@@ -233,9 +239,9 @@ fn answer_opened<T: JsonRpcResponse>(
 
 /// The `initialize` answer: protocol v1 and what this agent does (docs/acp.md): images and
 /// embedded resources in prompts (no audio), `session/load`, `session/list`, `session/resume`,
-/// `session/close`; MCP servers of
-/// the client are not joined yet (no `http`/`sse`).
-fn initialize(req: &InitializeRequest) -> InitializeResponse {
+/// `session/close`; the client's MCP servers over stdio and streamable HTTP (not SSE), unless
+/// `mcp` is off (`--no-mcp`: stdio, which ACP does not negotiate, is ignored too).
+fn initialize(req: &InitializeRequest, mcp: bool) -> InitializeResponse {
     let version = if req.protocol_version < ProtocolVersion::V1 {
         req.protocol_version
     } else {
@@ -254,7 +260,8 @@ fn initialize(req: &InitializeRequest) -> InitializeResponse {
                 .list(SessionListCapabilities::new())
                 .resume(SessionResumeCapabilities::new())
                 .close(SessionCloseCapabilities::new()),
-        );
+        )
+        .mcp_capabilities(McpCapabilities::new().http(mcp).sse(false));
     InitializeResponse::new(version)
         .agent_capabilities(capabilities)
         .agent_info(Implementation::new("pi", env!("CARGO_PKG_VERSION")))

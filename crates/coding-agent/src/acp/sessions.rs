@@ -15,7 +15,7 @@ use crate::session::resolve::list_sessions;
 use crate::session::{default_session_dir, SessionManager};
 use agent_client_protocol::v1::schema::{
     self as acp, AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate, ContentBlock,
-    EmbeddedResourceResource, ListSessionsRequest, ListSessionsResponse, LoadSessionRequest,
+    Cost, EmbeddedResourceResource, ListSessionsRequest, ListSessionsResponse, LoadSessionRequest,
     LoadSessionResponse, NewSessionRequest, NewSessionResponse, PromptResponse,
     ResumeSessionRequest, ResumeSessionResponse, SessionConfigId, SessionConfigOption,
     SessionConfigOptionCategory, SessionConfigSelectOption, SessionId, SessionInfo,
@@ -51,6 +51,9 @@ pub(super) struct Agent {
     active: Mutex<Option<Arc<AcpSession>>>,
     /// Whether the extensions were told `session_start {reason:"startup"}`.
     started: AtomicBool,
+    /// `--tools`/`--exclude-tools` for the client's MCP servers; `None` with `--no-mcp` (the
+    /// client's servers are ignored).
+    mcp_filter: Option<crate::mcp::ToolFilter>,
 }
 
 /// One open ACP session: its runtime and what maps its events.
@@ -60,6 +63,9 @@ pub(super) struct AcpSession {
     cx: Connection,
     /// Set by `session/cancel`, cleared when a prompt starts: the turn ends `cancelled`.
     cancelled: AtomicBool,
+    /// The session's MCP servers when the client gave some (`mcpServers`): stopped with the
+    /// session ([`super::mcp`]).
+    mcp: Option<Arc<crate::mcp::McpManager>>,
 }
 
 impl Agent {
@@ -76,11 +82,17 @@ impl Agent {
             sessions: Mutex::default(),
             active: Mutex::default(),
             started: AtomicBool::new(false),
+            mcp_filter: start.mcp_filter,
         }
     }
 
     pub(super) fn factory(&self) -> &SessionFactory {
         &self.factory
+    }
+
+    /// Whether the client's MCP servers are started (not with `--no-mcp`).
+    pub(super) fn mcp_enabled(&self) -> bool {
+        self.mcp_filter.is_some()
     }
 
     /// Called for `initialize`: the extension host's own UI requests now go to the client
@@ -117,7 +129,7 @@ impl Agent {
 
     /// `session/new`: the command line's session when it is for this cwd and still unused,
     /// else a new one (written once it has a reply, as in RPC mode). The client's `mcpServers`
-    /// are not joined (docs/acp.md): the servers of `mcp.json` serve every session.
+    /// join the servers of `mcp.json` for this session ([`super::mcp`]).
     pub(super) async fn new_session(
         self: &Arc<Self>,
         req: NewSessionRequest,
@@ -152,7 +164,7 @@ impl Agent {
             }
         };
         let id = SessionId::new(request.store.session_id());
-        let session = self.open(id.clone(), request, cx).await;
+        let session = self.open(id.clone(), request, &req.mcp_servers, cx).await;
         let response =
             NewSessionResponse::new(id).config_options(config_options(&session.runtime.session()));
         Ok((response, session))
@@ -165,7 +177,9 @@ impl Agent {
         req: LoadSessionRequest,
         cx: &Connection,
     ) -> Result<(LoadSessionResponse, Arc<AcpSession>), Error> {
-        let session = self.open_file(&req.session_id, &req.cwd, cx).await?;
+        let session = self
+            .open_file(&req.session_id, &req.cwd, &req.mcp_servers, cx)
+            .await?;
         let current = session.runtime.session();
         for update in replay(&current.messages(), current.cwd()) {
             session.notify(update);
@@ -180,7 +194,9 @@ impl Agent {
         req: ResumeSessionRequest,
         cx: &Connection,
     ) -> Result<(ResumeSessionResponse, Arc<AcpSession>), Error> {
-        let session = self.open_file(&req.session_id, &req.cwd, cx).await?;
+        let session = self
+            .open_file(&req.session_id, &req.cwd, &req.mcp_servers, cx)
+            .await?;
         let current = session.runtime.session();
         let response = ResumeSessionResponse::new().config_options(config_options(&current));
         Ok((response, session))
@@ -193,6 +209,7 @@ impl Agent {
         self: &Arc<Self>,
         id: &SessionId,
         cwd: &Path,
+        servers: &[acp::McpServer],
         cx: &Connection,
     ) -> Result<Arc<AcpSession>, Error> {
         let cwd = checked_cwd(cwd)?;
@@ -208,7 +225,7 @@ impl Agent {
             model: self.model.clone(),
             thinking_level: self.thinking_level,
         };
-        let session = self.open(id.clone(), request, cx).await;
+        let session = self.open(id.clone(), request, servers, cx).await;
         let path = path.to_string_lossy().into_owned();
         let failed = match session.runtime.switch_session(&path).await {
             Ok(false) => return Ok(session),
@@ -216,6 +233,7 @@ impl Agent {
             Err(e) => e,
         };
         self.sessions.lock().remove(&*id.0);
+        session.close_mcp().await;
         Err(Error::internal_error().data(failed))
     }
 
@@ -232,16 +250,18 @@ impl Agent {
             }
         }
         old.stop().await;
+        old.close_mcp().await;
         true
     }
 
     /// Builds the runtime of an ACP session (its events mapped to `session/update`s of `id`)
-    /// and registers it. The first one is the one extension API calls reach, and the one the
-    /// extensions see start.
+    /// and registers it, with the client's MCP `servers` beside the process's ones. The first
+    /// one is the one extension API calls reach, and the one the extensions see start.
     async fn open(
         self: &Arc<Self>,
         id: SessionId,
         request: SessionRequest,
+        servers: &[acp::McpServer],
         cx: &Connection,
     ) -> Arc<AcpSession> {
         let sink = self.session_sink(&id, &request.cwd, cx);
@@ -250,12 +270,28 @@ impl Agent {
             Some(e) => e.tap(sink),
             None => sink,
         };
-        let runtime = AgentSessionRuntime::new(self.factory.clone(), request, sink);
+        let mut factory = self.factory.clone();
+        let mcp = self.mcp_filter.as_ref().and_then(|filter| {
+            super::mcp::session_manager(
+                self.factory.services.mcp.as_ref(),
+                servers,
+                &request.cwd,
+                &self.factory.agent_dir,
+                filter,
+            )
+        });
+        if mcp.is_some() {
+            factory.services.mcp = mcp.clone();
+        } else if self.mcp_filter.is_none() && !servers.is_empty() {
+            crate::config::warn("MCP: the client's servers are ignored (--no-mcp)");
+        }
+        let runtime = AgentSessionRuntime::new(factory, request, sink);
         let session = Arc::new(AcpSession {
             id: id.clone(),
             runtime: runtime.clone(),
             cx: cx.clone(),
             cancelled: AtomicBool::new(false),
+            mcp,
         });
         self.sessions
             .lock()
@@ -338,6 +374,9 @@ impl Agent {
         for s in &sessions {
             s.stop().await;
         }
+        for s in &sessions {
+            s.close_mcp().await;
+        }
         if let Some(ext) = self.factory.services.extensions.as_ref() {
             ext.input_closed();
             ext.emit_session_event(&SessionEvent::SessionShutdown {
@@ -358,6 +397,13 @@ impl AcpSession {
         self.runtime.wait_settled().await;
     }
 
+    /// Stops the MCP servers the client gave this session (the process's stay).
+    async fn close_mcp(&self) {
+        if let Some(m) = &self.mcp {
+            m.shutdown().await;
+        }
+    }
+
     fn notify(&self, update: SessionUpdate) {
         let _ = self
             .cx
@@ -365,16 +411,27 @@ impl AcpSession {
     }
 
     /// `available_commands_update`: extension commands, the built-in ones, prompt templates and
-    /// skills, in the order of RPC `get_commands`; sent as `/name args` they run as in RPC.
+    /// skills, in the order of RPC `get_commands` (sent as `/name args` they run as in RPC),
+    /// then pi-acp's headless commands they do not shadow ([`super::commands`]).
     pub(super) fn send_commands(&self) {
         let session = self.runtime.session();
         let commands = session.commands();
-        let available = commands
+        let own: Vec<(String, String)> = commands
             .into_iter()
-            .map(|c| {
-                AvailableCommand::new(c.name, c.description.unwrap_or_default()).input(
-                    AvailableCommandInput::Unstructured(UnstructuredCommandInput::new("arguments")),
-                )
+            .map(|c| (c.name, c.description.unwrap_or_default()))
+            .collect();
+        let extra: Vec<(String, String)> = super::commands::COMMANDS
+            .iter()
+            .filter(|(n, _)| !own.iter().any(|(o, _)| o == n))
+            .map(|(n, d)| (n.to_string(), d.to_string()))
+            .collect();
+        let available = own
+            .into_iter()
+            .chain(extra)
+            .map(|(name, description)| {
+                AvailableCommand::new(name, description).input(AvailableCommandInput::Unstructured(
+                    UnstructuredCommandInput::new("arguments"),
+                ))
             })
             .collect();
         self.notify(SessionUpdate::AvailableCommandsUpdate(
@@ -383,22 +440,31 @@ impl AcpSession {
     }
 
     /// `usage_update`: the context tokens in use and the model's window (RPC
-    /// `get_session_stats.contextUsage`); nothing while the count is unknown (no model window,
-    /// or right after a compaction until a reply reports usage).
+    /// `get_session_stats.contextUsage`), and the session's cost so far (`cost`: RPC
+    /// `get_session_stats.cost`, the sum of every reply's `usage.cost.total`, in USD as the
+    /// model catalogue prices it); nothing while the count is unknown (no model window, or
+    /// right after a compaction until a reply reports usage).
     pub(super) fn send_usage(&self) {
         let stats = self.runtime.session().session_stats();
-        if let Some(usage) = stats.context_usage {
-            if let Some(tokens) = usage.tokens {
-                self.notify(SessionUpdate::UsageUpdate(UsageUpdate::new(
-                    tokens,
-                    usage.context_window,
-                )));
-            }
-        }
+        let Some(usage) = stats.context_usage else {
+            return;
+        };
+        let Some(tokens) = usage.tokens else {
+            return;
+        };
+        let cost = stats
+            .cost
+            .as_f64()
+            .filter(|c| c.is_finite())
+            .map(|amount| Cost::new(amount, "USD"));
+        self.notify(SessionUpdate::UsageUpdate(
+            UsageUpdate::new(tokens, usage.context_window).cost(cost),
+        ));
     }
 
-    /// `session/prompt`: admitted as an RPC `prompt` (a prompt while a turn runs is queued as a
-    /// steer); answered when the session is quiet again, with the stop reason of the turn's
+    /// `session/prompt`: one of pi-acp's headless commands ([`super::commands`]) runs here and
+    /// answers `end_turn`; anything else is admitted as an RPC `prompt` (a prompt while a turn
+    /// runs is queued as a steer); answered when the session is quiet again, with the stop reason of the turn's
     /// last reply ([`stop_reason`]).
     pub(super) async fn prompt(
         self: &Arc<Self>,
@@ -408,6 +474,17 @@ impl AcpSession {
         let (text, images) = prompt_parts(blocks).map_err(|e| Error::invalid_params().data(e))?;
         *agent.active.lock() = Some(self.clone());
         let session = self.runtime.session();
+        if images.is_empty() {
+            if let Some(reply) = super::commands::run(&session, &text).await {
+                if !reply.is_empty() {
+                    self.notify(SessionUpdate::AgentMessageChunk(acp::ContentChunk::new(
+                        ContentBlock::Text(acp::TextContent::new(reply)),
+                    )));
+                }
+                self.send_usage();
+                return Ok(PromptResponse::new(StopReason::EndTurn));
+            }
+        }
         if !session.is_streaming() {
             self.cancelled.store(false, Ordering::SeqCst);
         }

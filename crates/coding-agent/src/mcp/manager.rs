@@ -606,6 +606,11 @@ pub struct McpManager {
     pub config_errors: Vec<String>,
     /// Set once the background connects may begin ([`McpManager::begin_connecting`]).
     go: tokio::sync::watch::Sender<bool>,
+    /// A session's manager ([`McpManager::for_session`]): the process's manager whose servers
+    /// the first [`McpManager::own_from`] slots are (shared, not closed by this one).
+    base: Option<Arc<McpManager>>,
+    /// The index of the first slot this manager owns (and closes at [`McpManager::shutdown`]).
+    own_from: usize,
 }
 
 /// How long [`McpManager::start`]'s background connects wait for
@@ -628,33 +633,7 @@ impl McpManager {
         let slots = config
             .servers
             .into_iter()
-            .map(|cfg| {
-                let state = if cfg.enabled {
-                    ServerState::Connecting
-                } else {
-                    ServerState::Disabled
-                };
-                Arc::new(ServerSlot {
-                    settled: tokio::sync::watch::channel(!cfg.enabled).0,
-                    cfg,
-                    cwd: cwd.to_path_buf(),
-                    log: log.clone(),
-                    state: parking_lot::Mutex::new(SlotState {
-                        state,
-                        info: ServerInfo::default(),
-                        peer: None,
-                        direct: Vec::new(),
-                        reported: false,
-                        error: None,
-                        challenge: None,
-                        token_expires: None,
-                    }),
-                    conn: tokio::sync::Mutex::new(None),
-                    report_errors,
-                    shutdown: shutdown.clone(),
-                    auth: super::oauth::AuthStore::new(agent_dir),
-                })
-            })
+            .map(|cfg| new_slot(cfg, cwd, agent_dir, &log, report_errors, &shutdown))
             .collect();
         Arc::new(McpManager {
             filter: ToolFilter::default(),
@@ -662,7 +641,63 @@ impl McpManager {
             shutdown,
             config_errors: config.errors,
             go: tokio::sync::watch::channel(false).0,
+            base: None,
+            own_from: 0,
         })
+    }
+
+    /// The servers of one session (ACP's `mcpServers` of `session/new`/`load`/`resume`):
+    /// `base`'s servers (the process's `mcp.json` ones, shared: connected once, closed by
+    /// `base`), less those whose namespace one of `servers` takes, then `servers`, which this
+    /// manager owns: they connect in the background now (call inside the tokio runtime) and
+    /// stop at [`McpManager::shutdown`]. Failures are reported on stderr, once; `filter` as
+    /// for the process's servers (`--tools` / `--exclude-tools`).
+    pub fn for_session(
+        base: Option<&Arc<McpManager>>,
+        servers: Vec<ServerConfig>,
+        cwd: &Path,
+        agent_dir: &Path,
+        filter: ToolFilter,
+    ) -> Arc<Self> {
+        let taken: Vec<String> = servers
+            .iter()
+            .map(|s| super::config::namespace(&s.name))
+            .collect();
+        let mut slots: Vec<Arc<ServerSlot>> = base
+            .map(|b| {
+                b.slots
+                    .iter()
+                    .filter(|s| !taken.contains(&super::config::namespace(&s.cfg.name)))
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default();
+        let own_from = slots.len();
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let log = McpLog::new(agent_dir.join("mcp.log"));
+        slots.extend(
+            servers
+                .into_iter()
+                .map(|cfg| new_slot(cfg, cwd, agent_dir, &log, true, &shutdown)),
+        );
+        let manager = Arc::new(McpManager {
+            filter,
+            slots,
+            shutdown,
+            config_errors: Vec::new(),
+            go: tokio::sync::watch::channel(true).0,
+            base: base.cloned(),
+            own_from,
+        });
+        for slot in &manager.slots[own_from..] {
+            if slot.cfg.enabled {
+                let slot = slot.clone();
+                tokio::spawn(async move {
+                    let _ = slot.ensure_connected().await;
+                });
+            }
+        }
+        manager
     }
 
     /// Reports config errors on stderr and connects every enabled server in the background
@@ -690,6 +725,9 @@ impl McpManager {
     /// Lets the background connects of [`McpManager::start`] begin now (idempotent, cheap).
     pub fn begin_connecting(&self) {
         self.go.send_if_modified(|v| !std::mem::replace(v, true));
+        if let Some(base) = &self.base {
+            base.begin_connecting();
+        }
     }
 
     /// The configured servers.
@@ -807,9 +845,47 @@ impl McpManager {
         v
     }
 
-    /// Stops every server (stdio: close stdin, SIGTERM, SIGKILL the group), in parallel.
+    /// Stops every server this manager owns (stdio: close stdin, SIGTERM, SIGKILL the group),
+    /// in parallel; a session's manager leaves the shared ones of its base running.
     pub async fn shutdown(&self) {
         self.shutdown.cancel();
-        futures::future::join_all(self.slots.iter().map(|s| s.close())).await;
+        let own = self.slots.get(self.own_from..).unwrap_or_default();
+        futures::future::join_all(own.iter().map(|s| s.close())).await;
     }
+}
+
+/// One server's slot, not connected yet.
+fn new_slot(
+    cfg: ServerConfig,
+    cwd: &Path,
+    agent_dir: &Path,
+    log: &McpLog,
+    report_errors: bool,
+    shutdown: &tokio_util::sync::CancellationToken,
+) -> Arc<ServerSlot> {
+    let state = if cfg.enabled {
+        ServerState::Connecting
+    } else {
+        ServerState::Disabled
+    };
+    Arc::new(ServerSlot {
+        settled: tokio::sync::watch::channel(!cfg.enabled).0,
+        cfg,
+        cwd: cwd.to_path_buf(),
+        log: log.clone(),
+        state: parking_lot::Mutex::new(SlotState {
+            state,
+            info: ServerInfo::default(),
+            peer: None,
+            direct: Vec::new(),
+            reported: false,
+            error: None,
+            challenge: None,
+            token_expires: None,
+        }),
+        conn: tokio::sync::Mutex::new(None),
+        report_errors,
+        shutdown: shutdown.clone(),
+        auth: super::oauth::AuthStore::new(agent_dir),
+    })
 }

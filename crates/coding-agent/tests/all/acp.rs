@@ -5,16 +5,16 @@
 use crate::common::*;
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    CancelNotification, CloseSessionRequest, ContentBlock, InitializeRequest, ListSessionsRequest,
-    LoadSessionRequest, NewSessionRequest, PermissionOptionKind, PromptRequest,
-    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
-    ResumeSessionRequest, SelectedPermissionOutcome, SessionConfigKind, SessionConfigOption,
-    SessionNotification, SessionUpdate, SetSessionConfigOptionRequest, StopReason, TextContent,
-    ToolCallContent, ToolCallStatus, ToolKind,
+    CancelNotification, CloseSessionRequest, ContentBlock, InitializeRequest, InitializeResponse,
+    ListSessionsRequest, LoadSessionRequest, McpServer, McpServerStdio, NewSessionRequest,
+    PermissionOptionKind, PromptRequest, RequestPermissionOutcome, RequestPermissionRequest,
+    RequestPermissionResponse, ResumeSessionRequest, SelectedPermissionOutcome, SessionConfigKind,
+    SessionConfigOption, SessionNotification, SessionUpdate, SetSessionConfigOptionRequest,
+    StopReason, TextContent, ToolCallContent, ToolCallStatus, ToolKind,
 };
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::{Agent, ByteStreams, Client, Error};
-use pi_fakellm::{Block, Script, Turn};
+use pi_fakellm::{Block, Script, Turn, Usage};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
@@ -37,6 +37,8 @@ struct Peer {
     cx: ConnectionTo<Agent>,
     updates: Arc<Mutex<Vec<SessionNotification>>>,
     asks: Arc<Mutex<Vec<RequestPermissionRequest>>>,
+    /// The `initialize` answer.
+    init: InitializeResponse,
 }
 
 impl Peer {
@@ -184,7 +186,13 @@ fn drive<R>(
                     .await?;
                 assert!(init.agent_capabilities.load_session);
                 assert!(init.agent_capabilities.prompt_capabilities.image);
-                body(Peer { cx, updates, asks }).await
+                body(Peer {
+                    cx,
+                    updates,
+                    asks,
+                    init,
+                })
+                .await
             });
         let out = tokio::time::timeout(Duration::from_secs(120), run)
             .await
@@ -950,4 +958,242 @@ fn close_then_resume_goes_on_in_the_same_file() {
     assert_eq!(files.len(), 1, "{files:?}");
     let text = std::fs::read_to_string(&files[0]).unwrap();
     assert!(text.contains(HELLO) && text.contains("Again."), "{text}");
+}
+
+/// The client's `mcpServers` of `session/new` (the fake MCP server over stdio): started for
+/// that session, its tools offered to the model as `direct` tools of that session only (a
+/// second session without them is not offered them), a call reaches it, and it stops when the
+/// session closes; `initialize` announces HTTP, not SSE.
+#[test]
+fn client_mcp_servers_serve_their_session_only() {
+    let (fake, root) = setup(
+        Script::new([
+            Turn::text("").with_tool_call("mcp__editor_tools__echo", json!({"text": "hi"})),
+            Turn::text("done"),
+            Turn::text("plain"),
+        ]),
+        DEFAULT_MODEL,
+    );
+    let pidfile = root.tmp.join("server.pid");
+    let server = McpServer::Stdio(
+        McpServerStdio::new("editor tools", crate::mcp::fake_mcp())
+            .args(vec!["--pidfile".into(), pidfile.to_string_lossy().into()]),
+    );
+    let cwd = root.cwd.clone();
+    let pf = pidfile.clone();
+    let (caps, updates, pid, gone) = drive(&root, &[], Answer::Allow, async move |peer| {
+        let caps = peer.init.agent_capabilities.mcp_capabilities.clone();
+        let a = peer
+            .cx
+            .send_request(NewSessionRequest::new(cwd.clone()).mcp_servers(vec![server]))
+            .block_task()
+            .await?
+            .session_id
+            .0
+            .to_string();
+        let stop = peer.prompt(&a, "call it").await?;
+        assert_eq!(stop, StopReason::EndTurn);
+        let updates = peer.updates();
+        let b = peer.new_session(&cwd).await?;
+        assert_eq!(peer.prompt(&b, "anything").await?, StopReason::EndTurn);
+        let pid = crate::mcp::read_pid(&pf);
+        assert!(
+            crate::mcp::alive(pid),
+            "the server runs while its session is open"
+        );
+        peer.cx
+            .send_request(CloseSessionRequest::new(a.clone()))
+            .block_task()
+            .await?;
+        let gone = crate::mcp::wait_gone(pid);
+        Ok((caps, updates, pid, gone))
+    });
+    assert!(caps.http && !caps.sse, "{caps:?}");
+    assert!(gone, "MCP server {pid} outlived session/close");
+    let done = updates
+        .iter()
+        .find_map(|u| match u {
+            SessionUpdate::ToolCallUpdate(t)
+                if t.fields.status == Some(ToolCallStatus::Completed) =>
+            {
+                Some(t.clone())
+            }
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("a completed tool call: {updates:?}"));
+    let text: String = done
+        .fields
+        .content
+        .iter()
+        .flatten()
+        .filter_map(|c| match c {
+            ToolCallContent::Content(c) => match &c.content {
+                ContentBlock::Text(t) => Some(t.text.clone()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    assert_eq!(text, "echo: hi");
+    let first = crate::mcp::offered_tools(&fake, 0);
+    assert!(
+        first.contains(&"mcp__editor_tools__echo".to_string()),
+        "{first:?}"
+    );
+    assert!(first.contains(&"read".to_string()), "{first:?}");
+    let other = crate::mcp::offered_tools(&fake, 2);
+    assert!(
+        other.iter().all(|t| !t.starts_with("mcp__")),
+        "the other session is not offered the client's servers: {other:?}"
+    );
+    assert_eq!(agent_text(&updates), "done");
+}
+
+/// `usage_update` carries the session's cost so far (USD, RPC `get_session_stats.cost`): after
+/// each turn, the sum of the replies' `usage.cost.total` in the session file.
+#[test]
+fn usage_update_carries_the_session_cost() {
+    let (_fake, root) = setup(
+        Script::new([
+            Turn::text(HELLO).usage(Usage::new(1200, 300)),
+            Turn::text("Again.").usage(Usage::new(2500, 400)),
+        ]),
+        DEFAULT_MODEL,
+    );
+    let cwd = root.cwd.clone();
+    let costs = drive(&root, &[], Answer::Allow, async move |peer| {
+        let id = peer.new_session(&cwd).await?;
+        let mut costs = Vec::new();
+        for text in ["one", "two"] {
+            peer.prompt(&id, text).await?;
+            let last = peer
+                .updates()
+                .into_iter()
+                .filter_map(|u| match u {
+                    SessionUpdate::UsageUpdate(x) => Some(x),
+                    _ => None,
+                })
+                .last()
+                .expect("a usage_update after the turn");
+            let cost = last.cost.expect("a cost");
+            assert_eq!(cost.currency, "USD");
+            costs.push(cost.amount);
+        }
+        Ok(costs)
+    });
+    let files = root.session_files();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let per_reply: Vec<f64> = std::fs::read_to_string(&files[0])
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["message"]["role"] == "assistant")
+        .map(|v| v["message"]["usage"]["cost"]["total"].as_f64().unwrap())
+        .collect();
+    assert_eq!(per_reply.len(), 2);
+    assert!(per_reply.iter().all(|c| *c > 0.0), "{per_reply:?}");
+    assert!(
+        (costs[0] - per_reply[0]).abs() < 1e-12,
+        "{costs:?} {per_reply:?}"
+    );
+    assert!(
+        (costs[1] - (per_reply[0] + per_reply[1])).abs() < 1e-12,
+        "{costs:?} {per_reply:?}"
+    );
+}
+
+/// pi-acp's headless slash commands: listed in `available_commands_update`, run by the
+/// session (`/name`, `/session`, `/autocompact`, `/export`, `/compact`, `/steering`), each
+/// answered with one agent message and `end_turn`, none sent to the model as a prompt.
+#[test]
+fn headless_slash_commands_are_listed_and_run() {
+    let (fake, root) = setup(
+        Script::new([
+            Turn::text(HELLO).usage(Usage::new(1200, 300)),
+            Turn::text("Second answer.").usage(Usage::new(1600, 300)),
+            Turn::text("## Goal\nSummary of the talk."),
+        ]),
+        DEFAULT_MODEL,
+    );
+    root.merge_settings(json!({"compaction": {"keepRecentTokens": 10}}));
+    let cwd = root.cwd.clone();
+    let export = root.tmp.join("out.html");
+    let exp = export.clone();
+    let (names, replies, session_id) = drive(&root, &[], Answer::Allow, async move |peer| {
+        let id = peer.new_session(&cwd).await?;
+        let update = peer
+            .wait_update(|u| matches!(u, SessionUpdate::AvailableCommandsUpdate(_)))
+            .await;
+        let SessionUpdate::AvailableCommandsUpdate(list) = update else {
+            unreachable!()
+        };
+        let names: Vec<String> = list
+            .available_commands
+            .iter()
+            .map(|c| c.name.clone())
+            .collect();
+        peer.prompt(&id, "hello").await?;
+        peer.prompt(&id, "and again").await?;
+        let mut replies = Vec::new();
+        for cmd in [
+            "/name Work",
+            "/session".to_string().as_str(),
+            "/autocompact off",
+            &format!("/export {}", exp.display()),
+            "/steering all",
+            "/compact",
+        ] {
+            let before = peer.updates().len();
+            assert_eq!(peer.prompt(&id, cmd).await?, StopReason::EndTurn);
+            replies.push(agent_text(&peer.updates()[before..]));
+        }
+        Ok((names, replies, id))
+    });
+    for n in [
+        "compact",
+        "autocompact",
+        "export",
+        "session",
+        "name",
+        "steering",
+        "follow-up",
+    ] {
+        assert!(names.iter().any(|c| c == n), "{n} in {names:?}");
+    }
+    assert_eq!(replies[0], "Session named \"Work\".");
+    assert!(
+        replies[1].contains(&format!("Session {session_id}")),
+        "{}",
+        replies[1]
+    );
+    assert!(replies[1].contains("Name: Work"), "{}", replies[1]);
+    assert!(
+        replies[1].contains("Messages: 2 user, 2 assistant"),
+        "{}",
+        replies[1]
+    );
+    assert!(replies[1].contains("Cost: $"), "{}", replies[1]);
+    assert_eq!(replies[2], "Auto-compaction is off.");
+    let settings: Value = serde_json::from_str(
+        &std::fs::read_to_string(root.agent_dir.join("settings.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(settings["compaction"]["enabled"], false, "{settings}");
+    assert_eq!(settings["steeringMode"], "all", "{settings}");
+    assert_eq!(
+        replies[3],
+        format!("Session exported to {}", export.display())
+    );
+    assert!(std::fs::read_to_string(&export).unwrap().contains("<html"));
+    assert_eq!(replies[4], "The steering mode is now all.");
+    assert!(
+        replies[5].contains("[context compacted]") && replies[5].contains("Compacted: "),
+        "{}",
+        replies[5]
+    );
+    // Two prompts and the summary reached the model; the commands did not.
+    assert_eq!(fake.llm_requests().len(), 3);
+    let file = std::fs::read_to_string(&root.session_files()[0]).unwrap();
+    assert!(file.contains("\"type\":\"compaction\""), "{file}");
+    assert!(!file.contains("/session"), "{file}");
 }

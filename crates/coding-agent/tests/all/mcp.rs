@@ -311,12 +311,12 @@ fn broken_servers_are_reported_once_and_do_not_block_prompts() {
     );
 }
 
-fn alive(pid: i32) -> bool {
+pub(crate) fn alive(pid: i32) -> bool {
     // SAFETY: signal 0 only checks for existence.
     unsafe { libc::kill(pid, 0) == 0 }
 }
 
-fn read_pid(path: &std::path::Path) -> i32 {
+pub(crate) fn read_pid(path: &std::path::Path) -> i32 {
     let deadline = Instant::now() + LIVENESS;
     loop {
         if let Ok(s) = std::fs::read_to_string(path) {
@@ -329,7 +329,7 @@ fn read_pid(path: &std::path::Path) -> i32 {
     }
 }
 
-fn wait_gone(pid: i32) -> bool {
+pub(crate) fn wait_gone(pid: i32) -> bool {
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
         if !alive(pid) {
