@@ -1,7 +1,9 @@
 //! `pi-coding-agent` library: tools, sessions, settings, resources and the run modes.
 
-// The platform floor lives in its own crate; its modules keep their paths here.
+// The platform floor and the built-in tools live in their own crates; their modules keep
+// their paths here (`crate::procs`, `crate::tools::shell`, …).
 pub use pi_platform::{child_guard, cli, images, json_error, mem, procs, tasks};
+pub use pi_tools as tools;
 
 pub mod acp;
 pub mod agent_session;
@@ -25,5 +27,4 @@ pub mod resources;
 pub mod rpc;
 pub mod session;
 pub mod system_prompt;
-pub mod tools;
 pub mod trust;
