@@ -1,7 +1,8 @@
 //! `pi-coding-agent` library: tools, sessions, settings, resources and the run modes.
 
-// The platform floor and the built-in tools live in their own crates; their modules keep
-// their paths here (`crate::procs`, `crate::tools::shell`, …).
+// The platform floor, the built-in tools and the config stores live in their own crates;
+// their modules keep their paths here (`crate::procs`, `crate::tools::shell`, `crate::config`).
+pub use pi_config as config;
 pub use pi_platform::{child_guard, cli, images, json_error, mem, procs, tasks};
 pub use pi_tools as tools;
 
@@ -10,7 +11,6 @@ pub mod agent_session;
 pub mod auth;
 pub mod auth_cmd;
 pub mod codemode;
-pub mod config;
 pub mod export;
 pub mod extensions;
 pub mod file_args;
