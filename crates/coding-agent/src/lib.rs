@@ -1,9 +1,11 @@
 //! `pi-coding-agent` library: tools, sessions, settings, resources and the run modes.
 
-// The platform floor, the built-in tools and the config stores live in their own crates;
-// their modules keep their paths here (`crate::procs`, `crate::tools::shell`, `crate::config`).
+// The platform floor, the built-in tools, the config stores and the session store live in
+// their own crates; their modules keep their paths here (`crate::procs`, `crate::tools::shell`,
+// `crate::config`, `crate::session`).
 pub use pi_config as config;
 pub use pi_platform::{child_guard, cli, images, json_error, mem, procs, tasks};
+pub use pi_session as session;
 pub use pi_tools as tools;
 
 pub mod acp;
@@ -25,6 +27,5 @@ pub mod print_mode;
 pub mod protocol;
 pub mod resources;
 pub mod rpc;
-pub mod session;
 pub mod system_prompt;
 pub mod trust;
