@@ -1,14 +1,18 @@
 //! `pi-coding-agent` library: tools, sessions, settings, resources and the run modes.
 
-// The platform floor lives in its own crate; its modules keep their paths here.
+// The platform floor, the built-in tools, the config stores and the session store live in
+// their own crates; their modules keep their paths here (`crate::procs`, `crate::tools::shell`,
+// `crate::config`, `crate::session`).
+pub use pi_config as config;
 pub use pi_platform::{child_guard, cli, images, json_error, mem, procs, tasks};
+pub use pi_session as session;
+pub use pi_tools as tools;
 
 pub mod acp;
 pub mod agent_session;
 pub mod auth;
 pub mod auth_cmd;
 pub mod codemode;
-pub mod config;
 pub mod export;
 pub mod extensions;
 pub mod file_args;
@@ -23,7 +27,5 @@ pub mod print_mode;
 pub mod protocol;
 pub mod resources;
 pub mod rpc;
-pub mod session;
 pub mod system_prompt;
-pub mod tools;
 pub mod trust;

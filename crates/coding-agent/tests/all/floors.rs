@@ -140,7 +140,130 @@ fn imports() -> (Vec<Import>, BTreeSet<String>) {
             }
         }
     }
+    // A module split out into its own crate is a re-export in `lib.rs`: it sits on its floor.
+    for (module, _) in reexports() {
+        if floor_of(&module).is_none() {
+            unplaced.insert(module);
+        }
+    }
     (found, unplaced)
+}
+
+/// The modules `src/lib.rs` re-exports from the crates split out of this one, with the crate:
+/// `pub use pi_platform::{procs, cli};` gives `(procs, pi_platform)`, `(cli, pi_platform)`;
+/// `pub use pi_tools as tools;` gives `(tools, pi_tools)`. Code here keeps reading
+/// `crate::<module>`, so each stays on the floor [`FLOORS`] names for it.
+fn reexports() -> Vec<(String, String)> {
+    let lib = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs");
+    let text = std::fs::read_to_string(lib).unwrap();
+    let mut found = vec![];
+    for item in text.split(';') {
+        let Some(i) = item.find("pub use pi_") else {
+            continue;
+        };
+        let item = &item[i + "pub use ".len()..];
+        let krate: String = item
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        let names: Vec<&str> = if let Some((_, alias)) = item.split_once(" as ") {
+            vec![alias]
+        } else if let Some((_, list)) = item.split_once('{') {
+            list.trim_end().trim_end_matches('}').split(',').collect()
+        } else {
+            item.rsplit_once("::").map(|(_, n)| n).into_iter().collect()
+        };
+        for name in names.into_iter().map(str::trim).filter(|n| !n.is_empty()) {
+            found.push((name.to_string(), krate.clone()));
+        }
+    }
+    found
+}
+
+/// Every module [`FLOORS`] names is a file or directory of `src/` or a re-export of a split-out
+/// crate, so the list cannot keep a module that moved or went.
+#[test]
+fn every_module_on_a_floor_exists() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let reexported: BTreeSet<String> = reexports().into_iter().map(|(m, _)| m).collect();
+    assert!(
+        reexported.contains("procs") && reexported.contains("cli"),
+        "the re-exports of pi-platform not found in src/lib.rs: {reexported:?}"
+    );
+    let missing: Vec<&str> = FLOORS
+        .iter()
+        .flat_map(|(_, mods)| mods.iter().copied())
+        .filter(|m| {
+            !src.join(format!("{m}.rs")).is_file()
+                && !src.join(m).is_dir()
+                && !reexported.contains(*m)
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "modules on a floor but not in src/: {missing:?}"
+    );
+}
+
+/// The crates split out of this one keep the floor rule between themselves: a crate whose
+/// modules are re-exported on one floor depends (`[dependencies]` of its `Cargo.toml`) on no
+/// split-out crate of a higher floor.
+#[test]
+fn no_split_out_crate_depends_on_a_higher_floor() {
+    // `pi_tools` → the highest floor of the modules re-exported from it.
+    let mut floor_of_crate: BTreeMap<String, usize> = BTreeMap::new();
+    for (module, krate) in reexports() {
+        let floor = floor_of(&module).unwrap();
+        let e = floor_of_crate
+            .entry(krate.replace('_', "-"))
+            .or_insert(floor);
+        *e = (*e).max(floor);
+    }
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let (mut checked, mut upward) = (0, vec![]);
+    for e in std::fs::read_dir(&crates).unwrap() {
+        let manifest = e.unwrap().path().join("Cargo.toml");
+        let Ok(text) = std::fs::read_to_string(&manifest) else {
+            continue;
+        };
+        let name = text
+            .lines()
+            .find_map(|l| l.strip_prefix("name = "))
+            .map(|n| n.trim_matches('"').to_string())
+            .unwrap_or_default();
+        let Some(&own) = floor_of_crate.get(&name) else {
+            continue;
+        };
+        checked += 1;
+        let deps = text
+            .split("\n[")
+            .filter_map(|section| section.split_once(']'))
+            .filter(|(head, _)| {
+                head.ends_with("dependencies") && !head.ends_with("dev-dependencies")
+            })
+            .flat_map(|(_, body)| body.lines())
+            .filter_map(|l| l.split(['.', ' ', '=']).next());
+        for dep in deps {
+            if let Some(&theirs) = floor_of_crate.get(dep) {
+                if theirs > own {
+                    upward.push(format!(
+                        "{name} ({}) depends on {dep} ({})",
+                        FLOORS[own].0, FLOORS[theirs].0
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        checked >= 1,
+        "no split-out crate found under {}",
+        crates.display()
+    );
+    assert!(
+        upward.is_empty(),
+        "upward crate dependencies:\n{}",
+        upward.join("\n")
+    );
 }
 
 #[test]

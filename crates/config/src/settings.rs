@@ -379,7 +379,7 @@ impl Settings {
 
     /// The resolved `defaultTools` selection, or `None` when no scope sets it. A project list of
     /// only `+name`/`-name` entries edits the global list instead of replacing it (upstream
-    /// `docs/settings.md` "defaultTools"); see [`crate::tools::select::resolve_default_tools`].
+    /// `docs/settings.md` "defaultTools"); see [`pi_tools::select::resolve_default_tools`].
     pub fn default_tools(&self) -> Option<Vec<String>> {
         let strings = |v: &Value| -> Option<Vec<String>> {
             v.as_array().map(|a| {
@@ -394,7 +394,7 @@ impl Settings {
         let all_edits = |v: &Value| {
             v.as_array().is_some_and(|a| {
                 a.iter()
-                    .all(|e| e.as_str().is_some_and(crate::cli::is_tool_modifier))
+                    .all(|e| e.as_str().is_some_and(pi_platform::cli::is_tool_modifier))
             })
         };
         let merged: Vec<String> = match (global, project) {
@@ -407,7 +407,7 @@ impl Settings {
             }
             (_, Some(p)) => strings(p).unwrap_or_default(),
         };
-        Some(crate::tools::select::resolve_default_tools(&merged))
+        Some(pi_tools::select::resolve_default_tools(&merged))
     }
 
     /// `defaultProjectTrust` from the GLOBAL settings only (a project cannot trust itself):

@@ -4,7 +4,7 @@ use super::{
     create_private_file, resolve_shell, run_shell, sanitize_output, shell_env, temp_log_path,
     AnsiStripper, OutputSink, ShellCommand, ShellExit, Utf8Stream,
 };
-use crate::tools::truncate::{truncate_tail, TruncationLimits, DEFAULT_MAX_BYTES};
+use crate::truncate::{truncate_tail, TruncationLimits, DEFAULT_MAX_BYTES};
 use serde::Serialize;
 use std::fs::File;
 use std::io::Write;
@@ -40,8 +40,8 @@ pub struct UserBashOptions {
     /// `<agentDir>/bin`, prepended to `PATH`.
     pub bin_dir: Option<PathBuf>,
     /// The sandbox of the user's commands: `full` (none) unless the `sandbox` setting has
-    /// `userBash: true` ([`crate::tools::sandbox`]).
-    pub sandbox: crate::tools::sandbox::SandboxPolicy,
+    /// `userBash: true` ([`crate::sandbox`]).
+    pub sandbox: crate::sandbox::SandboxPolicy,
 }
 
 struct UserSink<'a> {

@@ -35,7 +35,7 @@ use std::sync::Arc;
 /// Tools active by default, in the order upstream offers them to the model.
 pub const DEFAULT_TOOLS: [&str; 4] = ["read", "bash", "edit", "write"];
 
-/// The name of the `codemode` tool (built in `crate::codemode`, a higher floor; named here so
+/// The name of the `codemode` tool (built in `pi_coding_agent::codemode`, a higher floor; named here so
 /// that tool selection needs nothing from above).
 pub const CODEMODE_TOOL: &str = "codemode";
 
@@ -48,7 +48,7 @@ pub struct ToolOptions {
     /// Options of the bash tool (`shellPath`, `shellCommandPrefix`, `<agentDir>/bin`, env).
     pub bash: BashToolOptions,
     /// How the read tool prepares images (bound by the session to its model and settings).
-    pub images: crate::images::ImagePolicySlot,
+    pub images: pi_platform::images::ImagePolicySlot,
     /// The sandbox of the bash tool's commands and the file tools' paths (setting `sandbox`,
     /// `--sandbox`; default `full` = none).
     pub sandbox: sandbox::SandboxPolicy,

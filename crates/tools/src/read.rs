@@ -2,7 +2,7 @@
 //!
 //! Text files are returned raw (no line numbers) as one text block, also mirrored in
 //! `structuredContent` as the same string. Images (PNG, JPEG, GIF, WebP, BMP, detected by
-//! content) are prepared for the current model ([`crate::images`]) and returned as the text
+//! content) are prepared for the current model ([`pi_platform::images`]) and returned as the text
 //! `Read image file [<mime>]` (plus the conversion/dimension notes, one per line) and the image
 //! block; `structuredContent` is `{type:"image", data, mimeType, note}` and, for a model without
 //! image input, `details` is `{imageUnsupportedByModel: <model id>}` (upstream 1.6 read tool).
@@ -15,15 +15,15 @@ use super::util::{
     access, arg_f64, check_aborted, js_number, node_error, require_str, resolve_read_path,
     run_blocking_cancellable, special_file_kind, tool_definition,
 };
-use crate::images::{prepare_image, ImageError, ImagePolicySlot};
 use async_trait::async_trait;
 use pi_agent::{AgentTool, ToolContext, ToolError, ToolOutput};
 use pi_ai::{Content, ToolDefinition};
+use pi_platform::images::{prepare_image, ImageError, ImagePolicySlot};
 use serde_json::{json, Value};
 use std::io::Read;
 use std::path::PathBuf;
 
-pub use crate::images::detect_image_mime;
+pub use pi_platform::images::detect_image_mime;
 
 /// The read tool.
 pub struct ReadTool {
@@ -406,7 +406,7 @@ fn image_output(
     bytes: &[u8],
     mime: &str,
     path: &std::path::Path,
-    policy: &crate::images::ImagePolicy,
+    policy: &pi_platform::images::ImagePolicy,
 ) -> Result<ToolOutput, String> {
     let prepared = match prepare_image(bytes, mime, None, policy) {
         Ok(p) => p,
@@ -444,7 +444,7 @@ fn read_file(
     cwd: &std::path::Path,
     offset: Option<f64>,
     limit: Option<f64>,
-    policy: &crate::images::ImagePolicy,
+    policy: &pi_platform::images::ImagePolicy,
     aborted: &dyn Fn() -> bool,
 ) -> Result<ToolOutput, String> {
     let path = resolve_read_path(path_arg, cwd);

@@ -59,7 +59,7 @@ pub use sources::{
     LOCAL_MAX_CONTEXT_WINDOW, LOCAL_MAX_OUTPUT_TOKENS, LOCAL_PROVIDER, VIRTUAL_API,
 };
 
-/// Finds the adapter for a model's `api` (built by the composition root from `crate::ai`'s
+/// Finds the adapter for a model's `api` (built by the composition root from `pi_ai`'s
 /// adapters and the extension providers; `None`: no adapter for that API).
 pub type ProviderResolver =
     std::sync::Arc<dyn Fn(&Model) -> Option<std::sync::Arc<dyn pi_ai::Provider>> + Send + Sync>;

@@ -1,7 +1,7 @@
 //! A command's output as text: UTF-8 decoding across chunks, ANSI stripping, sanitising, the
 //! accumulated tail and the temp log of the full output (spec tools.md §4.3).
 
-use crate::tools::truncate::{truncate_tail, TruncationLimits, TruncationResult};
+use crate::truncate::{truncate_tail, TruncationLimits, TruncationResult};
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -180,9 +180,9 @@ impl OutputAccumulator {
         t.truncated_by = if truncated {
             t.truncated_by
                 .or(Some(if self.total_decoded > self.limits.max_bytes {
-                    crate::tools::truncate::TruncatedBy::Bytes
+                    crate::truncate::TruncatedBy::Bytes
                 } else {
-                    crate::tools::truncate::TruncatedBy::Lines
+                    crate::truncate::TruncatedBy::Lines
                 }))
         } else {
             None

@@ -159,7 +159,7 @@ fn run_command(command: &str) -> Option<String> {
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
     // Killed if the agent dies; this thread waits for it, so the death signal stays armed.
-    crate::child_guard::die_with_parent(&mut cmd);
+    pi_platform::child_guard::die_with_parent(&mut cmd);
     let mut child = cmd.spawn().ok()?;
     // Read stdout on a helper thread so a chatty command cannot block on a full pipe.
     let mut stdout = child.stdout.take()?;

@@ -11,10 +11,10 @@ use std::sync::Arc;
 use pi_ai::Message;
 
 use super::SessionManager;
-use crate::session::context::ModelRef;
-use crate::session::entry::{EntryKind, SessionEntry, StoredEntry};
-use crate::session::scan::MessageHead;
-use crate::session::store;
+use crate::context::ModelRef;
+use crate::entry::{EntryKind, SessionEntry, StoredEntry};
+use crate::scan::MessageHead;
+use crate::store;
 
 /// An entry id in 8 bytes: an id of exactly 8 lowercase hex chars (every id pi writes) is
 /// its value; any other id is interned in [`Ids`] and this is [`Key::LONG`] | its number.
@@ -411,7 +411,7 @@ impl SessionManager {
             Err(_) => store::parse_record(&buf)
                 .and_then(SessionEntry::from_value)
                 .filter(|e| !matches!(e.kind, EntryKind::Stored(_)))
-                .map(|e| crate::session::context::entry_context_messages(&e))
+                .map(|e| crate::context::entry_context_messages(&e))
                 .unwrap_or_default(),
         }
     }

@@ -59,7 +59,7 @@ pub fn refresh_stored(
     min_validity_ms: i64,
 ) -> Result<Option<Map<String, Value>>, RefreshError> {
     let mut outcome: Result<Option<Map<String, Value>>, RefreshError> = Ok(None);
-    let written = crate::config::update_auth_file(agent_dir, |entries| {
+    let written = crate::update_auth_file(agent_dir, |entries| {
         let Some(current) = entries
             .get(provider)
             .and_then(Value::as_object)

@@ -348,7 +348,7 @@ impl SandboxPolicy {
     /// with the network off, the seccomp program) is built here, in the agent, and applied in
     /// the child right before `exec` with async-signal-safe system calls only. Nothing to do
     /// under `full`. Hooks added earlier to `cmd` run first (the supervisor of
-    /// [`crate::child_guard::supervise_group`] stays outside the sandbox, the shell inside).
+    /// [`pi_platform::child_guard::supervise_group`] stays outside the sandbox, the shell inside).
     ///
     /// Errors: the ruleset or the filter cannot be built (kernel without the ABI, see
     /// [`SandboxPolicy::check_available`]); failures in the child make the spawn fail with the

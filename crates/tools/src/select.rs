@@ -9,7 +9,7 @@
 //! * `--exclude-tools` names and patterns are removed from whatever the rest selects.
 
 use super::ALL_TOOLS;
-use crate::cli::is_tool_modifier;
+use pi_platform::cli::is_tool_modifier;
 
 /// Whether `name` matches `pattern`, where `*` matches any run of characters (possibly empty)
 /// and everything else matches itself.
@@ -78,7 +78,7 @@ pub struct ToolSelection {
     pub no_tools: bool,
     /// `--no-builtin-tools`.
     pub no_builtin_tools: bool,
-    /// `--tools` entries (already validated by [`crate::cli::tool_list_error`]).
+    /// `--tools` entries (already validated by [`pi_platform::cli::tool_list_error`]).
     pub tools: Option<Vec<String>>,
     /// `--exclude-tools` entries.
     pub exclude_tools: Option<Vec<String>>,

@@ -129,7 +129,7 @@ pub(super) fn custom_model_fields(provider: &str, p: &ProviderConfig, m: &ModelC
 /// to the agent directory (when known).
 pub(super) fn local_file_path(file: &str, agent_dir: Option<&Path>) -> PathBuf {
     let file = file.strip_prefix("file://").unwrap_or(file);
-    let path = crate::config::expand_home(file);
+    let path = crate::expand_home(file);
     match agent_dir {
         Some(dir) if path.is_relative() => dir.join(path),
         _ => path,

@@ -1,7 +1,7 @@
 //! The `models.json` file: its shape ([`ModelsConfig`]) and validation (spec config.md §4).
 
 use super::{builtin_defaults, LOCAL_API};
-use crate::config::{read_json_file, JsonFile};
+use crate::{read_json_file, JsonFile};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use std::path::Path;

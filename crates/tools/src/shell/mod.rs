@@ -7,7 +7,7 @@
 //! process that left the group (`setsid`) survives. All output the group wrote is read (the
 //! pipe is drained to its end, with back-pressure instead of unbounded buffering).
 //! On Linux the shell runs under a per-command supervisor that also kills the group when the
-//! agent process dies ([`crate::child_guard::supervise_group`]).
+//! agent process dies ([`pi_platform::child_guard::supervise_group`]).
 //! The module is split by concern: the engine here (spawn, process group, output pipe,
 //! timeout and abort); [`env`] (which shell, its environment, timeouts); [`text`] (decoding,
 //! ANSI stripping, sanitising and accumulating output, temp logs); [`user`] (the RPC `bash`
@@ -43,7 +43,7 @@ const DRAIN_MAX_BYTES: usize = READ_CHUNK * (READ_AHEAD_CHUNKS + 2);
 /// followed forever).
 const DRAIN_MAX: Duration = Duration::from_secs(10);
 
-pub use crate::procs::{kill_process_group, KILL_GRACE};
+pub use pi_platform::procs::{kill_process_group, KILL_GRACE};
 
 /// How often the engine checks whether a signalled process group is empty.
 const GROUP_POLL: Duration = Duration::from_millis(10);
@@ -68,8 +68,8 @@ pub struct ShellCommand {
     /// Kill the process group after this long.
     pub timeout: Option<Duration>,
     /// The kernel sandbox the shell and its descendants run in (`full` = none;
-    /// [`crate::tools::sandbox`]).
-    pub sandbox: crate::tools::sandbox::SandboxPolicy,
+    /// [`crate::sandbox`]).
+    pub sandbox: crate::sandbox::SandboxPolicy,
 }
 
 /// How a command ended.
@@ -115,21 +115,21 @@ fn signal_process_group(pgid: u32, sig: libc::c_int) -> bool {
     unsafe { libc::kill(-pgid, sig) == 0 }
 }
 
-/// Keeps a running child's process group in [`crate::procs`] so that it is killed if the agent
+/// Keeps a running child's process group in [`pi_platform::procs`] so that it is killed if the agent
 /// exits while the command runs.
 struct ProcessRegistration(i32);
 
 impl ProcessRegistration {
     fn new(pid: u32) -> Self {
         let pid = pid as i32;
-        crate::procs::register(pid);
+        pi_platform::procs::register(pid);
         ProcessRegistration(pid)
     }
 }
 
 impl Drop for ProcessRegistration {
     fn drop(&mut self) {
-        crate::procs::unregister(self.0);
+        pi_platform::procs::unregister(self.0);
     }
 }
 
@@ -151,7 +151,7 @@ impl Drop for GroupGuard {
 /// Errors: an already-cancelled token gives `Ok(ShellExit::Aborted)` without spawning; a missing
 /// working directory gives `Working directory does not exist: <cwd>\nCannot execute bash
 /// commands.`; a sandbox that cannot be built gives its message
-/// ([`crate::tools::sandbox::SandboxPolicy::apply`]); spawn failures give the OS error text.
+/// ([`crate::sandbox::SandboxPolicy::apply`]); spawn failures give the OS error text.
 pub async fn run_shell(
     cmd: &ShellCommand,
     cancel: &CancellationToken,
@@ -183,8 +183,8 @@ pub async fn run_shell(
         .envs(env)
         .stdin(Stdio::null())
         .process_group(0);
-    // The group dies with the agent, even on SIGKILL (see crate::child_guard).
-    crate::child_guard::supervise_group(command.as_std_mut());
+    // The group dies with the agent, even on SIGKILL (see pi_platform::child_guard).
+    pi_platform::child_guard::supervise_group(command.as_std_mut());
     // After the supervisor's hook: the shell is sandboxed, its supervisor is not.
     cmd.sandbox.apply(command.as_std_mut(), &cmd.cwd, &shell)?;
     // stdout and stderr share one pipe, so output arrives in the order the command wrote it

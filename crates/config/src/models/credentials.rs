@@ -1,8 +1,8 @@
 //! Credentials of a provider and the key and headers of one request (spec config.md §5.3).
 
 use super::{env_api_key, is_keyless, is_virtual, ModelRegistry, RequestAuth};
-use crate::config::auth::AuthStorage;
-use crate::config::value::{resolve_config_value_uncached, resolve_headers};
+use crate::auth::AuthStorage;
+use crate::value::{resolve_config_value_uncached, resolve_headers};
 use pi_ai::Model;
 use serde_json::Value;
 

@@ -10,8 +10,8 @@ use serde_json::Value;
 
 use super::table::{Key, ROLE_ASSISTANT, ROLE_SYSTEM};
 use super::{SessionError, SessionManager};
-use crate::session::context::{build_tree, ModelRef, SessionContext, SessionTreeNode};
-use crate::session::entry::{EntryKind, SessionEntry, SessionHeader};
+use crate::context::{build_tree, ModelRef, SessionContext, SessionTreeNode};
+use crate::entry::{EntryKind, SessionEntry, SessionHeader};
 
 impl SessionManager {
     /// The last `model_change` on the active branch: a virtual model's selection holds there
@@ -302,7 +302,7 @@ impl SessionManager {
                     if drop_system && matches!(&e.kind, EntryKind::Message(Message::System(_))) {
                         continue;
                     }
-                    crate::session::context::entry_context_messages(e)
+                    crate::context::entry_context_messages(e)
                 }
                 None => {
                     if drop_system && slot.role == ROLE_SYSTEM {
@@ -317,7 +317,7 @@ impl SessionManager {
                 Some(Some(replacement)) => messages.extend(
                     produced
                         .into_iter()
-                        .map(|m| crate::session::context::replace_content(m, replacement)),
+                        .map(|m| crate::context::replace_content(m, replacement)),
                 ),
             }
         }
@@ -329,13 +329,13 @@ impl SessionManager {
     }
     /// The context projection of the active branch: every selected entry with the messages it
     /// contributes (see [`super::project_path`]); empty before the first entry.
-    pub fn build_projection(&self) -> Vec<crate::session::ProjectedEntry> {
+    pub fn build_projection(&self) -> Vec<crate::ProjectedEntry> {
         if self.leaf_id.is_none() {
             return Vec::new();
         }
         let branch = self.branch();
         let refs: Vec<&SessionEntry> = branch.iter().map(|e| e.as_ref()).collect();
-        crate::session::context::project_path_with(&refs, &|s| self.load_stored(s))
+        crate::context::project_path_with(&refs, &|s| self.load_stored(s))
     }
     /// The active branch, root first, with every payload read back (large files keep message
     /// entries on disk as [`EntryKind::Stored`]); for compaction, which reads roles and contents.

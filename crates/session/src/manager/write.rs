@@ -10,12 +10,12 @@ use pi_ai::{Message, UserContent};
 use serde_json::Value;
 
 use super::{SessionError, SessionManager};
-use crate::session::context::{current_system_message, system_message_value};
-use crate::session::entry::{
+use crate::context::{current_system_message, system_message_value};
+use crate::entry::{
     generate_entry_id, iso_now, BranchSummaryEntry, CompactionEntry, CustomMessageEntry, EntryKind,
     SessionEntry, UsageEntry,
 };
-use crate::session::store;
+use crate::store;
 
 impl SessionManager {
     // ---------------------------------------------------------------- appends
@@ -211,7 +211,7 @@ impl SessionManager {
         let id = self.new_id();
         let timestamp = iso_now();
         let system_message = current_system_message(&self.build_context()).map(|s| {
-            let ms = crate::session::entry::iso_to_ms(&timestamp).unwrap_or(s.timestamp);
+            let ms = crate::entry::iso_to_ms(&timestamp).unwrap_or(s.timestamp);
             system_message_value(&s, ms)
         });
         let mut entry = SessionEntry::new(

@@ -8,7 +8,7 @@
 //!
 //! This sits with the `auth.json` store ([`super::auth`]) because the per-request key
 //! resolver refreshes stored entries; the sign-ins that also call these endpoints are in
-//! [`crate::auth`], a floor above. [`http`] is the blocking HTTP both use, [`refresh`] the
+//! `pi_coding_agent::auth`, a floor above. [`http`] is the blocking HTTP both use, [`refresh`] the
 //! locked re-read/refresh/write of one stored entry.
 
 pub mod http;

@@ -10,9 +10,9 @@ use super::{
     file_name_for, resolve_path, session_dir_path, validate_session_id, SessionError,
     SessionManager, LAZY_MIN_BYTES,
 };
-use crate::session::entry::{SessionEntry, SessionHeader};
-use crate::session::scan;
-use crate::session::store;
+use crate::entry::{SessionEntry, SessionHeader};
+use crate::scan;
+use crate::store;
 
 impl SessionManager {
     /// Open a session file (spec §5.2–§5.4). The session dir becomes the file's folder and the
@@ -96,7 +96,7 @@ impl SessionManager {
                 match SessionHeader::from_value(&v) {
                     Some(h) => {
                         needs_migration = v.get("version").and_then(Value::as_u64).unwrap_or(1)
-                            < crate::session::entry::CURRENT_SESSION_VERSION;
+                            < crate::entry::CURRENT_SESSION_VERSION;
                         header = Some(h);
                         return !needs_migration;
                     }

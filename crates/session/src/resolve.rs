@@ -91,7 +91,7 @@ pub fn session_dir_override(
     env: Option<&str>,
     settings: Option<&str>,
 ) -> Option<PathBuf> {
-    let expand = |s: &str| crate::config::expand_home(s);
+    let expand = |s: &str| pi_config::expand_home(s);
     if let Some(dir) = cli {
         return Some(dir.to_path_buf());
     }
