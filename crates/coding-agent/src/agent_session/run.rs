@@ -41,9 +41,26 @@ struct SettleGuard {
 }
 
 impl SettleGuard {
-    fn settle(mut self) {
+    /// Settles the run, its `agent_settled` handlers awaited before the client sees the event
+    /// ([`AgentSession::settle_notified`]).
+    async fn settle(mut self) {
         if let Some(s) = self.session.take() {
-            s.settle();
+            s.settle_notified().await;
+        }
+    }
+}
+
+/// Marks the run settled when dropped ([`RunControl::mark_settled`]), so waiters are woken
+/// also when the settling future is dropped while `agent_settled` handlers run.
+struct MarkSettled<'a> {
+    run: &'a super::run_control::RunControl,
+    finished: Option<super::run_control::Finished>,
+}
+
+impl Drop for MarkSettled<'_> {
+    fn drop(&mut self) {
+        if let Some(f) = self.finished.take() {
+            self.run.mark_settled(f);
         }
     }
 }
@@ -149,11 +166,19 @@ impl AgentSession {
         prompts.append(&mut self.inner.next_turn.lock());
         let this = self.clone();
         let started = OnStarted(on_started);
+        let run_number = self.inner.run.started_count();
         Ok(PromptOutcome::Started(Box::pin(async move {
             let started = started;
             let guard = SettleGuard {
                 session: Some(this.clone()),
             };
+            // A run asked for while the previous one's `agent_settled` handlers run (the
+            // session is idle by then) starts once that `agent_settled` has reached the
+            // client (upstream defers it: `_deferredSettledActions`).
+            this.inner
+                .run
+                .wait_run_settled(run_number.saturating_sub(1))
+                .await;
             if let Some((text, images)) = before_start {
                 // An abort ends a round that has not answered; the run then ends aborted (a
                 // provider asked with a fired token sends nothing).
@@ -173,7 +198,7 @@ impl AgentSession {
             }
             this.refresh_system_sections(&mut prompts);
             this.run_prompts(prompts, cancel).await;
-            guard.settle();
+            guard.settle().await;
         })))
     }
 
@@ -616,6 +641,29 @@ impl AgentSession {
         self.inner.run.mark_settled(finished);
         // The run's transient peak (requests built from the whole context) goes back to the
         // system, so idle RSS follows what the session holds (issue 15).
+        crate::mem::release_free_memory();
+    }
+
+    /// [`AgentSession::settle`] at the end of a run that was not dropped: the extensions'
+    /// `agent_settled` handlers run first and the client sees `agent_settled` after them, so
+    /// what they send (a `notify`, an idle `sendMessage`) comes before it, as upstream's
+    /// `_emitAgentSettled` awaits them. The session is idle meanwhile; a run asked for then
+    /// waits for this `agent_settled` ([`RunControl::wait_run_settled`]).
+    async fn settle_notified(&self) {
+        self.flush_deferred_bash();
+        self.inner.run_system_prompt.lock().take();
+        let finished = self.inner.run.finish();
+        let mark = MarkSettled {
+            run: &self.inner.run,
+            finished: Some(finished),
+        };
+        let event = RpcEvent::AgentSettled {
+            aborted: finished.aborted,
+        };
+        if let Some(wait) = self.emit_awaited(event) {
+            wait.await;
+        }
+        drop(mark);
         crate::mem::release_free_memory();
     }
 

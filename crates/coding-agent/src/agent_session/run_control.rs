@@ -148,6 +148,22 @@ impl RunControl {
         });
     }
 
+    /// The number of the last run started (1 for the first; 0 = none yet).
+    pub fn started_count(&self) -> u64 {
+        self.started.load(Ordering::SeqCst)
+    }
+
+    /// Resolves once run `run` (1 for the first) has settled, its `agent_settled` queued; at
+    /// once for 0 or a run already settled.
+    pub async fn wait_run_settled(&self, run: u64) {
+        let mut rx = self.settled.subscribe();
+        while *rx.borrow_and_update() < run {
+            if rx.changed().await.is_err() {
+                break;
+            }
+        }
+    }
+
     /// Resolves once the last run started has settled (its `agent_settled` has been queued);
     /// at once when no run was ever started.
     pub async fn wait_settled(&self) {

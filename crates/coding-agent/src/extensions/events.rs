@@ -66,7 +66,8 @@ pub enum UserBash {
 }
 
 /// The agent-loop notifications whose handlers are waited for before the client sees the
-/// event ([`Extensions::notify_awaited`], awaited by the agent loop; `message_end` and
+/// event ([`Extensions::notify_awaited`], awaited by the agent loop, `agent_settled` by the
+/// run's settling as upstream `_emitAgentSettled` awaits it; `message_end` and
 /// `turn_end` handlers run earlier, at their own hooks). They are only emitted by the run task
 /// (or a codemode script's nested calls), never from the task that reads the host's replies
 /// (`tool_execution_update` of an extension tool is, and `message_update` is too frequent: both
@@ -74,6 +75,7 @@ pub enum UserBash {
 pub const AWAITED: &[&str] = &[
     "agent_start",
     "agent_end",
+    "agent_settled",
     "turn_start",
     "turn_end",
     "message_start",
@@ -89,6 +91,7 @@ pub(super) fn awaited_kind(ev: &RpcEvent) -> Option<&'static str> {
     let t = match ev {
         RpcEvent::AgentStart => "agent_start",
         RpcEvent::AgentEnd { .. } => "agent_end",
+        RpcEvent::AgentSettled { .. } => "agent_settled",
         RpcEvent::TurnStart => "turn_start",
         RpcEvent::MessageStart { .. } => "message_start",
         RpcEvent::ToolExecutionStart { .. } => "tool_execution_start",
@@ -528,28 +531,10 @@ impl Extensions {
     }
 }
 
-/// A `before_agent_start` `message` (`{customType, content, display, details}`) as a `custom`
-/// message; `content` missing or `null` becomes `[]` (upstream normalises it so). `None` when
-/// it is not an object.
+/// A `before_agent_start` `message` as a `custom` message
+/// ([`CustomMessageDraft::into_message`]); `None` when it is not an object.
 fn custom_message(m: &Value, now: i64) -> Option<Message> {
-    let draft = CustomMessageDraft::from_value(m)?;
-    let mut map = serde_json::Map::new();
-    map.insert("role".into(), "custom".into());
-    map.insert(
-        "customType".into(),
-        draft.custom_type.unwrap_or_else(|| Value::from("")),
-    );
-    let content = match draft.content {
-        None | Some(Value::Null) => Value::Array(vec![]),
-        Some(c) => c,
-    };
-    map.insert("content".into(), content);
-    map.insert("display".into(), Value::Bool(draft.display));
-    if let Some(d) = draft.details {
-        map.insert("details".into(), d);
-    }
-    map.insert("timestamp".into(), now.into());
-    Some(Message::Other(map))
+    Some(CustomMessageDraft::from_value(m)?.into_message(now))
 }
 
 /// Drops `null` members (JS `undefined` that JSON kept as nothing, or `null` sent for it).
