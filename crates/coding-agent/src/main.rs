@@ -50,10 +50,8 @@ fn main() {
         println!("{}", env!("CARGO_PKG_VERSION"));
         return;
     }
-    if cli.help {
-        print!("{}", cli::HELP);
-        return;
-    }
+    // `--help` lists the extensions' flags too, so it is answered once they have loaded
+    // (startup.rs), as upstream's is.
     // Unknown `--flags` may belong to extensions (`pi.registerFlag`): they are matched once
     // the extensions have loaded (below), as upstream does.
     // Every child process can tell it runs under pi (upstream-1.6-notes.md item 21).

@@ -144,8 +144,24 @@ impl Startup {
         }
     }
 
-    /// The whole run after the launch: `--list-models`, or the session in its mode.
+    /// The whole run after the launch: `--help`, `--list-models`, or the session in its mode.
     async fn run(self) -> Result<i32, i32> {
+        if self.cli.help {
+            // The help lists the flags the configured extensions register (upstream main.ts
+            // loads them before `printHelp`).
+            let extensions = self
+                .extension_start()
+                .start(
+                    &self.launch_cwd,
+                    &self.launch_settings,
+                    self.launch_decision.trusted,
+                    Arc::new(|_| {}),
+                )
+                .await?;
+            let flags = extensions.0.map(|e| e.help_section()).unwrap_or_default();
+            print!("{}", pi_coding_agent::cli::help_with(&flags));
+            return Ok(0);
+        }
         if let Some(search) = &self.cli.list_models {
             // Extension providers are listed too (upstream loads extensions for --list-models).
             let _extensions = self

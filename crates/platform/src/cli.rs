@@ -485,6 +485,22 @@ impl Cli {
 }
 
 /// The `--help` text (our own words; the flags and their meaning are upstream 1.6's).
+/// The `--help` text with `extension_flags` (the `Extension CLI Flags:` section of the loaded
+/// extensions, ending with a newline; empty for none) right after the options, where upstream
+/// `printHelp` puts it.
+pub fn help_with(extension_flags: &str) -> String {
+    if extension_flags.is_empty() {
+        return HELP.to_string();
+    }
+    match HELP.split_once(HELP_FOOTER) {
+        Some((options, rest)) => format!("{options}{extension_flags}{HELP_FOOTER}{rest}"),
+        None => format!("{HELP}{extension_flags}"),
+    }
+}
+
+/// Where the options of [`HELP`] end.
+const HELP_FOOTER: &str = "\nConfiguration lives";
+
 pub const HELP: &str = "\
 pi - coding agent with read, bash, edit and write tools (Rust build: print, json and rpc modes)
 

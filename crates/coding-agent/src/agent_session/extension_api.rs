@@ -24,6 +24,7 @@ pub(super) fn custom_message_entry(message: &Message) -> Option<EntryKind> {
         return None;
     }
     let draft = CustomMessageDraft::deserialize(m).unwrap_or_default();
+    let display = draft.shown();
     Some(EntryKind::CustomMessage(CustomMessageEntry {
         custom_type: draft
             .custom_type
@@ -35,28 +36,17 @@ pub(super) fn custom_message_entry(message: &Message) -> Option<EntryKind> {
             .content
             .and_then(|c| serde_json::from_value::<UserContent>(c).ok())
             .unwrap_or_else(|| UserContent::Text(String::new())),
-        display: draft.display,
+        display,
         details: draft.details,
     }))
 }
 
-/// The custom message of `pi.sendMessage({customType, content, display, details})`: a
-/// `role: "custom"` message with a timestamp (ms).
+/// The custom message of `pi.sendMessage({customType, content, display, details})`
+/// ([`CustomMessageDraft::into_message`], stamped now).
 pub fn custom_message(message: &Value) -> Message {
-    let draft = CustomMessageDraft::from_value(message).unwrap_or_default();
-    let mut m = serde_json::Map::new();
-    m.insert("role".into(), "custom".into());
-    m.insert(
-        "customType".into(),
-        draft.custom_type.unwrap_or_else(|| "".into()),
-    );
-    m.insert("content".into(), draft.content.unwrap_or_else(|| "".into()));
-    m.insert("display".into(), Value::Bool(draft.display));
-    if let Some(d) = draft.details {
-        m.insert("details".into(), d);
-    }
-    m.insert("timestamp".into(), Value::from(pi_ai::now_ms()));
-    Message::Other(m)
+    CustomMessageDraft::from_value(message)
+        .unwrap_or_default()
+        .into_message(pi_ai::now_ms())
 }
 
 impl AgentSession {

@@ -110,6 +110,35 @@ impl Extensions {
             .collect()
     }
 
+    /// The `Extension CLI Flags:` section of `pi --help` (upstream `printHelp`): one line per
+    /// registered flag of every extension, in load order, `  --name` (with ` <value>` for a
+    /// `string` flag) padded to 30 columns, then its description or `Registered by <path>`;
+    /// ends with a newline. Empty when no flag is registered.
+    pub fn help_section(&self) -> String {
+        let loaded = self.loaded.read();
+        let lines: Vec<String> = loaded
+            .extensions
+            .iter()
+            .flat_map(|e| e.flags.iter().map(move |f| (e.path.as_str(), f)))
+            .map(|(path, f)| {
+                let value = if f.kind.as_deref() == Some("string") {
+                    " <value>"
+                } else {
+                    ""
+                };
+                let description = match &f.description {
+                    Some(d) => d.clone(),
+                    None => format!("Registered by {path}"),
+                };
+                format!("{:<30}{description}", format!("  --{}{value}", f.name))
+            })
+            .collect();
+        if lines.is_empty() {
+            return String::new();
+        }
+        format!("Extension CLI Flags:\n{}\n", lines.join("\n"))
+    }
+
     /// Matches the command line's unknown `--flags` against the registered ones (upstream
     /// `applyExtensionFlagValues`) and hands the values to the host: a boolean flag is `true`
     /// (a value after it is consumed and ignored, as upstream), a string flag takes its value.

@@ -528,28 +528,10 @@ impl Extensions {
     }
 }
 
-/// A `before_agent_start` `message` (`{customType, content, display, details}`) as a `custom`
-/// message; `content` missing or `null` becomes `[]` (upstream normalises it so). `None` when
-/// it is not an object.
+/// A `before_agent_start` `message` as a `custom` message
+/// ([`CustomMessageDraft::into_message`]); `None` when it is not an object.
 fn custom_message(m: &Value, now: i64) -> Option<Message> {
-    let draft = CustomMessageDraft::from_value(m)?;
-    let mut map = serde_json::Map::new();
-    map.insert("role".into(), "custom".into());
-    map.insert(
-        "customType".into(),
-        draft.custom_type.unwrap_or_else(|| Value::from("")),
-    );
-    let content = match draft.content {
-        None | Some(Value::Null) => Value::Array(vec![]),
-        Some(c) => c,
-    };
-    map.insert("content".into(), content);
-    map.insert("display".into(), Value::Bool(draft.display));
-    if let Some(d) = draft.details {
-        map.insert("details".into(), d);
-    }
-    map.insert("timestamp".into(), now.into());
-    Some(Message::Other(map))
+    Some(CustomMessageDraft::from_value(m)?.into_message(now))
 }
 
 /// Drops `null` members (JS `undefined` that JSON kept as nothing, or `null` sent for it).

@@ -445,3 +445,114 @@ fn registrations_after_the_factory_reach_tools_commands_and_skills() {
     let (_, text) = notify_from(&agent, from, "find=");
     assert_eq!(text, "find=fake-gpt none=undefined avail=true auth=true");
 }
+
+/// `pi --help` lists the flags the configured extensions register, as upstream 1.6's
+/// `printHelp` does (recorded from upstream with `-e` of this extension): an
+/// `Extension CLI Flags:` section after the options, `  --name` (` <value>` for a string flag)
+/// padded to 30 columns, then the description or `Registered by <extension path>`.
+#[test]
+fn help_lists_extension_flags_as_upstream() {
+    let (_fake, root) = setup(Script::new([]), DEFAULT_MODEL);
+    root.write_cwd_file(
+        "flag.js",
+        r#"export default function (pi) {
+  pi.registerFlag("plan", { description: "plan mode", type: "boolean", default: false });
+  pi.registerFlag("level", { description: "a level", type: "string", default: "low" });
+  pi.registerFlag("nodesc", { type: "string" });
+}"#,
+    );
+    let bin = std::env::var_os("PI_TEST_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_pi").into());
+    let help = |args: &[&str]| {
+        let out = std::process::Command::new(&bin)
+            .args(args)
+            .current_dir(&root.cwd)
+            .env_clear()
+            .envs(root.env())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let with = help(&["--help", "-e", "flag.js"]);
+    let path = std::fs::canonicalize(root.cwd.join("flag.js")).unwrap();
+    let section = format!(
+        "Extension CLI Flags:\n  --plan                      plan mode\n  --level <value>             a level\n  --nodesc <value>            Registered by {}\n",
+        path.display()
+    );
+    assert!(with.contains(&section), "{with}");
+    // Right after the options (upstream: after its last option and note), once.
+    let at = with.find("Extension CLI Flags:").unwrap();
+    assert!(with[..at].ends_with("Show the version\n"), "{with}");
+    assert_eq!(with.matches("Extension CLI Flags:").count(), 1);
+    // Without an extension the help is as before.
+    let without = help(&["--help"]);
+    assert!(!without.contains("Extension CLI Flags"), "{without}");
+    assert_eq!(with.replace(&section, ""), without);
+}
+
+/// `pi.sendMessage` of an idle session: `message_start` then `message_end`, each carrying the
+/// message as upstream 1.6's `sendCustomMessage` builds it (recorded from upstream on the
+/// fake server): `customType`, `display` and `details` as the extension gave them, absent
+/// ones left out, `content` missing or `null` as `[]`, then `timestamp`.
+#[test]
+fn send_message_events_carry_the_message_as_given() {
+    let (_fake, root) = setup(Script::new([]), DEFAULT_MODEL);
+    root.write_cwd_file(
+        "m.js",
+        r#"export default function (pi) {
+  pi.registerCommand("m", { description: "d", handler: async () => {
+    pi.sendMessage({ customType: "c3" });
+    pi.sendMessage({ content: "y", display: false });
+    pi.sendMessage({ customType: "c4", content: null, details: { k: 1 } });
+  }});
+}"#,
+    );
+    let mut agent = root.spawn_with(false, &["-e", "m.js"]);
+    agent.request(json!({"id": "ready", "type": "get_state"}));
+    let from = agent.len();
+    let r = agent.request(json!({"id": "a", "type": "prompt", "message": "/m"}));
+    assert_eq!(r["data"]["disposition"], "handled", "{}", agent.dump());
+    agent.wait_from(from, LIVENESS, |v| {
+        kind(v) == "message_end" && v["message"]["customType"] == "c4"
+    });
+    let got: Vec<Value> = agent.records()[from..]
+        .iter()
+        .filter_map(|r| r.value.as_ref())
+        .filter(|v| matches!(kind(v), "message_start" | "message_end"))
+        .map(|v| {
+            let mut m = v["message"].clone();
+            assert!(m["timestamp"].is_i64(), "{v}");
+            m.as_object_mut().unwrap().remove("timestamp");
+            json!([kind(v), m])
+        })
+        .collect();
+    let c3 = json!({"role": "custom", "customType": "c3", "content": []});
+    let y = json!({"role": "custom", "content": "y", "display": false});
+    let c4 = json!({"role": "custom", "customType": "c4", "content": [], "details": {"k": 1}});
+    assert_eq!(
+        got,
+        vec![
+            json!(["message_start", c3]),
+            json!(["message_end", c3]),
+            json!(["message_start", y]),
+            json!(["message_end", y]),
+            json!(["message_start", c4]),
+            json!(["message_end", c4]),
+        ],
+        "{}",
+        agent.dump()
+    );
+    // Key order as upstream's: role, customType, content, display, details, timestamp.
+    let line = agent
+        .records()
+        .into_iter()
+        .map(|r| r.raw)
+        .find(|l| l.contains("\"c4\"") && l.contains("message_end"))
+        .unwrap();
+    assert!(
+        line.contains(
+            r#"{"role":"custom","customType":"c4","content":[],"details":{"k":1},"timestamp":"#
+        ),
+        "{line}"
+    );
+}

@@ -115,8 +115,8 @@ pub struct UserBashEvent {
 }
 
 /// A `custom` message as an extension gives it (`pi.sendMessage`, a `before_agent_start`
-/// `message`): `{customType, content, display, details}`. `customType`, `content` and
-/// `details` pass as given (extension data); `display` not `true`/`false` reads `false`.
+/// `message`): `{customType, content, display, details}`. `customType`, `content`, `display`
+/// and `details` pass as given (extension data; upstream `sendCustomMessage` copies them).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CustomMessageDraft {
@@ -126,9 +126,9 @@ pub struct CustomMessageDraft {
     /// `content`: a string or content blocks (absent = `None`).
     #[serde(default, deserialize_with = "present")]
     pub content: Option<Value>,
-    /// Whether the client shows it.
-    #[serde(default, deserialize_with = "lenient")]
-    pub display: bool,
+    /// Whether the client shows it, as given (absent = `None`; [`CustomMessageDraft::shown`]).
+    #[serde(default, deserialize_with = "present")]
+    pub display: Option<Value>,
     /// `details` (`null` = none).
     #[serde(default)]
     pub details: Option<Value>,
@@ -139,6 +139,37 @@ impl CustomMessageDraft {
     pub fn from_value(v: &Value) -> Option<Self> {
         v.as_object()?;
         Self::deserialize(v).ok()
+    }
+
+    /// Whether the client is to show it: `display` is `true` (anything else reads `false`,
+    /// as for the session's `custom_message` entry).
+    pub fn shown(&self) -> bool {
+        self.display == Some(Value::Bool(true))
+    }
+
+    /// The `role: "custom"` message pi enters for it (upstream `sendCustomMessage` and
+    /// `before_agent_start`'s `message`): `customType`, `display` and `details` as given
+    /// (absent stays absent), `content` missing or `null` becomes `[]`, `timestamp` is `now`
+    /// (ms).
+    pub fn into_message(self, now: i64) -> pi_ai::Message {
+        let mut m = serde_json::Map::new();
+        m.insert("role".into(), "custom".into());
+        if let Some(t) = self.custom_type {
+            m.insert("customType".into(), t);
+        }
+        let content = match self.content {
+            None | Some(Value::Null) => Value::Array(vec![]),
+            Some(c) => c,
+        };
+        m.insert("content".into(), content);
+        if let Some(d) = self.display {
+            m.insert("display".into(), d);
+        }
+        if let Some(d) = self.details {
+            m.insert("details".into(), d);
+        }
+        m.insert("timestamp".into(), now.into());
+        pi_ai::Message::Other(m)
     }
 }
 

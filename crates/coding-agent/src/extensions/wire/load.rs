@@ -96,7 +96,7 @@ pub struct FlagInfo {
     /// `boolean` or `string` (upstream's two flag types; anything else is treated as `string`).
     #[serde(default, rename = "type")]
     pub kind: Option<String>,
-    /// Shown by `--help` (not yet).
+    /// Shown by `--help` (`Registered by <path>` when absent).
     #[serde(default)]
     pub description: Option<String>,
 }

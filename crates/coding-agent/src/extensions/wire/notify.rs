@@ -48,7 +48,8 @@ impl Notification<'_> {
 }
 
 /// The agent-loop events as extensions receive them (upstream `_emitExtensionEvent`,
-/// docs/extensions.md "Agent Events"): `agent_start {}`, `agent_end {messages}`, `turn_start
+/// docs/extensions.md "Agent Events"): `agent_start {}`, `agent_end {messages}`,
+/// `agent_settled {aborted}`, `turn_start
 /// {turnIndex, timestamp}`, `turn_end {turnIndex}`, `message_start`/`message_end {message}`,
 /// `message_update {assistantMessageEvent}`, `tool_execution_start {toolCallId, toolName,
 /// args}`, `tool_execution_update {…, partialResult}`, `tool_execution_end {toolCallId,
@@ -63,6 +64,11 @@ pub enum ExtensionEvent {
     AgentEnd {
         /// The run's messages.
         messages: Vec<Message>,
+    },
+    /// The session-level run is over (upstream `_emitAgentSettled`: `{aborted}`).
+    AgentSettled {
+        /// The run was aborted.
+        aborted: bool,
     },
     /// A turn started.
     #[serde(rename_all = "camelCase")]
@@ -139,6 +145,7 @@ impl ExtensionEvent {
         match self {
             ExtensionEvent::AgentStart => "agent_start",
             ExtensionEvent::AgentEnd { .. } => "agent_end",
+            ExtensionEvent::AgentSettled { .. } => "agent_settled",
             ExtensionEvent::TurnStart { .. } => "turn_start",
             ExtensionEvent::TurnEnd { .. } => "turn_end",
             ExtensionEvent::MessageStart { .. } => "message_start",
@@ -159,6 +166,9 @@ impl ExtensionEvent {
             RpcEvent::AgentEnd { messages, .. } => ExtensionEvent::AgentEnd {
                 messages: messages.clone(),
             },
+            RpcEvent::AgentSettled { aborted } => {
+                ExtensionEvent::AgentSettled { aborted: *aborted }
+            }
             RpcEvent::TurnStart => ExtensionEvent::TurnStart {
                 turn_index,
                 timestamp,
