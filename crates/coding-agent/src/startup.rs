@@ -144,35 +144,35 @@ impl Startup {
         }
     }
 
+    /// The configured extensions started at the launch folder with no event sink, for
+    /// `--help` (their flags) and `--list-models` (their providers); the error is the exit code
+    /// of an extension that failed to load.
+    async fn start_extensions_for_listing(
+        &self,
+    ) -> Result<(Option<Arc<extensions::Extensions>>, RunPackages), i32> {
+        self.extension_start()
+            .start(
+                &self.launch_cwd,
+                &self.launch_settings,
+                self.launch_decision.trusted,
+                Arc::new(|_| {}),
+            )
+            .await
+    }
+
     /// The whole run after the launch: `--help`, `--list-models`, or the session in its mode.
     async fn run(self) -> Result<i32, i32> {
         if self.cli.help {
             // The help lists the flags the configured extensions register (upstream main.ts
             // loads them before `printHelp`).
-            let extensions = self
-                .extension_start()
-                .start(
-                    &self.launch_cwd,
-                    &self.launch_settings,
-                    self.launch_decision.trusted,
-                    Arc::new(|_| {}),
-                )
-                .await?;
+            let extensions = self.start_extensions_for_listing().await?;
             let flags = extensions.0.map(|e| e.help_section()).unwrap_or_default();
             print!("{}", pi_coding_agent::cli::help_with(&flags));
             return Ok(0);
         }
         if let Some(search) = &self.cli.list_models {
             // Extension providers are listed too (upstream loads extensions for --list-models).
-            let _extensions = self
-                .extension_start()
-                .start(
-                    &self.launch_cwd,
-                    &self.launch_settings,
-                    self.launch_decision.trusted,
-                    Arc::new(|_| {}),
-                )
-                .await?;
+            let _extensions = self.start_extensions_for_listing().await?;
             let reg = self
                 .registry
                 .read()
