@@ -10,7 +10,8 @@ use agent_client_protocol::v1::schema::{
     PermissionOptionKind, PromptRequest, RequestPermissionOutcome, RequestPermissionRequest,
     RequestPermissionResponse, ResumeSessionRequest, SelectedPermissionOutcome, SessionConfigKind,
     SessionConfigOption, SessionNotification, SessionUpdate, SetSessionConfigOptionRequest,
-    StopReason, TextContent, ToolCallContent, ToolCallStatus, ToolKind,
+    SetSessionConfigOptionResponse, StopReason, TextContent, ToolCallContent, ToolCallStatus,
+    ToolKind,
 };
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::{Agent, ByteStreams, Client, Error};
@@ -86,6 +87,23 @@ impl Peer {
             .block_task()
             .await?;
         Ok(r.stop_reason)
+    }
+
+    /// `session/set_config_option` of `id` to `value` in `session`.
+    async fn set_option(
+        &self,
+        session: &str,
+        id: &str,
+        value: &str,
+    ) -> Result<SetSessionConfigOptionResponse, Error> {
+        self.cx
+            .send_request(SetSessionConfigOptionRequest::new(
+                session.to_string(),
+                id.to_string(),
+                value,
+            ))
+            .block_task()
+            .await
     }
 }
 
@@ -708,33 +726,11 @@ fn sessions_thinking_stop_reasons_and_options() {
         let first = peer.prompt(&a, "first question").await?;
         let second = peer.prompt(&b, "second question").await?;
         let third = peer.prompt(&b, "third question").await?;
-        let level = peer
-            .cx
-            .send_request(SetSessionConfigOptionRequest::new(
-                b.clone(),
-                "thought_level",
-                "high",
-            ))
-            .block_task()
-            .await?;
+        let level = peer.set_option(&b, "thought_level", "high").await?;
         let model = peer
-            .cx
-            .send_request(SetSessionConfigOptionRequest::new(
-                b.clone(),
-                "model",
-                "fake-openai/fake-gpt-mini",
-            ))
-            .block_task()
+            .set_option(&b, "model", "fake-openai/fake-gpt-mini")
             .await?;
-        let bad = peer
-            .cx
-            .send_request(SetSessionConfigOptionRequest::new(
-                b.clone(),
-                "colour",
-                "red",
-            ))
-            .block_task()
-            .await;
+        let bad = peer.set_option(&b, "colour", "red").await;
         let notes = peer.updates.lock().unwrap().clone();
         Ok((
             a,
