@@ -1193,3 +1193,155 @@ fn headless_slash_commands_are_listed_and_run() {
     assert!(file.contains("\"type\":\"compaction\""), "{file}");
     assert!(!file.contains("/session"), "{file}");
 }
+
+/// An extension that acts on the session whose event or command ran it: `agent_end` appends an
+/// entry, `/mark` appends one, names the session and sends a message; each carries the pid of
+/// the Node process that acted.
+const SESSION_EXT: &str = r#"
+export default function (pi) {
+  pi.on("agent_end", async () => {
+    pi.appendEntry("ended", { pid: process.pid });
+  });
+  pi.registerCommand("mark", {
+    description: "mark this session",
+    handler: async (args, ctx) => {
+      const ok = await ctx.ui.confirm("Mark?", args);
+      pi.appendEntry("mark", { label: args, ok, pid: process.pid });
+      pi.setSessionName(`named ${args}`);
+      pi.sendMessage({ customType: "note", content: `note ${args}`, display: true });
+    },
+  });
+}
+"#;
+
+/// The entries of the session file whose header id is `id` (empty while there is none).
+fn session_entries(root: &RunRoot, id: &str) -> Vec<Value> {
+    for file in root.session_files() {
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        let lines: Vec<Value> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        if lines.first().is_some_and(|h| h["id"] == id) {
+            return lines;
+        }
+    }
+    Vec::new()
+}
+
+/// What the extension left in one session's file: the `ended` and `mark` entries' data, the
+/// session names, the custom messages' text.
+#[derive(Debug, Default)]
+struct Marks {
+    ended: Vec<Value>,
+    marks: Vec<Value>,
+    names: Vec<String>,
+    notes: Vec<String>,
+}
+
+fn marks_of(entries: &[Value]) -> Marks {
+    let mut m = Marks::default();
+    for e in entries {
+        match (e["type"].as_str(), e["customType"].as_str()) {
+            (Some("custom"), Some("ended")) => m.ended.push(e["data"].clone()),
+            (Some("custom"), Some("mark")) => m.marks.push(e["data"].clone()),
+            (Some("custom_message"), Some("note")) => m
+                .notes
+                .push(e["content"].as_str().unwrap_or_default().into()),
+            (Some("session_info"), _) => {
+                m.names.push(e["name"].as_str().unwrap_or_default().into())
+            }
+            _ => {}
+        }
+    }
+    m
+}
+
+/// Extension API calls act on the session whose event or command caused them (upstream with
+/// pi-acp: every ACP session is its own `pi --mode rpc`, with its own extension runtime): two
+/// sessions of one process, an `agent_end` handler's `appendEntry` and a command's
+/// `appendEntry`/`setSessionName`/`sendMessage` land in that session's file only, and its
+/// dialog's answer reaches the host that asked. Each session
+/// has its own extension host; `session/close` stops that session's host, EOF every host.
+#[test]
+fn extension_calls_act_on_their_own_session() {
+    let (_fake, root) = setup(
+        Script::new([Turn::text("One."), Turn::text("Two.")]),
+        DEFAULT_MODEL,
+    );
+    root.write_cwd_file("ext/session.js", SESSION_EXT);
+    let cwd = root.cwd.clone();
+    let probe = &root;
+    let (a, b, b_gone) = drive(
+        &root,
+        &["-e", "ext/session.js"],
+        Answer::Allow,
+        async move |peer| {
+            let a = peer.new_session(&cwd).await?;
+            let b = peer.new_session(&cwd).await?;
+            assert_eq!(peer.prompt(&a, "first").await?, StopReason::EndTurn);
+            assert_eq!(peer.prompt(&b, "second").await?, StopReason::EndTurn);
+            assert_eq!(peer.prompt(&b, "/mark bee").await?, StopReason::EndTurn);
+            assert_eq!(peer.prompt(&a, "/mark ay").await?, StopReason::EndTurn);
+            // The calls are not awaited by the handlers: wait until both marks are written.
+            let deadline = std::time::Instant::now() + LIVENESS;
+            let (mut in_a, mut in_b);
+            loop {
+                in_a = marks_of(&session_entries(&probe, &a));
+                in_b = marks_of(&session_entries(&probe, &b));
+                let done = |m: &Marks| {
+                    !m.marks.is_empty()
+                        && !m.names.is_empty()
+                        && !m.notes.is_empty()
+                        && !m.ended.is_empty()
+                };
+                if (done(&in_a) && done(&in_b)) || std::time::Instant::now() > deadline {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            let b_pid = in_b
+                .marks
+                .first()
+                .and_then(|d| d["pid"].as_i64())
+                .unwrap_or(0) as i32;
+            peer.cx
+                .send_request(CloseSessionRequest::new(b.clone()))
+                .block_task()
+                .await?;
+            let b_gone = b_pid != 0 && crate::mcp::wait_gone(b_pid);
+            Ok((a, b, b_gone))
+        },
+    );
+    let in_a = marks_of(&session_entries(&root, &a));
+    let in_b = marks_of(&session_entries(&root, &b));
+    let labels = |m: &Marks| -> Vec<String> {
+        m.marks
+            .iter()
+            .map(|d| d["label"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    assert_eq!(labels(&in_a), ["ay"], "session a: {in_a:?}");
+    assert_eq!(labels(&in_b), ["bee"], "session b: {in_b:?}");
+    assert_eq!(in_a.marks[0]["ok"], true, "{in_a:?}");
+    assert_eq!(in_b.marks[0]["ok"], true, "{in_b:?}");
+    assert_eq!(in_a.names, ["named ay"], "{in_a:?}");
+    assert_eq!(in_b.names, ["named bee"], "{in_b:?}");
+    assert_eq!(in_a.notes, ["note ay"], "{in_a:?}");
+    assert_eq!(in_b.notes, ["note bee"], "{in_b:?}");
+    assert_eq!(in_a.ended.len(), 1, "one agent_end in a: {in_a:?}");
+    assert_eq!(in_b.ended.len(), 1, "one agent_end in b: {in_b:?}");
+    let pid = |m: &Marks| m.marks.first().and_then(|d| d["pid"].as_i64()).unwrap_or(0) as i32;
+    let (a_pid, b_pid) = (pid(&in_a), pid(&in_b));
+    assert_ne!(a_pid, b_pid, "each session has its own extension host");
+    assert_eq!(in_a.ended[0]["pid"].as_i64(), Some(i64::from(a_pid)));
+    assert_eq!(in_b.ended[0]["pid"].as_i64(), Some(i64::from(b_pid)));
+    assert!(
+        b_gone,
+        "session b's extension host {b_pid} outlived session/close"
+    );
+    assert!(
+        crate::mcp::wait_gone(a_pid),
+        "extension host {a_pid} outlived pi's exit"
+    );
+}
