@@ -126,7 +126,7 @@ async fn serve(agent: Arc<Agent>) -> Result<(), agent_client_protocol::Error> {
         .name("pi")
         .on_receive_request(
             async move |req: InitializeRequest, responder, cx: Connection| {
-                a1.connected(&cx);
+                a1.connected(&cx, &req);
                 responder.respond(initialize(&req, a1.mcp_enabled()))
             },
             agent_client_protocol::on_receive_request!(),

@@ -67,6 +67,9 @@ pub(super) struct Agent {
     active: Mutex<Option<Arc<AcpSession>>>,
     /// Whether the start-up extension host was taken by a session (the first one).
     started: AtomicBool,
+    /// Whether the client announced elicitation forms (`clientCapabilities.elicitation.form`
+    /// of `initialize`): extension `input`/`editor` dialogs are then put to it ([`ui`]).
+    forms: Arc<AtomicBool>,
     /// `--tools`/`--exclude-tools` for the client's MCP servers; `None` with `--no-mcp` (the
     /// client's servers are ignored).
     mcp_filter: Option<crate::mcp::ToolFilter>,
@@ -107,6 +110,7 @@ impl Agent {
             first: Mutex::default(),
             active: Mutex::default(),
             started: AtomicBool::new(false),
+            forms: Arc::default(),
             mcp_filter: start.mcp_filter,
         }
     }
@@ -122,8 +126,15 @@ impl Agent {
 
     /// Called for `initialize`: the start-up extension host's own UI requests now go to the
     /// client, through the session that uses that host while it is open, else the session
-    /// prompted last.
-    pub(super) fn connected(self: &Arc<Self>, cx: &Connection) {
+    /// prompted last. Notes whether the client takes elicitation forms (`req`'s capabilities).
+    pub(super) fn connected(self: &Arc<Self>, cx: &Connection, req: &acp::InitializeRequest) {
+        let forms = req
+            .client_capabilities
+            .elicitation
+            .as_ref()
+            .is_some_and(acp::ElicitationCapabilities::supports_form);
+        self.forms.store(forms, Ordering::SeqCst);
+        let forms = self.forms.clone();
         let me = Arc::downgrade(self);
         let cx = cx.clone();
         let services = self.factory.services.clone();
@@ -136,7 +147,7 @@ impl Agent {
                 first.or_else(|| a.active.lock().clone())
             });
             let id = target.map(|s| s.id.clone());
-            ui::request(&cx, id, req, &services);
+            ui::request(&cx, id, req, &services, forms.load(Ordering::SeqCst));
         }));
     }
 
@@ -403,13 +414,15 @@ impl Agent {
         let mapper = Mutex::new(Mapper::new(cwd));
         let (id, cx) = (id.clone(), cx.clone());
         let services = self.factory.services.clone();
+        let forms = self.forms.clone();
         Arc::new(move |ev: RpcEvent| {
             if let RpcEvent::ExtensionUiRequest(req) = ev {
+                let forms = forms.load(Ordering::SeqCst);
                 let mut services = services.clone();
                 if let Some(own) = ext.get() {
                     services.extensions = Some(own.clone());
                 }
-                ui::request(&cx, Some(id.clone()), req, &services);
+                ui::request(&cx, Some(id.clone()), req, &services, forms);
                 return;
             }
             for update in mapper.lock().map(&ev) {

@@ -13,6 +13,11 @@ use agent_client_protocol::v1::schema::{
     SetSessionConfigOptionResponse, StopReason, TextContent, ToolCallContent, ToolCallStatus,
     ToolKind,
 };
+use agent_client_protocol::v1::schema::{
+    ClientCapabilities, CreateElicitationRequest, CreateElicitationResponse,
+    ElicitationAcceptAction, ElicitationAction, ElicitationCapabilities, ElicitationContentValue,
+    ElicitationFormCapabilities, ElicitationMode, ElicitationPropertySchema,
+};
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::{Agent, ByteStreams, Client, Error};
 use pi_fakellm::{Block, Script, Turn, Usage};
@@ -38,6 +43,8 @@ struct Peer {
     cx: ConnectionTo<Agent>,
     updates: Arc<Mutex<Vec<SessionNotification>>>,
     asks: Arc<Mutex<Vec<RequestPermissionRequest>>>,
+    /// The `elicitation/create` requests the agent sent.
+    elicits: Arc<Mutex<Vec<CreateElicitationRequest>>>,
     /// The `initialize` answer.
     init: InitializeResponse,
 }
@@ -154,6 +161,18 @@ fn drive<R>(
     answer: Answer,
     body: impl AsyncFnOnce(Peer) -> Result<R, Error>,
 ) -> R {
+    drive_as(root, args, answer, false, body)
+}
+
+/// [`drive`]; with `forms` the client announces elicitation forms and accepts every
+/// `elicitation/create` with `typed <message>` in each string field of the form.
+fn drive_as<R>(
+    root: &RunRoot,
+    args: &[&str],
+    answer: Answer,
+    forms: bool,
+    body: impl AsyncFnOnce(Peer) -> Result<R, Error>,
+) -> R {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -168,7 +187,8 @@ fn drive<R>(
         let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
         let updates: Arc<Mutex<Vec<SessionNotification>>> = Arc::default();
         let asks: Arc<Mutex<Vec<RequestPermissionRequest>>> = Arc::default();
-        let (u, a) = (updates.clone(), asks.clone());
+        let elicits: Arc<Mutex<Vec<CreateElicitationRequest>>> = Arc::default();
+        let (u, a, e) = (updates.clone(), asks.clone(), elicits.clone());
         let run = Client
             .v1()
             .name("pi-tests")
@@ -197,17 +217,44 @@ fn drive<R>(
                 },
                 agent_client_protocol::on_receive_request!(),
             )
+            .on_receive_request(
+                async move |req: CreateElicitationRequest, responder, _cx: ConnectionTo<Agent>| {
+                    let ElicitationMode::Form(form) = &req.mode else {
+                        return responder
+                            .respond(CreateElicitationResponse::new(ElicitationAction::Decline));
+                    };
+                    let content: std::collections::BTreeMap<String, ElicitationContentValue> = form
+                        .requested_schema
+                        .properties
+                        .iter()
+                        .filter(|(_, s)| matches!(s, ElicitationPropertySchema::String(_)))
+                        .map(|(k, _)| {
+                            let value = format!("typed {}", req.message);
+                            (k.clone(), ElicitationContentValue::String(value))
+                        })
+                        .collect();
+                    e.lock().unwrap().push(req);
+                    responder.respond(CreateElicitationResponse::new(ElicitationAction::Accept(
+                        ElicitationAcceptAction::new().content(content),
+                    )))
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
             .connect_with(transport, async move |cx: ConnectionTo<Agent>| {
-                let init = cx
-                    .send_request(InitializeRequest::new(ProtocolVersion::V1))
-                    .block_task()
-                    .await?;
+                let mut init = InitializeRequest::new(ProtocolVersion::V1);
+                if forms {
+                    init = init.client_capabilities(ClientCapabilities::new().elicitation(
+                        ElicitationCapabilities::new().form(ElicitationFormCapabilities::new()),
+                    ));
+                }
+                let init = cx.send_request(init).block_task().await?;
                 assert!(init.agent_capabilities.load_session);
                 assert!(init.agent_capabilities.prompt_capabilities.image);
                 body(Peer {
                     cx,
                     updates,
                     asks,
+                    elicits,
                     init,
                 })
                 .await
@@ -683,6 +730,55 @@ fn extension_dialogs_become_permission_requests() {
         assert_eq!(options, ["a", "b"]);
         assert_eq!(text.trim(), want);
     }
+}
+
+/// With a client that announced elicitation forms, extension `input`/`editor` dialogs become
+/// `elicitation/create` forms of the session (one string field; an editor's prefill as its
+/// default) and the accepted value is the dialog's answer; confirm/select stay permission
+/// requests.
+#[test]
+fn extension_input_and_editor_become_elicitation_forms() {
+    let (_fake, root) = setup(Script::new([]), DEFAULT_MODEL);
+    root.write_cwd_file("ext/ui.js", UI_EXT);
+    let cwd = root.cwd.clone();
+    let (id, elicits, asks, text) = drive_as(
+        &root,
+        &["-e", "ext/ui.js"],
+        Answer::Allow,
+        true,
+        async move |peer| {
+            let id = peer.new_session(&cwd).await?;
+            assert_eq!(peer.prompt(&id, "/probe").await?, StopReason::EndTurn);
+            peer.wait_update(|u| agent_text(std::slice::from_ref(u)).contains("ok="))
+                .await;
+            let elicits = peer.elicits.lock().unwrap().clone();
+            let asks = peer.asks.lock().unwrap().len();
+            Ok((id, elicits, asks, agent_text(&peer.updates())))
+        },
+    );
+    assert_eq!(asks, 2, "confirm and select are permission requests");
+    assert_eq!(
+        text.trim(),
+        "ok=true pick=a name=typed Name text=typed Edit"
+    );
+    let messages: Vec<&str> = elicits.iter().map(|e| e.message.as_str()).collect();
+    assert_eq!(messages, ["Name", "Edit"]);
+    for e in &elicits {
+        let ElicitationMode::Form(form) = &e.mode else {
+            panic!("a form: {e:?}")
+        };
+        let scope = serde_json::to_value(&form.scope).unwrap();
+        assert_eq!(scope["sessionId"], json!(id), "{scope}");
+        assert_eq!(
+            form.requested_schema.required,
+            Some(vec!["value".to_string()])
+        );
+    }
+    let ElicitationMode::Form(editor) = &elicits[1].mode else {
+        unreachable!()
+    };
+    let field = serde_json::to_value(&editor.requested_schema.properties["value"]).unwrap();
+    assert_eq!(field["default"], "pre", "{field}");
 }
 
 /// The current value of config option `id`.
