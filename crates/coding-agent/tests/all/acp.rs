@@ -1383,8 +1383,8 @@ fn extension_calls_act_on_their_own_session() {
             let deadline = std::time::Instant::now() + LIVENESS;
             let (mut in_a, mut in_b);
             loop {
-                in_a = marks_of(&session_entries(&probe, &a));
-                in_b = marks_of(&session_entries(&probe, &b));
+                in_a = marks_of(&session_entries(probe, &a));
+                in_b = marks_of(&session_entries(probe, &b));
                 let done = |m: &Marks| {
                     !m.marks.is_empty()
                         && !m.names.is_empty()
