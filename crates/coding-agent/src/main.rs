@@ -362,12 +362,8 @@ impl ExtensionStart<'_> {
             Mode::Json => "json",
             Mode::Print => "print",
         };
-        let slot = self.api_slot.clone();
-        let registry = self.registry.clone();
-        let on_call: extensions::host::CallHandler = Arc::new(move |method: String, params| {
-            extensions::provider::handle_call(&registry, &slot, &method, &params)
-                .unwrap_or_else(|| extensions::api::handle(&slot, &method, &params))
-        });
+        let on_call =
+            extensions::provider::call_handler(self.registry.clone(), self.api_slot.clone());
         let extensions = extensions::Extensions::start(
             ext_sources,
             mode_name,
@@ -404,6 +400,8 @@ struct ModeIo {
     relay: pi_coding_agent::acp::EventRelay,
     /// ACP mode: the session folder override.
     session_dir: Option<std::path::PathBuf>,
+    /// ACP mode: the model registry the extension hosts of later sessions register into.
+    registry: extensions::provider::SharedRegistry,
 }
 
 async fn run_mode(
@@ -421,6 +419,7 @@ async fn run_mode(
         api_slot,
         relay,
         session_dir,
+        registry,
     } = io;
     match mode {
         Mode::Acp => {
@@ -432,6 +431,7 @@ async fn run_mode(
                 api_slot,
                 relay,
                 session_dir,
+                registry,
                 mcp_filter: (!cli.no_mcp).then(|| {
                     pi_coding_agent::mcp::ToolFilter::from_cli(
                         cli.tools.as_deref(),

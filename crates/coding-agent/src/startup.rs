@@ -240,6 +240,7 @@ impl Startup {
             api_slot: self.api_slot.clone(),
             relay,
             session_dir: self.session_dir_override(),
+            registry: self.registry.clone(),
         };
         let code = crate::run_mode(
             self.mode,

@@ -74,13 +74,18 @@ pub struct AcpStart {
     /// The session the command line chose (`--session`, `--no-session`, …): taken by the first
     /// `session/new` for the same cwd; its model and thinking level are every new session's.
     pub request: SessionRequest,
-    /// Where extension API calls go (bound to the first session).
+    /// Where the API calls of the extension host started at start-up go (the one in
+    /// `factory`): bound to the first session, which uses that host; every later session gets
+    /// a host of its own (acp/sessions.rs).
     pub api_slot: RuntimeSlot,
     /// The extension host's own events (its sink at start-up).
     pub relay: EventRelay,
     /// The session folder override (`--session-dir`, `PI_CODING_AGENT_SESSION_DIR`, settings
     /// `sessionDir`); `None` = pi's per-cwd folder under the agent dir.
     pub session_dir: Option<PathBuf>,
+    /// The model registry: the provider calls of the later sessions' extension hosts
+    /// (`pi.registerProvider`) go to it, as the first host's do.
+    pub registry: crate::extensions::provider::SharedRegistry,
     /// `--tools` / `--exclude-tools` as they apply to the MCP tools of the client's servers
     /// (`mcpServers` of `session/new`/`load`/`resume`); `None` with `--no-mcp`: the client's
     /// servers are ignored and `initialize` announces no HTTP.
@@ -121,7 +126,7 @@ async fn serve(agent: Arc<Agent>) -> Result<(), agent_client_protocol::Error> {
         .name("pi")
         .on_receive_request(
             async move |req: InitializeRequest, responder, cx: Connection| {
-                a1.connected(&cx);
+                a1.connected(&cx, &req);
                 responder.respond(initialize(&req, a1.mcp_enabled()))
             },
             agent_client_protocol::on_receive_request!(),

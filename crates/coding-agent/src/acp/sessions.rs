@@ -1,6 +1,16 @@
 //! The ACP sessions of one process: `session/new`, `session/load`, `session/list`,
 //! `session/prompt`, `session/cancel`, `session/set_config_option`, and the
 //! `available_commands_update` sent after a session opens. Sessions are pi's session files.
+//!
+//! Extensions: every session has its own extension runtime, as upstream has with the pi-acp
+//! adapter (one `pi --mode rpc` process per ACP session), so what a handler does
+//! (`pi.sendMessage`, `pi.appendEntry`, a command's `ctx.*`) acts on the session whose event or
+//! command ran it, and extension state is per session. The first session uses the host started
+//! at start-up (which also serves the extension providers and credentials of the whole
+//! process, and so stays up until EOF); every later session starts a host of its own with the
+//! same extensions ([`crate::extensions::Extensions::start_another`]), stopped when the session
+//! closes (`session/close`, a `session/load` of it again, EOF). No extension configured: no
+//! host at all.
 
 use super::update::{replay, Mapper};
 use super::{ui, AcpStart, Connection, EventRelay};
@@ -10,6 +20,7 @@ use crate::agent_session::{host_calls, Admission, Admitting, AgentSession, Input
 use crate::agent_session::{EventSink, PromptInput, Responder};
 use crate::extensions::api::RuntimeSlot;
 use crate::extensions::wire::SessionEvent;
+use crate::extensions::Extensions;
 use crate::protocol::rpc::RpcEvent;
 use crate::session::resolve::list_sessions;
 use crate::session::{default_session_dir, SessionManager};
@@ -28,7 +39,7 @@ use pi_ai::{Model, StopReason as PiStop, ThinkingLevel};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// The config option ids of `session/set_config_option`.
 const MODEL_OPTION: &str = "model";
@@ -46,11 +57,19 @@ pub(super) struct Agent {
     session_dir: Option<PathBuf>,
     api_slot: RuntimeSlot,
     relay: EventRelay,
+    /// Where the later sessions' extension hosts register providers.
+    registry: crate::extensions::provider::SharedRegistry,
     sessions: Mutex<HashMap<String, Arc<AcpSession>>>,
+    /// The session that uses the start-up extension host, while it is open: that host's own
+    /// UI requests go to it.
+    first: Mutex<Option<Arc<AcpSession>>>,
     /// The session prompted last: extension UI requests that belong to no session go there.
     active: Mutex<Option<Arc<AcpSession>>>,
-    /// Whether the extensions were told `session_start {reason:"startup"}`.
+    /// Whether the start-up extension host was taken by a session (the first one).
     started: AtomicBool,
+    /// Whether the client announced elicitation forms (`clientCapabilities.elicitation.form`
+    /// of `initialize`): extension `input`/`editor` dialogs are then put to it ([`ui`]).
+    forms: Arc<AtomicBool>,
     /// `--tools`/`--exclude-tools` for the client's MCP servers; `None` with `--no-mcp` (the
     /// client's servers are ignored).
     mcp_filter: Option<crate::mcp::ToolFilter>,
@@ -66,6 +85,13 @@ pub(super) struct AcpSession {
     /// The session's MCP servers when the client gave some (`mcpServers`): stopped with the
     /// session ([`super::mcp`]).
     mcp: Option<Arc<crate::mcp::McpManager>>,
+    /// The session's extension host (`None`: no extension configured).
+    extensions: Option<Arc<Extensions>>,
+    /// Whether `extensions` is the session's own host (stopped with the session), not the
+    /// start-up one.
+    own_host: bool,
+    /// Set once the extensions were told `session_shutdown`.
+    shut_down: AtomicBool,
 }
 
 impl Agent {
@@ -79,9 +105,12 @@ impl Agent {
             session_dir: start.session_dir,
             api_slot: start.api_slot,
             relay: start.relay,
+            registry: start.registry,
             sessions: Mutex::default(),
+            first: Mutex::default(),
             active: Mutex::default(),
             started: AtomicBool::new(false),
+            forms: Arc::default(),
             mcp_filter: start.mcp_filter,
         }
     }
@@ -95,9 +124,17 @@ impl Agent {
         self.mcp_filter.is_some()
     }
 
-    /// Called for `initialize`: the extension host's own UI requests now go to the client
-    /// (through the session prompted last).
-    pub(super) fn connected(self: &Arc<Self>, cx: &Connection) {
+    /// Called for `initialize`: the start-up extension host's own UI requests now go to the
+    /// client, through the session that uses that host while it is open, else the session
+    /// prompted last. Notes whether the client takes elicitation forms (`req`'s capabilities).
+    pub(super) fn connected(self: &Arc<Self>, cx: &Connection, req: &acp::InitializeRequest) {
+        let forms = req
+            .client_capabilities
+            .elicitation
+            .as_ref()
+            .is_some_and(acp::ElicitationCapabilities::supports_form);
+        self.forms.store(forms, Ordering::SeqCst);
+        let forms = self.forms.clone();
         let me = Arc::downgrade(self);
         let cx = cx.clone();
         let services = self.factory.services.clone();
@@ -105,9 +142,12 @@ impl Agent {
             let RpcEvent::ExtensionUiRequest(req) = ev else {
                 return;
             };
-            let active = me.upgrade().and_then(|a| a.active.lock().clone());
-            let id = active.map(|s| s.id.clone());
-            ui::request(&cx, id, req, &services);
+            let target = me.upgrade().and_then(|a| {
+                let first = a.first.lock().clone();
+                first.or_else(|| a.active.lock().clone())
+            });
+            let id = target.map(|s| s.id.clone());
+            ui::request(&cx, id, req, &services, forms.load(Ordering::SeqCst));
         }));
     }
 
@@ -164,7 +204,7 @@ impl Agent {
             }
         };
         let id = SessionId::new(request.store.session_id());
-        let session = self.open(id.clone(), request, &req.mcp_servers, cx).await;
+        let session = self.open(id.clone(), request, &req.mcp_servers, cx).await?;
         let response =
             NewSessionResponse::new(id).config_options(config_options(&session.runtime.session()));
         Ok((response, session))
@@ -225,7 +265,7 @@ impl Agent {
             model: self.model.clone(),
             thinking_level: self.thinking_level,
         };
-        let session = self.open(id.clone(), request, servers, cx).await;
+        let session = self.open(id.clone(), request, servers, cx).await?;
         let path = path.to_string_lossy().into_owned();
         let failed = match session.runtime.switch_session(&path).await {
             Ok(false) => return Ok(session),
@@ -233,7 +273,9 @@ impl Agent {
             Err(e) => e,
         };
         self.sessions.lock().remove(&*id.0);
+        self.forget(&session);
         session.close_mcp().await;
+        session.close_extensions(false).await;
         Err(Error::internal_error().data(failed))
     }
 
@@ -243,34 +285,49 @@ impl Agent {
         let Some(old) = self.sessions.lock().remove(&*id.0) else {
             return false;
         };
-        {
-            let mut active = self.active.lock();
-            if active.as_ref().is_some_and(|a| Arc::ptr_eq(a, &old)) {
-                *active = None;
-            }
-        }
+        self.forget(&old);
         old.stop().await;
         old.close_mcp().await;
+        old.close_extensions(false).await;
         true
     }
 
+    /// Drops `old` from the sessions that UI requests with no session of their own go to.
+    fn forget(&self, old: &Arc<AcpSession>) {
+        for slot in [&self.active, &self.first] {
+            let mut slot = slot.lock();
+            if slot.as_ref().is_some_and(|a| Arc::ptr_eq(a, old)) {
+                *slot = None;
+            }
+        }
+    }
+
     /// Builds the runtime of an ACP session (its events mapped to `session/update`s of `id`)
-    /// and registers it, with the client's MCP `servers` beside the process's ones. The first
-    /// one is the one extension API calls reach, and the one the extensions see start.
+    /// and registers it, with the client's MCP `servers` beside the process's ones and its
+    /// extension host (module doc: the start-up one for the first session, else its own, in
+    /// the session's cwd), which is told `session_start {reason:"startup"}`. `Err`: the
+    /// session's extension host failed to start or to load an extension (fail closed, as at
+    /// start-up).
     async fn open(
         self: &Arc<Self>,
         id: SessionId,
         request: SessionRequest,
         servers: &[acp::McpServer],
         cx: &Connection,
-    ) -> Arc<AcpSession> {
-        let sink = self.session_sink(&id, &request.cwd, cx);
-        let ext = self.factory.services.extensions.clone();
+    ) -> Result<Arc<AcpSession>, Error> {
+        let ext_slot: Arc<OnceLock<Arc<Extensions>>> = Arc::default();
+        let sink = self.session_sink(&id, &request.cwd, cx, ext_slot.clone());
+        let (ext, slot, own_host) = self.extensions_for(&request.cwd, &sink).await?;
+        if let Some(e) = &ext {
+            let _ = ext_slot.set(e.clone());
+        }
+        let first = ext.is_some() && !own_host;
         let sink = match &ext {
             Some(e) => e.tap(sink),
             None => sink,
         };
         let mut factory = self.factory.clone();
+        factory.services.extensions = ext.clone();
         let mcp = self.mcp_filter.as_ref().and_then(|filter| {
             super::mcp::session_manager(
                 self.factory.services.mcp.as_ref(),
@@ -292,36 +349,80 @@ impl Agent {
             cx: cx.clone(),
             cancelled: AtomicBool::new(false),
             mcp,
+            extensions: ext.clone(),
+            own_host,
+            shut_down: AtomicBool::new(false),
         });
         self.sessions
             .lock()
             .insert(id.0.to_string(), session.clone());
-        if !self.started.swap(true, Ordering::SeqCst) {
-            host_calls::bind(&self.api_slot, runtime.clone());
+        if let Some(slot) = &slot {
+            host_calls::bind(slot, runtime.clone());
+        }
+        if first {
+            *self.first.lock() = Some(session.clone());
             *self.active.lock() = Some(session.clone());
+        }
+        if let Some(ext) = &ext {
             let s = runtime.session();
-            if let Some(ext) = s.extensions() {
-                ext.emit_session_event(&SessionEvent::SessionStart {
-                    reason: "startup",
-                    previous_session_file: None,
-                })
-                .await;
-                ext.discover_resources(s.cwd(), "startup").await;
-            }
+            ext.emit_session_event(&SessionEvent::SessionStart {
+                reason: "startup",
+                previous_session_file: None,
+            })
+            .await;
+            ext.discover_resources(s.cwd(), "startup").await;
         }
         runtime.session().begin_mcp_connecting();
-        session
+        Ok(session)
+    }
+
+    /// The extension host of a new session, the slot its API calls go through, and whether it
+    /// is the session's own: the start-up host for the first session, else a new host of the
+    /// same extensions in `cwd` whose own events (its UI requests) go to `sink`; nothing when
+    /// no extension is configured.
+    async fn extensions_for(
+        &self,
+        cwd: &Path,
+        sink: &EventSink,
+    ) -> Result<(Option<Arc<Extensions>>, Option<RuntimeSlot>, bool), Error> {
+        let Some(startup) = self.factory.services.extensions.clone() else {
+            return Ok((None, None, false));
+        };
+        if !self.started.swap(true, Ordering::SeqCst) {
+            return Ok((Some(startup), Some(self.api_slot.clone()), false));
+        }
+        let slot: RuntimeSlot = Arc::default();
+        let on_call =
+            crate::extensions::provider::call_handler(self.registry.clone(), slot.clone());
+        let own = startup
+            .start_another(cwd, sink.clone(), slot.clone(), on_call)
+            .await
+            .map_err(|e| Error::internal_error().data(e.to_string()))?;
+        Ok((Some(own), Some(slot), true))
     }
 
     /// The sink of one session: its events as `session/update`s, its dialogs as permission
-    /// requests ([`ui::request`]).
-    fn session_sink(&self, id: &SessionId, cwd: &Path, cx: &Connection) -> EventSink {
+    /// requests ([`ui::request`]), answered to the session's extension host (`ext`, set once
+    /// it is started).
+    fn session_sink(
+        &self,
+        id: &SessionId,
+        cwd: &Path,
+        cx: &Connection,
+        ext: Arc<OnceLock<Arc<Extensions>>>,
+    ) -> EventSink {
         let mapper = Mutex::new(Mapper::new(cwd));
         let (id, cx) = (id.clone(), cx.clone());
         let services = self.factory.services.clone();
+        let forms = self.forms.clone();
         Arc::new(move |ev: RpcEvent| {
             if let RpcEvent::ExtensionUiRequest(req) = ev {
-                ui::request(&cx, Some(id.clone()), req, &services);
+                let forms = forms.load(Ordering::SeqCst);
+                let mut services = services.clone();
+                if let Some(own) = ext.get() {
+                    services.extensions = Some(own.clone());
+                }
+                ui::request(&cx, Some(id.clone()), req, &services, forms);
                 return;
             }
             for update in mapper.lock().map(&ev) {
@@ -365,7 +466,9 @@ impl Agent {
     }
 
     /// At EOF: every run still in flight is aborted and settled, so the session files hold
-    /// what was streamed; then the extensions hear `session_shutdown`.
+    /// what was streamed; then every session's extensions hear `session_shutdown` and the
+    /// sessions' own hosts are stopped (the start-up host ends with the process; it hears
+    /// `session_shutdown` here when no session ever used it).
     pub(super) async fn close(&self) {
         if let Some(gate) = self.factory.services.permissions.as_ref() {
             gate.client_closed();
@@ -379,11 +482,18 @@ impl Agent {
         }
         if let Some(ext) = self.factory.services.extensions.as_ref() {
             ext.input_closed();
-            ext.emit_session_event(&SessionEvent::SessionShutdown {
-                reason: "quit",
-                target_session_file: None,
-            })
-            .await;
+        }
+        for s in &sessions {
+            s.close_extensions(true).await;
+        }
+        if let Some(ext) = self.factory.services.extensions.as_ref() {
+            if !self.started.load(Ordering::SeqCst) {
+                ext.emit_session_event(&SessionEvent::SessionShutdown {
+                    reason: "quit",
+                    target_session_file: None,
+                })
+                .await;
+            }
         }
     }
 }
@@ -401,6 +511,30 @@ impl AcpSession {
     async fn close_mcp(&self) {
         if let Some(m) = &self.mcp {
             m.shutdown().await;
+        }
+    }
+
+    /// The session is closing (`session/close`, loaded again, EOF when `at_eof`): its
+    /// extensions hear `session_shutdown {reason:"quit"}` (once); its own host is then stopped
+    /// ([`Extensions::shutdown`], after its rounds were given [`crate::extensions::host::EOF_GRACE`]
+    /// to answer, as a `pi --mode rpc` whose stdin closed). The start-up host stays up for the
+    /// process (its providers).
+    async fn close_extensions(&self, at_eof: bool) {
+        let Some(ext) = &self.extensions else {
+            return;
+        };
+        if self.own_host || at_eof {
+            ext.input_closed();
+        }
+        if !self.shut_down.swap(true, Ordering::SeqCst) {
+            ext.emit_session_event(&SessionEvent::SessionShutdown {
+                reason: "quit",
+                target_session_file: None,
+            })
+            .await;
+        }
+        if self.own_host {
+            ext.shutdown().await;
         }
     }
 

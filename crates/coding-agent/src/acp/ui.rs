@@ -4,17 +4,23 @@
 //! select one option per choice (the permission policy's "Allow once"/"Always allow"/"Deny" with
 //! their ACP kinds, other choices as allow-once). The answer goes back as an RPC client's
 //! `extension_ui_response` would; a cancelled request, or a client that fails to answer,
-//! dismisses the dialog. `notify` becomes an agent message; `input` and `editor` have no ACP
-//! form and resolve to their default at once (dismissed), as in print mode; status, widget and
-//! title updates are dropped.
+//! dismisses the dialog. `notify` becomes an agent message. `input` and `editor` become an
+//! `elicitation/create` form when the client announced forms (`clientCapabilities.elicitation
+//! .form`): one required string field `value` (titled with the dialog's title; an input's
+//! placeholder as its description, an editor's prefill as its default); `accept` answers the
+//! value, `decline`/`cancel` (or a failed request) dismisses the dialog. Without forms they
+//! resolve to their default at once (dismissed), as in print mode. Status, widget and title
+//! updates are dropped.
 
 use super::Connection;
 use crate::agent_session::permission::{ALLOW_ALWAYS, DENY};
 use crate::agent_session::SessionServices;
 use crate::protocol::rpc::ExtensionUiRequest;
 use agent_client_protocol::v1::schema::{
-    ContentBlock, ContentChunk, PermissionOption, PermissionOptionKind, RequestPermissionOutcome,
-    RequestPermissionRequest, SessionId, SessionNotification, SessionUpdate, TextContent,
+    ContentBlock, ContentChunk, CreateElicitationRequest, ElicitationAction,
+    ElicitationContentValue, ElicitationFormMode, ElicitationSchema, ElicitationSessionScope,
+    PermissionOption, PermissionOptionKind, RequestPermissionOutcome, RequestPermissionRequest,
+    SessionId, SessionNotification, SessionUpdate, StringPropertySchema, TextContent,
     ToolCallUpdate, ToolCallUpdateFields,
 };
 
@@ -23,15 +29,26 @@ type Answer = (Option<String>, Option<bool>, Option<bool>);
 
 const DISMISSED: Answer = (None, None, Some(true));
 
+/// The field of an `input`/`editor` elicitation form.
+const VALUE_FIELD: &str = "value";
+
 /// Handles one UI request of session `session` (`None`: no session open yet, so dialogs are
-/// dismissed).
+/// dismissed); `forms`: the client takes elicitation forms (module doc).
 pub(super) fn request(
     cx: &Connection,
     session: Option<SessionId>,
     req: ExtensionUiRequest,
     services: &SessionServices,
+    forms: bool,
 ) {
     match (req.method.as_str(), session) {
+        ("input" | "editor", Some(session)) if forms => {
+            let (cx, services) = (cx.clone(), services.clone());
+            tokio::spawn(async move {
+                let answer = elicit(&cx, session, &req).await;
+                respond(&services, req.id, answer);
+            });
+        }
         ("confirm" | "select", Some(session)) => {
             let (cx, services) = (cx.clone(), services.clone());
             tokio::spawn(async move {
@@ -88,6 +105,30 @@ async fn ask(cx: &Connection, session: SessionId, req: &ExtensionUiRequest) -> A
     match (confirm, index) {
         (true, Some(i)) => (None, Some(i == 0), None),
         (false, Some(i)) if i < choices.len() => (Some(choices[i].clone()), None, None),
+        _ => DISMISSED,
+    }
+}
+
+/// Puts an input or editor dialog to the client as an elicitation form and reads its value.
+async fn elicit(cx: &Connection, session: SessionId, req: &ExtensionUiRequest) -> Answer {
+    let title = req.title.clone().unwrap_or_default();
+    let field = StringPropertySchema::new().title(title.clone());
+    let field = if req.method == "editor" {
+        field.default_value(req.prefill.clone())
+    } else {
+        field.description(req.placeholder.clone())
+    };
+    let schema = ElicitationSchema::new().property(VALUE_FIELD, field, true);
+    let mode = ElicitationFormMode::new(ElicitationSessionScope::new(session), schema);
+    let sent = cx.send_request(CreateElicitationRequest::new(mode, title));
+    let Ok(response) = sent.block_task().await else {
+        return DISMISSED;
+    };
+    let ElicitationAction::Accept(accepted) = response.action else {
+        return DISMISSED;
+    };
+    match accepted.content.and_then(|mut c| c.remove(VALUE_FIELD)) {
+        Some(ElicitationContentValue::String(value)) => (Some(value), None, None),
         _ => DISMISSED,
     }
 }

@@ -171,6 +171,7 @@ impl Extensions {
             errors.push(format!("Unknown option{s}: {}", unknown.join(", ")));
         }
         if !values.is_empty() {
+            self.flag_values.lock().extend(values.clone());
             self.host.send(&ToHost::Flags { values });
         }
         if errors.is_empty() {

@@ -121,7 +121,16 @@ pub struct ExtensionHost {
     pid: Option<u32>,
     /// Fired once stdin of the RPC client has closed ([`EOF_GRACE`]).
     closing: tokio_util::sync::CancellationToken,
+    /// Fired by [`ExtensionHost::shutdown`]: the host's stdin is closed (it exits), and it is
+    /// killed if it has not exited [`SHUTDOWN_GRACE`] later.
+    stop: tokio_util::sync::CancellationToken,
+    /// Fired once the host process has exited and was reaped.
+    exited: tokio_util::sync::CancellationToken,
 }
+
+/// How long [`ExtensionHost::shutdown`] lets the host exit by itself (its stdin closed) before
+/// it is killed.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
 /// Removes a request's reply hook when its waiter goes away, so a hook never outlives its
 /// request.
@@ -202,12 +211,22 @@ impl ExtensionHost {
             ));
         };
         let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+        let stop = tokio_util::sync::CancellationToken::new();
+        let exited = tokio_util::sync::CancellationToken::new();
+        let writer_stop = stop.clone();
         tokio::spawn(async move {
-            while let Some(line) = rx.recv().await {
+            loop {
+                let line = tokio::select! {
+                    biased;
+                    () = writer_stop.cancelled() => break,
+                    line = rx.recv() => line,
+                };
+                let Some(line) = line else { break };
                 if stdin.write_all(line.as_bytes()).await.is_err() || stdin.flush().await.is_err() {
                     break;
                 }
             }
+            // Dropping stdin closes it: the host exits (host.mjs ends on stdin's close).
         });
         let pending: Pending = Arc::default();
         let reply_hooks: ReplyHooks = Arc::default();
@@ -222,9 +241,26 @@ impl ExtensionHost {
         let exit_note = Arc::new(Mutex::new(String::new()));
         let (p, d, note) = (pending.clone(), dead.clone(), exit_note.clone());
         let reply_tx = tx.clone();
+        let (reader_stop, reader_exited) = (stop.clone(), exited.clone());
         tokio::spawn(async move {
             let mut lines = BufReader::new(stdout).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
+            let kill_after = {
+                let stop = reader_stop.clone();
+                async move {
+                    stop.cancelled().await;
+                    tokio::time::sleep(SHUTDOWN_GRACE).await;
+                }
+            };
+            tokio::pin!(kill_after);
+            loop {
+                let line = tokio::select! {
+                    line = lines.next_line() => line,
+                    () = &mut kill_after => {
+                        let _ = child.start_kill();
+                        break;
+                    }
+                };
+                let Ok(Some(line)) = line else { break };
                 let Ok(msg) = serde_json::from_str::<FromHost>(&line) else {
                     tracing::warn!("extension host: undecodable line: {line}");
                     continue;
@@ -321,15 +357,19 @@ impl ExtensionHost {
                 Err(_) => String::new(),
             };
             *note.lock() = text.clone();
+            reader_exited.cancel();
             // Never silently: the client learns that extensions are gone (tool calls are
-            // blocked from now on, see Extensions::before_tool_call).
-            let error = format!("the extension host exited{text}");
-            eprintln!("Error: {error}");
-            sink(RpcEvent::ExtensionError {
-                extension_path: "<runtime>".into(),
-                event: "host".into(),
-                error,
-            });
+            // blocked from now on, see Extensions::before_tool_call). A host pi stopped
+            // itself ([`ExtensionHost::shutdown`]) is not an error.
+            if !reader_stop.is_cancelled() {
+                let error = format!("the extension host exited{text}");
+                eprintln!("Error: {error}");
+                sink(RpcEvent::ExtensionError {
+                    extension_path: "<runtime>".into(),
+                    event: "host".into(),
+                    error,
+                });
+            }
             for (_, tx) in p.lock().drain() {
                 let _ = tx.send(Err(HostError::Died(text.clone())));
             }
@@ -347,6 +387,8 @@ impl ExtensionHost {
             exit_note,
             pid,
             closing: tokio_util::sync::CancellationToken::new(),
+            stop,
+            exited,
         }))
     }
 
@@ -363,6 +405,15 @@ impl ExtensionHost {
     /// Whether the host has exited.
     pub fn is_dead(&self) -> bool {
         self.dead.load(Ordering::SeqCst)
+    }
+
+    /// Stops the host: its stdin is closed, so it exits; one that has not exited
+    /// [`SHUTDOWN_GRACE`] later is killed. Returns once the process has exited and was reaped
+    /// (no orphan, no zombie). Requests still pending fail ([`HostError::Died`]); no
+    /// `extension_error` is emitted for this exit.
+    pub async fn shutdown(&self) {
+        self.stop.cancel();
+        self.exited.cancelled().await;
     }
 
     /// A fresh request id.

@@ -147,6 +147,8 @@ impl Extensions {
         let ext = Arc::new(Extensions {
             host,
             sources,
+            mode: mode.to_string(),
+            flag_values: Mutex::default(),
             loaded: RwLock::new(loaded),
             sink,
             hook_timeout: DEFAULT_HOOK_TIMEOUT,
@@ -163,6 +165,43 @@ impl Extensions {
             }
         }));
         Ok(ext)
+    }
+
+    /// Another host running the same extensions ([`Extensions::start`] with the sources and
+    /// mode of this one, in `cwd`), given the flag values this one was given
+    /// ([`Extensions::apply_flags`]): a fresh instance of every extension, with its own state,
+    /// whose API calls go to `runtime` through `on_call`. ACP mode gives every session after
+    /// the first its own (upstream: pi-acp runs one `pi --mode rpc` per session). Errors as
+    /// [`Extensions::start`].
+    pub async fn start_another(
+        &self,
+        cwd: &Path,
+        sink: EventSink,
+        runtime: api::RuntimeSlot,
+        on_call: CallHandler,
+    ) -> Result<Arc<Self>, StartError> {
+        let other = Self::start(
+            self.sources.clone(),
+            &self.mode,
+            cwd,
+            sink,
+            runtime,
+            on_call,
+        )
+        .await?;
+        let values = self.flag_values.lock().clone();
+        if !values.is_empty() {
+            other.host.send(&ToHost::Flags {
+                values: values.clone(),
+            });
+            *other.flag_values.lock() = values;
+        }
+        Ok(other)
+    }
+
+    /// Stops the host process ([`ExtensionHost::shutdown`]); returns once it has exited.
+    pub async fn shutdown(&self) {
+        self.host.shutdown().await;
     }
 
     /// Takes a [`wire::FromHost::Registered`] snapshot: commands, tools, handlers and flags

@@ -53,6 +53,11 @@ pub const DEFAULT_HOOK_TIMEOUT: Duration = Duration::from_secs(300);
 pub struct Extensions {
     host: Arc<ExtensionHost>,
     sources: Vec<ExtensionSource>,
+    /// The mode the extensions were loaded for (`rpc`/`json`/`print`).
+    mode: String,
+    /// The extension flag values sent to the host ([`Extensions::apply_flags`]), for
+    /// [`Extensions::start_another`].
+    flag_values: Mutex<serde_json::Map<String, serde_json::Value>>,
     /// What the current instances registered (replaced by [`Extensions::reload`]).
     loaded: RwLock<LoadResult>,
     sink: EventSink,

@@ -42,6 +42,18 @@ pub type SharedRegistry = Arc<RwLock<ModelRegistry>>;
 /// as aborted itself (an extension that ignores its `signal`).
 pub const ABORT_GRACE: Duration = Duration::from_secs(2);
 
+/// The API call handler of one extension host: provider calls ([`handle_call`]) go to
+/// `registry`, every other call to the session bound to `runtime` ([`super::api::handle`]).
+pub fn call_handler(
+    registry: SharedRegistry,
+    runtime: super::api::RuntimeSlot,
+) -> super::host::CallHandler {
+    Arc::new(move |method: String, params| {
+        handle_call(&registry, &runtime, &method, &params)
+            .unwrap_or_else(|| super::api::handle(&runtime, &method, &params))
+    })
+}
+
 /// Applies a `registerProvider` / `unregisterProvider` call to `registry`, then gives the
 /// session (once `runtime` is bound) the registry's current definition of its model; `None`
 /// for any other method. The answer is `{}` or `{error}` (upstream's message; the host reports

@@ -13,6 +13,11 @@ use agent_client_protocol::v1::schema::{
     SetSessionConfigOptionResponse, StopReason, TextContent, ToolCallContent, ToolCallStatus,
     ToolKind,
 };
+use agent_client_protocol::v1::schema::{
+    ClientCapabilities, CreateElicitationRequest, CreateElicitationResponse,
+    ElicitationAcceptAction, ElicitationAction, ElicitationCapabilities, ElicitationContentValue,
+    ElicitationFormCapabilities, ElicitationMode, ElicitationPropertySchema,
+};
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::{Agent, ByteStreams, Client, Error};
 use pi_fakellm::{Block, Script, Turn, Usage};
@@ -38,6 +43,8 @@ struct Peer {
     cx: ConnectionTo<Agent>,
     updates: Arc<Mutex<Vec<SessionNotification>>>,
     asks: Arc<Mutex<Vec<RequestPermissionRequest>>>,
+    /// The `elicitation/create` requests the agent sent.
+    elicits: Arc<Mutex<Vec<CreateElicitationRequest>>>,
     /// The `initialize` answer.
     init: InitializeResponse,
 }
@@ -154,6 +161,18 @@ fn drive<R>(
     answer: Answer,
     body: impl AsyncFnOnce(Peer) -> Result<R, Error>,
 ) -> R {
+    drive_as(root, args, answer, false, body)
+}
+
+/// [`drive`]; with `forms` the client announces elicitation forms and accepts every
+/// `elicitation/create` with `typed <message>` in each string field of the form.
+fn drive_as<R>(
+    root: &RunRoot,
+    args: &[&str],
+    answer: Answer,
+    forms: bool,
+    body: impl AsyncFnOnce(Peer) -> Result<R, Error>,
+) -> R {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -168,7 +187,8 @@ fn drive<R>(
         let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
         let updates: Arc<Mutex<Vec<SessionNotification>>> = Arc::default();
         let asks: Arc<Mutex<Vec<RequestPermissionRequest>>> = Arc::default();
-        let (u, a) = (updates.clone(), asks.clone());
+        let elicits: Arc<Mutex<Vec<CreateElicitationRequest>>> = Arc::default();
+        let (u, a, e) = (updates.clone(), asks.clone(), elicits.clone());
         let run = Client
             .v1()
             .name("pi-tests")
@@ -197,17 +217,44 @@ fn drive<R>(
                 },
                 agent_client_protocol::on_receive_request!(),
             )
+            .on_receive_request(
+                async move |req: CreateElicitationRequest, responder, _cx: ConnectionTo<Agent>| {
+                    let ElicitationMode::Form(form) = &req.mode else {
+                        return responder
+                            .respond(CreateElicitationResponse::new(ElicitationAction::Decline));
+                    };
+                    let content: std::collections::BTreeMap<String, ElicitationContentValue> = form
+                        .requested_schema
+                        .properties
+                        .iter()
+                        .filter(|(_, s)| matches!(s, ElicitationPropertySchema::String(_)))
+                        .map(|(k, _)| {
+                            let value = format!("typed {}", req.message);
+                            (k.clone(), ElicitationContentValue::String(value))
+                        })
+                        .collect();
+                    e.lock().unwrap().push(req);
+                    responder.respond(CreateElicitationResponse::new(ElicitationAction::Accept(
+                        ElicitationAcceptAction::new().content(content),
+                    )))
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
             .connect_with(transport, async move |cx: ConnectionTo<Agent>| {
-                let init = cx
-                    .send_request(InitializeRequest::new(ProtocolVersion::V1))
-                    .block_task()
-                    .await?;
+                let mut init = InitializeRequest::new(ProtocolVersion::V1);
+                if forms {
+                    init = init.client_capabilities(ClientCapabilities::new().elicitation(
+                        ElicitationCapabilities::new().form(ElicitationFormCapabilities::new()),
+                    ));
+                }
+                let init = cx.send_request(init).block_task().await?;
                 assert!(init.agent_capabilities.load_session);
                 assert!(init.agent_capabilities.prompt_capabilities.image);
                 body(Peer {
                     cx,
                     updates,
                     asks,
+                    elicits,
                     init,
                 })
                 .await
@@ -683,6 +730,55 @@ fn extension_dialogs_become_permission_requests() {
         assert_eq!(options, ["a", "b"]);
         assert_eq!(text.trim(), want);
     }
+}
+
+/// With a client that announced elicitation forms, extension `input`/`editor` dialogs become
+/// `elicitation/create` forms of the session (one string field; an editor's prefill as its
+/// default) and the accepted value is the dialog's answer; confirm/select stay permission
+/// requests.
+#[test]
+fn extension_input_and_editor_become_elicitation_forms() {
+    let (_fake, root) = setup(Script::new([]), DEFAULT_MODEL);
+    root.write_cwd_file("ext/ui.js", UI_EXT);
+    let cwd = root.cwd.clone();
+    let (id, elicits, asks, text) = drive_as(
+        &root,
+        &["-e", "ext/ui.js"],
+        Answer::Allow,
+        true,
+        async move |peer| {
+            let id = peer.new_session(&cwd).await?;
+            assert_eq!(peer.prompt(&id, "/probe").await?, StopReason::EndTurn);
+            peer.wait_update(|u| agent_text(std::slice::from_ref(u)).contains("ok="))
+                .await;
+            let elicits = peer.elicits.lock().unwrap().clone();
+            let asks = peer.asks.lock().unwrap().len();
+            Ok((id, elicits, asks, agent_text(&peer.updates())))
+        },
+    );
+    assert_eq!(asks, 2, "confirm and select are permission requests");
+    assert_eq!(
+        text.trim(),
+        "ok=true pick=a name=typed Name text=typed Edit"
+    );
+    let messages: Vec<&str> = elicits.iter().map(|e| e.message.as_str()).collect();
+    assert_eq!(messages, ["Name", "Edit"]);
+    for e in &elicits {
+        let ElicitationMode::Form(form) = &e.mode else {
+            panic!("a form: {e:?}")
+        };
+        let scope = serde_json::to_value(&form.scope).unwrap();
+        assert_eq!(scope["sessionId"], json!(id), "{scope}");
+        assert_eq!(
+            form.requested_schema.required,
+            Some(vec!["value".to_string()])
+        );
+    }
+    let ElicitationMode::Form(editor) = &elicits[1].mode else {
+        unreachable!()
+    };
+    let field = serde_json::to_value(&editor.requested_schema.properties["value"]).unwrap();
+    assert_eq!(field["default"], "pre", "{field}");
 }
 
 /// The current value of config option `id`.
@@ -1192,4 +1288,156 @@ fn headless_slash_commands_are_listed_and_run() {
     let file = std::fs::read_to_string(&root.session_files()[0]).unwrap();
     assert!(file.contains("\"type\":\"compaction\""), "{file}");
     assert!(!file.contains("/session"), "{file}");
+}
+
+/// An extension that acts on the session whose event or command ran it: `agent_end` appends an
+/// entry, `/mark` appends one, names the session and sends a message; each carries the pid of
+/// the Node process that acted.
+const SESSION_EXT: &str = r#"
+export default function (pi) {
+  pi.on("agent_end", async () => {
+    pi.appendEntry("ended", { pid: process.pid });
+  });
+  pi.registerCommand("mark", {
+    description: "mark this session",
+    handler: async (args, ctx) => {
+      const ok = await ctx.ui.confirm("Mark?", args);
+      pi.appendEntry("mark", { label: args, ok, pid: process.pid });
+      pi.setSessionName(`named ${args}`);
+      pi.sendMessage({ customType: "note", content: `note ${args}`, display: true });
+    },
+  });
+}
+"#;
+
+/// The entries of the session file whose header id is `id` (empty while there is none).
+fn session_entries(root: &RunRoot, id: &str) -> Vec<Value> {
+    for file in root.session_files() {
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        let lines: Vec<Value> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        if lines.first().is_some_and(|h| h["id"] == id) {
+            return lines;
+        }
+    }
+    Vec::new()
+}
+
+/// What the extension left in one session's file: the `ended` and `mark` entries' data, the
+/// session names, the custom messages' text.
+#[derive(Debug, Default)]
+struct Marks {
+    ended: Vec<Value>,
+    marks: Vec<Value>,
+    names: Vec<String>,
+    notes: Vec<String>,
+}
+
+fn marks_of(entries: &[Value]) -> Marks {
+    let mut m = Marks::default();
+    for e in entries {
+        match (e["type"].as_str(), e["customType"].as_str()) {
+            (Some("custom"), Some("ended")) => m.ended.push(e["data"].clone()),
+            (Some("custom"), Some("mark")) => m.marks.push(e["data"].clone()),
+            (Some("custom_message"), Some("note")) => m
+                .notes
+                .push(e["content"].as_str().unwrap_or_default().into()),
+            (Some("session_info"), _) => {
+                m.names.push(e["name"].as_str().unwrap_or_default().into())
+            }
+            _ => {}
+        }
+    }
+    m
+}
+
+/// Extension API calls act on the session whose event or command caused them (upstream with
+/// pi-acp: every ACP session is its own `pi --mode rpc`, with its own extension runtime): two
+/// sessions of one process, an `agent_end` handler's `appendEntry` and a command's
+/// `appendEntry`/`setSessionName`/`sendMessage` land in that session's file only, and its
+/// dialog's answer reaches the host that asked. Each session
+/// has its own extension host; `session/close` stops that session's host, EOF every host.
+#[test]
+fn extension_calls_act_on_their_own_session() {
+    let (_fake, root) = setup(
+        Script::new([Turn::text("One."), Turn::text("Two.")]),
+        DEFAULT_MODEL,
+    );
+    root.write_cwd_file("ext/session.js", SESSION_EXT);
+    let cwd = root.cwd.clone();
+    let probe = &root;
+    let (a, b, b_gone) = drive(
+        &root,
+        &["-e", "ext/session.js"],
+        Answer::Allow,
+        async move |peer| {
+            let a = peer.new_session(&cwd).await?;
+            let b = peer.new_session(&cwd).await?;
+            assert_eq!(peer.prompt(&a, "first").await?, StopReason::EndTurn);
+            assert_eq!(peer.prompt(&b, "second").await?, StopReason::EndTurn);
+            assert_eq!(peer.prompt(&b, "/mark bee").await?, StopReason::EndTurn);
+            assert_eq!(peer.prompt(&a, "/mark ay").await?, StopReason::EndTurn);
+            // The calls are not awaited by the handlers: wait until both marks are written.
+            let deadline = std::time::Instant::now() + LIVENESS;
+            let (mut in_a, mut in_b);
+            loop {
+                in_a = marks_of(&session_entries(probe, &a));
+                in_b = marks_of(&session_entries(probe, &b));
+                let done = |m: &Marks| {
+                    !m.marks.is_empty()
+                        && !m.names.is_empty()
+                        && !m.notes.is_empty()
+                        && !m.ended.is_empty()
+                };
+                if (done(&in_a) && done(&in_b)) || std::time::Instant::now() > deadline {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            let b_pid = in_b
+                .marks
+                .first()
+                .and_then(|d| d["pid"].as_i64())
+                .unwrap_or(0) as i32;
+            peer.cx
+                .send_request(CloseSessionRequest::new(b.clone()))
+                .block_task()
+                .await?;
+            let b_gone = b_pid != 0 && crate::mcp::wait_gone(b_pid);
+            Ok((a, b, b_gone))
+        },
+    );
+    let in_a = marks_of(&session_entries(&root, &a));
+    let in_b = marks_of(&session_entries(&root, &b));
+    let labels = |m: &Marks| -> Vec<String> {
+        m.marks
+            .iter()
+            .map(|d| d["label"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    assert_eq!(labels(&in_a), ["ay"], "session a: {in_a:?}");
+    assert_eq!(labels(&in_b), ["bee"], "session b: {in_b:?}");
+    assert_eq!(in_a.marks[0]["ok"], true, "{in_a:?}");
+    assert_eq!(in_b.marks[0]["ok"], true, "{in_b:?}");
+    assert_eq!(in_a.names, ["named ay"], "{in_a:?}");
+    assert_eq!(in_b.names, ["named bee"], "{in_b:?}");
+    assert_eq!(in_a.notes, ["note ay"], "{in_a:?}");
+    assert_eq!(in_b.notes, ["note bee"], "{in_b:?}");
+    assert_eq!(in_a.ended.len(), 1, "one agent_end in a: {in_a:?}");
+    assert_eq!(in_b.ended.len(), 1, "one agent_end in b: {in_b:?}");
+    let pid = |m: &Marks| m.marks.first().and_then(|d| d["pid"].as_i64()).unwrap_or(0) as i32;
+    let (a_pid, b_pid) = (pid(&in_a), pid(&in_b));
+    assert_ne!(a_pid, b_pid, "each session has its own extension host");
+    assert_eq!(in_a.ended[0]["pid"].as_i64(), Some(i64::from(a_pid)));
+    assert_eq!(in_b.ended[0]["pid"].as_i64(), Some(i64::from(b_pid)));
+    assert!(
+        b_gone,
+        "session b's extension host {b_pid} outlived session/close"
+    );
+    assert!(
+        crate::mcp::wait_gone(a_pid),
+        "extension host {a_pid} outlived pi's exit"
+    );
 }
