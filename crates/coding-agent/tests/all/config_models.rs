@@ -326,10 +326,7 @@ fn input_limits_follow_upstream_schema() {
         check(json!({"images": {"resize": {"jpegQuality": 101}}})).unwrap(),
         format!("{at}.images.resize.jpegQuality: must be <= 100")
     );
-    assert_eq!(
-        check(json!("x")).unwrap(),
-        format!("{at}: must be object")
-    );
+    assert_eq!(check(json!("x")).unwrap(), format!("{at}: must be object"));
     assert_eq!(
         check(json!({"images": 3})).unwrap(),
         format!("{at}.images: must be object")
