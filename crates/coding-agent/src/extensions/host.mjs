@@ -1499,11 +1499,17 @@ async function runTool(msg) {
 // before_agent_start: each handler sees the system prompt as the previous one left it
 // (`event.systemPrompt`, `ctx.getSystemPrompt()`); returned `message`s are collected in order.
 // Reply: {messages, systemPrompt?} (systemPrompt only when a handler returned one).
+// `event.systemPromptOptions` is mutable and shared by the handlers (upstream 1.6): setting
+// `forceSystemPrompt` replaces the whole prompt for this run, as returning `systemPrompt` does
+// (later handlers see it); a changed `selectedTools` changes the active tools, as
+// `pi.setActiveTools()` would (they stay so after the run).
 async function emitBeforeAgentStart(base) {
 	let systemPrompt = base.systemPrompt;
 	let forced = false;
 	const messages = [];
 	const options = base.systemPromptOptions || {};
+	const toolsBefore = JSON.stringify(options.selectedTools);
+	let force = options.forceSystemPrompt;
 	for (const ext of extensions) {
 		for (const h of ext.handlers.get("before_agent_start") || []) {
 			const ctx = { ...context(), getSystemPrompt: () => systemPrompt };
@@ -1519,6 +1525,11 @@ async function emitBeforeAgentStart(base) {
 			};
 			try {
 				const r = await h(event, ctx);
+				if (typeof options.forceSystemPrompt === "string" && options.forceSystemPrompt !== force) {
+					force = options.forceSystemPrompt;
+					systemPrompt = force;
+					forced = true;
+				}
 				if (!r) continue;
 				if (r.message) messages.push(r.message);
 				if (r.systemPrompt !== undefined) {
@@ -1528,6 +1539,14 @@ async function emitBeforeAgentStart(base) {
 			} catch (e) {
 				reportError(ext.path, "before_agent_start", e);
 			}
+		}
+	}
+	if (Array.isArray(options.selectedTools) && JSON.stringify(options.selectedTools) !== toolsBefore) {
+		const names = options.selectedTools.filter((n) => typeof n === "string");
+		try {
+			await callApi("setActiveTools", { names });
+		} catch (e) {
+			toStderr(`pi: systemPromptOptions.selectedTools: ${errText(e)}`);
 		}
 	}
 	return forced ? { messages, systemPrompt } : { messages };
