@@ -6,7 +6,7 @@ use super::queues::QueueKind;
 use super::{AgentSession, Loadout, PromptOutcome};
 use crate::extensions::wire::{CompleteContext, CompleteOptions, CustomMessageDraft, MessageRole};
 use crate::protocol::rpc::RpcEvent;
-use crate::session::{CustomMessageEntry, EntryKind};
+use crate::session::{CustomMessageEntry, EntryKind, SessionEntry};
 use pi_agent::AgentTool;
 use pi_ai::{Message, UserContent};
 use serde::Deserialize;
@@ -87,6 +87,36 @@ impl AgentSession {
         };
         self.emit(RpcEvent::EntryAppended { entry });
         Ok(())
+    }
+
+    /// `ctx.newSession({setup})` (upstream `AgentSessionRuntime.newSession`): the entries the
+    /// extension's `setup(sessionManager)` appended to the new session, in order, as session
+    /// entry JSON (`{type, id, …}` as upstream's `SessionManager.append*` build them). Each is
+    /// appended as a child of the leaf, keeping the id the extension was given; then the
+    /// context is rebuilt from the session (upstream `refreshContext`). Like upstream's direct
+    /// `SessionManager` writes, nothing is emitted. Entries of an unknown type are skipped.
+    /// `Err`: a write failed (the entries before it stay).
+    pub fn apply_setup_entries(&self, entries: &[Value]) -> Result<(), String> {
+        let mut store = self.inner.store.lock();
+        let mut result = Ok(());
+        for value in entries {
+            let Some(entry) = SessionEntry::from_value(value.clone()) else {
+                tracing::warn!("newSession setup: an entry that does not parse was skipped");
+                continue;
+            };
+            if matches!(entry.kind, EntryKind::Unknown { .. } | EntryKind::Stored(_)) {
+                tracing::warn!("newSession setup: an entry of an unknown type was skipped");
+                continue;
+            }
+            if let Err(e) = store.append_entry_as(&entry.id, entry.kind) {
+                result = Err(e.to_string());
+                break;
+            }
+        }
+        let context = store.build_context();
+        drop(store);
+        *self.transcript() = context;
+        result
     }
 }
 

@@ -5,7 +5,7 @@
 //! `pi.setSessionName`, `pi.appendEntry`, `pi.setLabel`, `pi.setActiveTools`, `pi.setModel`,
 //! `pi.setThinkingLevel`, `ctx.abort`, `ctx.shutdown`, `ctx.compact`, `ctx.modelRegistry.complete`,
 //! and the command context's
-//! `waitForIdle`, `newSession`, `fork`, `switchSession`, `reload`.
+//! `waitForIdle`, `newSession` (and its `setup`), `fork`, `switchSession`, `reload`.
 //!
 //! Session replacements go through [`AgentSessionRuntime`], the same path as the RPC commands
 //! `new_session`, `fork` and `switch_session` (any run is settled first). Calls that answer
@@ -19,8 +19,9 @@ use crate::extensions::host::CallReply;
 use crate::extensions::wire::{
     AppendEntryParams, CallAnswer, CallParams, CallResult, Cancelled, CompactParams,
     CompleteParams, ForkParams, NavigateTreeParams, NewSessionParams, SendMessageParams,
-    SendUserMessageParams, SessionMirror, SessionToolInfo, SetActiveToolsParams, SetLabelParams,
-    SetModelParams, SetSessionNameParams, SetThinkingLevelParams, SourceInfo, SwitchSessionParams,
+    SendUserMessageParams, SessionMirror, SessionSetupParams, SessionToolInfo,
+    SetActiveToolsParams, SetLabelParams, SetModelParams, SetSessionNameParams,
+    SetThinkingLevelParams, SourceInfo, SwitchSessionParams,
 };
 use crate::extensions::Extensions;
 use futures::FutureExt;
@@ -306,6 +307,17 @@ fn command_context_call(
             later(async move {
                 match runtime.new_session(parent).await {
                     Ok(cancelled) => answer(&runtime, Cancelled { cancelled }),
+                    Err(e) => failure(&runtime, e),
+                }
+            })
+        }
+        // After `newSession`: what its `setup(sessionManager)` appended (upstream runs `setup`
+        // on the new session's manager, then `refreshContext`, before `withSession`).
+        "sessionSetup" => {
+            let entries = SessionSetupParams::read(params).entries;
+            later(async move {
+                match runtime.session().apply_setup_entries(&entries) {
+                    Ok(()) => answer(&runtime, Value::Null),
                     Err(e) => failure(&runtime, e),
                 }
             })

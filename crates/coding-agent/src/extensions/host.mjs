@@ -783,13 +783,108 @@ async function afterReplace(result, o) {
 	}
 	return result;
 }
+// `ctx.newSession({setup})`: upstream hands `setup` the new session's SessionManager, whose
+// append* methods write at once and return the entry's id. Here they append to a local view of
+// the new session (the mirror's entries plus those appended) and return the ids at once; pi
+// stores the entries with those ids once `setup` has returned (`sessionSetup`), then rebuilds
+// the context from the session, as upstream's `refreshContext`.
+function newEntryId(taken) {
+	for (;;) {
+		const id = randomUUID().slice(0, 8);
+		if (!taken.has(id)) return id;
+	}
+}
+async function runSetup(setup) {
+	const entries = [...piState.entries];
+	const byId = new Map(entries.map((e) => [e.id, e]));
+	const appended = [];
+	let leafId = piState.leafId;
+	const add = (fields) => {
+		const entry = { id: newEntryId(byId), parentId: leafId, timestamp: new Date().toISOString(), ...fields };
+		entries.push(entry);
+		byId.set(entry.id, entry);
+		appended.push(entry);
+		leafId = entry.id;
+		return entry.id;
+	};
+	const branch = (fromId) => {
+		const out = [];
+		for (let e = fromId ? byId.get(fromId) : undefined; e; e = e.parentId ? byId.get(e.parentId) : undefined) out.unshift(e);
+		return out;
+	};
+	const label = (id) => {
+		let l;
+		for (const e of entries) if (e.type === "label" && e.targetId === id) l = e.label || undefined;
+		return l;
+	};
+	const sm = {
+		...sessionManager,
+		getEntries: () => [...entries],
+		getEntry: (id) => byId.get(id),
+		getBranch: (fromId) => branch(fromId ?? leafId),
+		getLeafId: () => leafId,
+		getLeafEntry: () => (leafId ? byId.get(leafId) : undefined),
+		getLabel: (id) => label(id),
+		getChildren: (parentId) => entries.filter((e) => e.parentId === parentId),
+		buildContextEntries: () => branch(leafId),
+		getSessionName: () => {
+			for (let i = entries.length - 1; i >= 0; i--) if (entries[i].type === "session_info") return (entries[i].name || "").trim() || undefined;
+			return undefined;
+		},
+		appendMessage: (message) => add({ type: "message", message }),
+		appendThinkingLevelChange: (thinkingLevel) => add({ type: "thinking_level_change", thinkingLevel }),
+		appendModelChange: (provider, modelId) => add({ type: "model_change", provider, modelId }),
+		appendCustomEntry: (customType, data) => add({ type: "custom", customType, data }),
+		appendSessionInfo: (name) => add({ type: "session_info", name: String(name).replace(/[\r\n]+/g, " ").trim() }),
+		appendCustomMessageEntry: (customType, content, display, details) => add({ type: "custom_message", customType, content, display, details }),
+		appendLabelChange: (targetId, l) => {
+			if (!byId.has(targetId)) throw new Error(`Entry ${targetId} not found`);
+			return add({ type: "label", targetId, label: l });
+		},
+	};
+	try {
+		await setup(sm);
+	} finally {
+		if (appended.length > 0) await callApi("sessionSetup", { entries: appended });
+	}
+}
+// The `setup` of the `newSession` in flight: upstream runs it on the new session before the
+// new extension instances get `session_start`, so it runs when that event arrives (or, when no
+// handler asked for the event, once the new session is in place).
+let pendingSetup;
+async function runPendingSetup() {
+	const p = pendingSetup;
+	if (!p || p.done) return;
+	p.done = true;
+	try {
+		await runSetup(p.setup);
+	} catch (e) {
+		p.error = e;
+	}
+}
+async function newSession(o) {
+	const p = o && typeof o.setup === "function" ? { setup: o.setup, done: false, error: undefined } : undefined;
+	pendingSetup = p;
+	let result;
+	try {
+		result = await callApi("newSession", { parentSession: o && o.parentSession });
+	} finally {
+		if (pendingSetup === p) pendingSetup = undefined;
+	}
+	if (p && result && result.cancelled === false && !p.done) {
+		p.done = true;
+		await runSetup(p.setup);
+	}
+	if (p && p.error !== undefined) throw p.error;
+	return afterReplace(result, o);
+}
 function commandContext() {
 	return {
 		...context(),
 		// After the deferred sendUserMessage calls made before it, so that it waits for their
 		// runs (upstream 1.6 resolves at once after `sendUserMessage`, before that run starts).
 		waitForIdle: () => new Promise((r) => setImmediate(r)).then(() => callApi("waitForIdle", {})).then(() => undefined),
-		newSession: async (o) => afterReplace(await callApi("newSession", { parentSession: o && o.parentSession }), o),
+		newSession,
 		fork: async (entryId, o) => afterReplace(await callApi("fork", { entryId, position: (o && o.position) || "before" }), o),
 		switchSession: async (sessionPath, o) => afterReplace(await callApi("switchSession", { sessionPath }), o),
 		// Upstream's RPC mode: `{cancelled}`.
@@ -1404,11 +1499,17 @@ async function runTool(msg) {
 // before_agent_start: each handler sees the system prompt as the previous one left it
 // (`event.systemPrompt`, `ctx.getSystemPrompt()`); returned `message`s are collected in order.
 // Reply: {messages, systemPrompt?} (systemPrompt only when a handler returned one).
+// `event.systemPromptOptions` is mutable and shared by the handlers (upstream 1.6): setting
+// `forceSystemPrompt` replaces the whole prompt for this run, as returning `systemPrompt` does
+// (later handlers see it); a changed `selectedTools` changes the active tools, as
+// `pi.setActiveTools()` would (they stay so after the run).
 async function emitBeforeAgentStart(base) {
 	let systemPrompt = base.systemPrompt;
 	let forced = false;
 	const messages = [];
 	const options = base.systemPromptOptions || {};
+	const toolsBefore = JSON.stringify(options.selectedTools);
+	let force = options.forceSystemPrompt;
 	for (const ext of extensions) {
 		for (const h of ext.handlers.get("before_agent_start") || []) {
 			const ctx = { ...context(), getSystemPrompt: () => systemPrompt };
@@ -1424,6 +1525,11 @@ async function emitBeforeAgentStart(base) {
 			};
 			try {
 				const r = await h(event, ctx);
+				if (typeof options.forceSystemPrompt === "string" && options.forceSystemPrompt !== force) {
+					force = options.forceSystemPrompt;
+					systemPrompt = force;
+					forced = true;
+				}
 				if (!r) continue;
 				if (r.message) messages.push(r.message);
 				if (r.systemPrompt !== undefined) {
@@ -1433,6 +1539,14 @@ async function emitBeforeAgentStart(base) {
 			} catch (e) {
 				reportError(ext.path, "before_agent_start", e);
 			}
+		}
+	}
+	if (Array.isArray(options.selectedTools) && JSON.stringify(options.selectedTools) !== toolsBefore) {
+		const names = options.selectedTools.filter((n) => typeof n === "string");
+		try {
+			await callApi("setActiveTools", { names });
+		} catch (e) {
+			toStderr(`pi: systemPromptOptions.selectedTools: ${errText(e)}`);
 		}
 	}
 	return forced ? { messages, systemPrompt } : { messages };
@@ -1687,6 +1801,7 @@ async function handle(msg) {
 		case "tool_result":
 			return emitToolResult(msg.event);
 		case "event":
+			if (msg.event.type === "session_start" && msg.event.reason === "new") await runPendingSetup();
 			if (msg.event.type === "input") return emitInput(msg.event);
 			if (msg.event.type === "resources_discover") return emitResourcesDiscover(msg.event);
 			return (RUN_EVENTS[msg.event.type] || emitGeneric)(msg.event, msg.id);

@@ -2,7 +2,7 @@
 
 use pi_ai::{Model, ModelCost};
 use pi_coding_agent::config::{AuthStorage, ModelRegistry, ModelsConfig};
-use serde_json::json;
+use serde_json::{json, Value};
 use std::path::Path;
 
 fn write(dir: &Path, name: &str, text: &str) {
@@ -295,5 +295,54 @@ fn ensure_agent_files_creates_empty_auth_and_store() {
     assert_eq!(
         std::fs::read_to_string(agent.join("auth.json")).unwrap(),
         "{\"x\":1}"
+    );
+}
+
+/// `inputLimits` is checked as upstream 1.6's models.json schema checks it (pi-ai
+/// `ModelInputLimitsSchema`), with its messages; each expectation below was recorded from
+/// upstream's `ModelConfig.load` on the same file (unknown keys pass there too).
+#[test]
+fn input_limits_follow_upstream_schema() {
+    let check = |limits: Value| {
+        ModelsConfig::from_value(&json!({"providers": {"p": {
+            "api": "openai-completions", "baseUrl": "http://x", "apiKey": "k",
+            "models": [{"id": "a", "inputLimits": limits}]}}}))
+        .err()
+    };
+    let at = "Invalid models.json schema:\n  - providers.p.models.0.inputLimits";
+    assert_eq!(
+        check(json!({"maxRequestBytes": 0})).unwrap(),
+        format!("{at}.maxRequestBytes: must be >= 1")
+    );
+    assert_eq!(
+        check(json!({"images": {"maxPerMessage": 2.5}})).unwrap(),
+        format!("{at}.images.maxPerMessage: must be integer")
+    );
+    assert_eq!(
+        check(json!({"images": {"maxPerRequest": "3"}})).unwrap(),
+        format!("{at}.images.maxPerRequest: must be integer")
+    );
+    assert_eq!(
+        check(json!({"images": {"resize": {"jpegQuality": 101}}})).unwrap(),
+        format!("{at}.images.resize.jpegQuality: must be <= 100")
+    );
+    assert_eq!(check(json!("x")).unwrap(), format!("{at}: must be object"));
+    assert_eq!(
+        check(json!({"images": 3})).unwrap(),
+        format!("{at}.images: must be object")
+    );
+    for ok in [
+        json!({"images": {"maxPerMessage": 1, "maxPerRequest": 1}, "maxRequestBytes": 1}),
+        json!({"images": {"extra": 1}}),
+        json!({"other": 1}),
+    ] {
+        assert_eq!(check(ok.clone()), None, "{ok}");
+    }
+    let over = ModelsConfig::from_value(&json!({"providers": {"anthropic": {
+        "modelOverrides": {"claude-x": {"inputLimits": {"images": {"maxPerRequest": 0}}}}}}}))
+    .unwrap_err();
+    assert_eq!(
+        over,
+        "Invalid models.json schema:\n  - providers.anthropic.modelOverrides.claude-x.inputLimits.images.maxPerRequest: must be >= 1"
     );
 }

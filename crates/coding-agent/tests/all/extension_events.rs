@@ -97,6 +97,86 @@ fn before_agent_start_chains_system_prompts_and_injects_messages() {
     assert!(!sys2.contains("RULE-A"), "{sys2}");
 }
 
+/// `event.systemPromptOptions` edits (upstream 1.6 docs/extensions.md "before_agent_start"),
+/// as upstream does them on the fake server with this extension: removing a tool from
+/// `selectedTools` takes it out of the request's tools and the prompt's tool list, records a
+/// system message `toolsRemoved: [{name: "bash"}]`, and holds for later runs (as
+/// `pi.setActiveTools`); `forceSystemPrompt` is the whole system prompt of that run only, and
+/// later handlers see it as `event.systemPrompt`.
+#[test]
+fn before_agent_start_system_prompt_options_select_tools_and_force_the_prompt() {
+    let ext = r#"export default function (pi) {
+      pi.on("before_agent_start", (event) => {
+        const o = event.systemPromptOptions;
+        if (event.prompt === "tools") o.selectedTools = o.selectedTools.filter((t) => t !== "bash");
+        if (event.prompt === "force") o.forceSystemPrompt = "FORCED PROMPT";
+      });
+      pi.on("before_agent_start", (event, ctx) => {
+        if (event.prompt === "force") ctx.ui.notify("next sees " + event.systemPrompt + " " + ctx.getSystemPrompt());
+      });
+    }"#;
+    let (fake, root) = setup(
+        Script::new([
+            Turn::text("r0"),
+            Turn::text("r1"),
+            Turn::text("r2"),
+            Turn::text("r3"),
+        ]),
+        DEFAULT_MODEL,
+    );
+    root.write_cwd_file("spo.js", ext);
+    let mut agent = root.spawn_with(true, &["-e", "spo.js"]);
+    for (i, text) in ["plain", "tools", "force", "plain"].iter().enumerate() {
+        let from = agent.len();
+        let r = agent.request(json!({"id": format!("p{i}"), "type": "prompt", "message": text}));
+        assert_eq!(r["success"], true, "{r}");
+        agent.wait_from(from, LIVENESS, |v| kind(v) == "agent_settled");
+    }
+    let reqs = fake.llm_requests();
+    assert_eq!(reqs.len(), 4, "{}", agent.dump());
+    let tools = |i: usize| -> Vec<String> {
+        reqs[i].body["tools"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(tools(0), ["read", "bash", "edit", "write"]);
+    for i in 1..4 {
+        assert_eq!(tools(i), ["read", "edit", "write"], "request {i}");
+    }
+    assert!(system_of(&fake, 0).contains("- bash:"));
+    assert!(
+        !system_of(&fake, 1).contains("- bash:"),
+        "{}",
+        system_of(&fake, 1)
+    );
+    assert_eq!(system_of(&fake, 2), "FORCED PROMPT");
+    let last = system_of(&fake, 3);
+    assert!(
+        !last.contains("FORCED") && !last.contains("- bash:"),
+        "{last}"
+    );
+    assert_eq!(
+        ui_notes(&agent),
+        ["next sees FORCED PROMPT FORCED PROMPT"],
+        "{}",
+        agent.dump()
+    );
+    let patches: Vec<Value> = agent
+        .events()
+        .into_iter()
+        .filter(|v| kind(v) == "message_end" && v["message"]["role"] == "system")
+        .map(|v| v["message"].clone())
+        .collect();
+    assert_eq!(patches.len(), 2, "{}", agent.dump());
+    assert_eq!(patches[1]["toolsRemoved"], json!([{"name": "bash"}]));
+    assert!(patches[1]["sections"]["tools"].is_string());
+}
+
 #[test]
 fn context_handlers_change_what_the_model_sees_but_not_the_session() {
     let ext = r#"export default function (pi) {

@@ -556,3 +556,166 @@ fn send_message_events_carry_the_message_as_given() {
         "{line}"
     );
 }
+
+/// `/handoff`: `ctx.newSession({parentSession, setup, withSession})` as upstream
+/// docs/extensions.md shows it. `setup` appends a user message, a custom entry, a label on
+/// the message and a session name through the session manager it gets, and reads them back;
+/// `withSession` reports on the replacement session and sends `continue`. `@START@` is
+/// replaced by a `session_start` handler or by nothing.
+const SETUP_EXT: &str = r#"
+export default function (pi) {
+  @START@
+  pi.registerCommand("handoff", {
+    description: "new session with setup",
+    handler: async (args, ctx) => {
+      await ctx.newSession({
+        parentSession: ctx.sessionManager.getSessionFile(),
+        setup: async (sm) => {
+          const before = sm.getEntries().length;
+          const id = sm.appendMessage({ role: "user", content: [{ type: "text", text: "Context from previous session" }], timestamp: Date.now() });
+          sm.appendCustomEntry("handoff", { from: "old" });
+          sm.appendLabelChange(id, "ctx");
+          sm.appendSessionInfo("handed\noff");
+          let bad = "none";
+          try { sm.appendLabelChange("nope", "x"); } catch (e) { bad = e.message; }
+          globalThis.report = `setup before=${before} idlen=${id.length} leaf=${sm.getLeafId() === sm.getEntries().at(-1).id} n=${sm.getEntries().length} branch=${sm.getBranch().length} label=${sm.getLabel(id)} name=${sm.getSessionName()} file=${typeof sm.getSessionFile()} bad=${bad} same=${sm.getEntry(id).message.content[0].text}`;
+          globalThis.ctxId = id;
+        },
+        withSession: async (c) => {
+          c.ui.notify(globalThis.report, "info");
+          const sm = c.sessionManager;
+          c.ui.notify(`with n=${sm.getEntries().length} name=${sm.getSessionName()} label=${sm.getLabel(globalThis.ctxId)} id=${sm.getEntries()[2].id === globalThis.ctxId} types=${sm.getEntries().map((e) => e.type).join(",")}`, "info");
+          await c.sendUserMessage("continue");
+        },
+      });
+    },
+  });
+}
+"#;
+
+/// What `/handoff` did, checked against upstream 1.6 on the fake server (same extension,
+/// same script): `setup` runs on the new session before its `session_start` handlers (they
+/// see 6 entries), its entries keep the ids `setup` was given, the context is rebuilt from
+/// them (the next request carries the setup message before `continue`), nothing is emitted
+/// for them, and the new file holds them after its header (`parentSession` = the old file).
+fn check_handoff(with_start_handler: bool) {
+    let (fake, root) = setup(
+        Script::new([Turn::text("one"), Turn::text("two")]),
+        DEFAULT_MODEL,
+    );
+    let start = if with_start_handler {
+        r#"pi.on("session_start", (e, ctx) => ctx.ui.notify(`start ${e.reason} n=${ctx.sessionManager.getEntries().length}`, "info"));"#
+    } else {
+        ""
+    };
+    root.write_cwd_file("setup.js", &SETUP_EXT.replace("@START@", start));
+    let mut agent = root.spawn_with(true, &["-e", "setup.js"]);
+    agent.send(json!({"id": "p", "type": "prompt", "message": "hello"}));
+    agent.wait_event("agent_settled");
+    let old = agent.request(json!({"id": "s1", "type": "get_state"}))["data"]["sessionFile"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let from = agent.len();
+    agent.send(json!({"id": "h", "type": "prompt", "message": "/handoff"}));
+    if with_start_handler {
+        assert_eq!(notify_from(&agent, from, "start new").1, "start new n=6");
+    }
+    let (_, report) = notify_from(&agent, from, "setup ");
+    assert_eq!(
+        report,
+        "setup before=2 idlen=8 leaf=true n=6 branch=6 label=ctx name=handed off file=string bad=Entry nope not found same=Context from previous session"
+    );
+    let (_, with) = notify_from(&agent, from, "with ");
+    assert_eq!(
+        with,
+        "with n=6 name=handed off label=ctx id=true types=model_change,thinking_level_change,message,custom,label,session_info"
+    );
+    agent.wait_from(from, LIVENESS, |v| kind(v) == "agent_settled");
+
+    let reqs = fake.llm_requests();
+    assert_eq!(reqs.len(), 2, "{}", agent.dump());
+    let roles: Vec<(String, String)> = reqs[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] != "system")
+        .map(|m| {
+            let text = match &m["content"] {
+                Value::String(s) => s.clone(),
+                c => c[0]["text"].as_str().unwrap_or_default().to_string(),
+            };
+            (m["role"].as_str().unwrap().to_string(), text)
+        })
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            (
+                "user".to_string(),
+                "Context from previous session".to_string()
+            ),
+            ("user".to_string(), "continue".to_string())
+        ]
+    );
+    // Nothing announced the setup entries (upstream writes them straight to the manager).
+    assert!(
+        !agent.events()[from..]
+            .iter()
+            .any(|v| kind(v) == "entry_appended" || kind(v) == "session_info_changed"),
+        "{}",
+        agent.dump()
+    );
+    let state = agent.request(json!({"id": "s2", "type": "get_state"}))["data"].clone();
+    assert_eq!(state["sessionName"], "handed off");
+    let file = state["sessionFile"].as_str().unwrap().to_string();
+    assert_ne!(file, old);
+    agent.close_stdin();
+    agent.wait_exit(LIVENESS);
+    let lines: Vec<Value> = std::fs::read_to_string(&file)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["parentSession"], json!(old));
+    let types: Vec<&str> = lines.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        types,
+        [
+            "session",
+            "model_change",
+            "thinking_level_change",
+            "message",
+            "custom",
+            "label",
+            "session_info",
+            "message",
+            "message",
+            "message"
+        ]
+    );
+    assert_eq!(
+        lines[3]["message"]["content"][0]["text"],
+        "Context from previous session"
+    );
+    assert_eq!(lines[3]["parentId"], lines[2]["id"]);
+    assert_eq!(lines[4]["customType"], "handoff");
+    assert_eq!(lines[4]["data"], json!({"from": "old"}));
+    assert_eq!(lines[5]["targetId"], lines[3]["id"]);
+    assert_eq!(lines[5]["label"], "ctx");
+    assert_eq!(lines[6]["name"], "handed off");
+    assert_eq!(lines[8]["message"]["content"][0]["text"], "continue");
+    for w in lines[1..].windows(2) {
+        assert_eq!(w[1]["parentId"], w[0]["id"], "one chain");
+    }
+}
+
+#[test]
+fn new_session_setup_writes_the_new_session_before_session_start() {
+    check_handoff(true);
+}
+
+#[test]
+fn new_session_setup_runs_without_session_start_handlers() {
+    check_handoff(false);
+}

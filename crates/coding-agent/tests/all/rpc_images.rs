@@ -353,3 +353,112 @@ fn an_image_the_provider_rejected_is_not_sent_again() {
     // The transcript still holds the image.
     assert_eq!(first_user(&mut agent)["content"][1]["type"], "image");
 }
+
+/// `inputLimits.maxRequestBytes`, `images.maxPerMessage` and `images.maxPerRequest` are
+/// declared only: upstream 1.6 "does not yet rewrite or reject history based on them"
+/// (docs/models.md), and on the fake server it sends all three images of a prompt to a model
+/// allowing one per message and two per request (a request far over 300 bytes), and all five
+/// in the next request, with no error or note. So does pi.
+#[test]
+fn image_count_and_request_size_limits_are_declared_only_as_upstream() {
+    let (fake, root) = setup(
+        Script::new([Turn::text("one"), Turn::text("two")]),
+        "fake-openai/fake-gpt",
+    );
+    with_limits(
+        &root,
+        fake.port(),
+        json!({"maxRequestBytes": 300, "images": {"maxPerMessage": 1, "maxPerRequest": 2}}),
+    );
+    let mut agent = root.spawn();
+    let first: Vec<String> = [(4, 4), (5, 5), (6, 6)]
+        .iter()
+        .map(|&(w, h)| b64(&png(w, h)))
+        .collect();
+    let images = first.iter().map(|d| ("image/png", d.clone())).collect();
+    let r = prompt(&mut agent, "p1", "three images", images);
+    assert_eq!(r["success"], true, "{r}");
+    settled_after(&agent, 0);
+    let from = agent.len();
+    let second: Vec<String> = [(7, 7), (8, 8)]
+        .iter()
+        .map(|&(w, h)| b64(&png(w, h)))
+        .collect();
+    let images = second.iter().map(|d| ("image/png", d.clone())).collect();
+    let r = prompt(&mut agent, "p2", "again", images);
+    assert_eq!(r["success"], true, "{r}");
+    settled_after(&agent, from);
+
+    let reqs = fake.llm_requests();
+    assert_eq!(reqs.len(), 2, "{}", agent.dump());
+    assert!(reqs[0].body_text().len() > 300);
+    let sent = |req: &RecordedRequest| -> Vec<String> {
+        openai_images(req).into_iter().map(|(_, d)| d).collect()
+    };
+    assert_eq!(sent(&reqs[0]), first, "every image, byte for byte");
+    let all: Vec<String> = first.iter().chain(&second).cloned().collect();
+    assert_eq!(sent(&reqs[1]), all);
+    let texts = all_texts(&reqs[1]);
+    assert!(!texts.contains("[Image"), "no placeholder or note: {texts}");
+    // The events carry every image too, and no run failed.
+    let users: Vec<Value> = agent
+        .events()
+        .into_iter()
+        .filter(|v| kind(v) == "message_end" && v["message"]["role"] == "user")
+        .collect();
+    let counts: Vec<usize> = users
+        .iter()
+        .map(|u| {
+            u["message"]["content"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|p| p["type"] == "image")
+                .count()
+        })
+        .collect();
+    assert_eq!(counts, [3, 2]);
+    assert!(agent
+        .events()
+        .iter()
+        .filter(|v| kind(v) == "message_end" && v["message"]["role"] == "assistant")
+        .all(|v| v["message"]["stopReason"] == "stop"));
+}
+
+/// Limits that are not integers >= 1 make models.json invalid, as upstream 1.6's schema
+/// (pi-ai `ModelInputLimitsSchema`) makes it: the whole file is refused with upstream's
+/// messages, so none of its models is available and a prompt fails for want of a model.
+/// Recorded from upstream 1.6 on the fake server with the same models.json: `get_state` shows
+/// the `unknown` model, `get_available_models` is empty, the prompt fails with
+/// `No API key found for the selected model.`
+#[test]
+fn invalid_image_limits_refuse_models_json_as_upstream() {
+    let (fake, root) = setup(Script::new([Turn::text("never")]), "fake-openai/fake-gpt");
+    with_limits(
+        &root,
+        fake.port(),
+        json!({"maxRequestBytes": 0, "images": {"maxPerMessage": 2.5, "maxPerRequest": "3"}}),
+    );
+    let mut agent = root.spawn();
+    let state = agent.request(json!({"id": "s", "type": "get_state"}));
+    assert_eq!(state["data"]["model"]["id"], "unknown", "{state}");
+    let models = agent.request(json!({"id": "m", "type": "get_available_models"}));
+    assert_eq!(models["data"]["models"], json!([]), "{models}");
+    let r = prompt(&mut agent, "p1", "hi", vec![]);
+    assert_eq!(r["success"], false, "{r}");
+    assert!(
+        r["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("No API key found for the selected model."),
+        "{r}"
+    );
+    let stderr = agent.stderr_with("Invalid models.json schema", LIVENESS);
+    assert!(
+        stderr.contains(
+            "Invalid models.json schema:\n  - providers.fake-openai.models.0.inputLimits.maxRequestBytes: must be >= 1\n  - providers.fake-openai.models.0.inputLimits.images.maxPerMessage: must be integer\n  - providers.fake-openai.models.0.inputLimits.images.maxPerRequest: must be integer\n\nFile: "
+        ),
+        "{stderr}"
+    );
+    assert!(fake.llm_requests().is_empty());
+}

@@ -1204,3 +1204,38 @@ fn released_messages_survive_file_rewrite_and_branching() {
     assert_eq!(sm.loaded_entries(), all[..3].to_vec());
     assert_eq!(sm.build_context().len(), 3);
 }
+
+/// `append_entry_as` (an extension's `newSession` setup): the author's id is kept unless it
+/// is empty or taken; the entry chains to the leaf; messages round-trip through the file.
+#[test]
+fn append_entry_as_keeps_the_given_id_unless_taken() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut sm = SessionManager::create(tmp.path(), tmp.path());
+    let first = sm
+        .append_entry_as("abcd1234", EntryKind::Message(Message::user_text("q")))
+        .unwrap();
+    assert_eq!(first, "abcd1234");
+    let taken = sm
+        .append_entry_as(
+            "abcd1234",
+            EntryKind::Custom {
+                custom_type: "c".into(),
+                data: None,
+            },
+        )
+        .unwrap();
+    assert_ne!(taken, "abcd1234");
+    let empty = sm
+        .append_entry_as("", EntryKind::Message(assistant("a", StopReason::Stop)))
+        .unwrap();
+    assert_eq!(empty.len(), 8);
+    let entries = sm.entries();
+    assert_eq!(entries[1].parent_id.as_deref(), Some("abcd1234"));
+    assert_eq!(entries[2].parent_id.as_deref(), Some(taken.as_str()));
+    let file = sm.session_file().unwrap().to_path_buf();
+    let reopened = SessionManager::open(&file).unwrap();
+    let ids: Vec<String> = reopened.entries().iter().map(|e| e.id.clone()).collect();
+    assert_eq!(ids, ["abcd1234".to_string(), taken, empty]);
+    let context = reopened.build_context();
+    assert_eq!(context.len(), 2);
+}

@@ -117,6 +117,16 @@ impl ModelsConfig {
             .ok_or_else(|| schema_err("providers: required object".into()))?
             .as_object()
             .ok_or_else(|| schema_err("providers: must be an object".into()))?;
+        let mut limit_errors = Vec::new();
+        for (name, raw) in providers {
+            input_limits_errors(name, raw, &mut limit_errors);
+        }
+        if !limit_errors.is_empty() {
+            return Err(format!(
+                "Invalid models.json schema:\n  - {}",
+                limit_errors.join("\n  - ")
+            ));
+        }
         let mut out = Vec::new();
         let mut problems = Vec::new();
         for (name, raw) in providers {
@@ -140,6 +150,93 @@ impl ModelsConfig {
             .iter()
             .find(|(n, _)| n == name)
             .map(|(_, c)| c)
+    }
+}
+
+/// The `inputLimits` schema errors of one provider entry (its `models[i]` and its
+/// `modelOverrides[id]`), worded as upstream 1.6's models.json schema reports them
+/// (`providers.<p>.models.<i>.inputLimits.<field>: must be integer` / `must be >= 1` /
+/// `must be <= 100` / `must be object`; pi-ai `ModelInputLimitsSchema`). Upstream refuses the
+/// whole file for any of them; unknown keys are allowed, as there.
+fn input_limits_errors(provider: &str, raw: &Value, errors: &mut Vec<String>) {
+    let models = raw.get("models").and_then(Value::as_array);
+    for (i, m) in models.into_iter().flatten().enumerate() {
+        if let Some(limits) = m.get("inputLimits") {
+            let at = format!("providers.{provider}.models.{i}.inputLimits");
+            check_input_limits(&at, limits, errors);
+        }
+    }
+    let overrides = raw.get("modelOverrides").and_then(Value::as_object);
+    for (id, o) in overrides.into_iter().flatten() {
+        if let Some(limits) = o.get("inputLimits") {
+            let at = format!("providers.{provider}.modelOverrides.{id}.inputLimits");
+            check_input_limits(&at, limits, errors);
+        }
+    }
+}
+
+/// `{maxRequestBytes?, images?: {resize?: {maxWidth?, maxHeight?, maxBytes?, jpegQuality?},
+/// maxPerMessage?, maxPerRequest?}}`: every number an integer >= 1 (`jpegQuality` <= 100),
+/// every level an object. The limits are declared only: like upstream 1.6, pi neither drops
+/// nor refuses images or requests by `maxPerMessage`, `maxPerRequest` or `maxRequestBytes`
+/// (upstream docs/models.md); only `images.resize` changes what is sent.
+fn check_input_limits(at: &str, limits: &Value, errors: &mut Vec<String>) {
+    let Some(limits) = object_at(at, limits, errors) else {
+        return;
+    };
+    check_int(at, limits, "maxRequestBytes", None, errors);
+    let Some(images) = limits.get("images") else {
+        return;
+    };
+    let at = format!("{at}.images");
+    let Some(images) = object_at(&at, images, errors) else {
+        return;
+    };
+    if let Some(resize) = images.get("resize") {
+        let at = format!("{at}.resize");
+        if let Some(resize) = object_at(&at, resize, errors) {
+            for key in ["maxWidth", "maxHeight", "maxBytes"] {
+                check_int(&at, resize, key, None, errors);
+            }
+            check_int(&at, resize, "jpegQuality", Some(100.0), errors);
+        }
+    }
+    check_int(&at, images, "maxPerMessage", None, errors);
+    check_int(&at, images, "maxPerRequest", None, errors);
+}
+
+fn object_at<'a>(
+    at: &str,
+    v: &'a Value,
+    errors: &mut Vec<String>,
+) -> Option<&'a Map<String, Value>> {
+    let o = v.as_object();
+    if o.is_none() {
+        errors.push(format!("{at}: must be object"));
+    }
+    o
+}
+
+/// `obj[key]`, when present, must be an integer (a JSON number without a fraction) from 1 to
+/// `max`.
+fn check_int(
+    at: &str,
+    obj: &Map<String, Value>,
+    key: &str,
+    max: Option<f64>,
+    errors: &mut Vec<String>,
+) {
+    let Some(v) = obj.get(key) else {
+        return;
+    };
+    let Some(n) = v.as_f64().filter(|n| n.is_finite() && n.fract() == 0.0) else {
+        errors.push(format!("{at}.{key}: must be integer"));
+        return;
+    };
+    if n < 1.0 {
+        errors.push(format!("{at}.{key}: must be >= 1"));
+    } else if let Some(m) = max.filter(|m| n > *m) {
+        errors.push(format!("{at}.{key}: must be <= {m}"));
     }
 }
 

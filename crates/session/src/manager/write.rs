@@ -105,6 +105,31 @@ impl SessionManager {
         self.commit(entry)
     }
 
+    /// Append an entry whose id was chosen by its author (an extension's `newSession` setup
+    /// writes through a session manager of its own and hands its ids out at once, as upstream's
+    /// `SessionManager.append*` do); any other id (empty, or already in the session) is
+    /// replaced by a fresh one. The entry is a child of the current leaf and becomes the leaf;
+    /// a `message` is then stored as [`Self::append_message`] stores it. Returns the id used.
+    pub fn append_entry_as(&mut self, id: &str, kind: EntryKind) -> io::Result<String> {
+        let id = if id.is_empty() || self.contains(id) {
+            self.new_id()
+        } else {
+            id.to_string()
+        };
+        let is_message = matches!(kind, EntryKind::Message(_));
+        let entry = SessionEntry::new(id, self.leaf_id.clone(), kind);
+        let id = self.commit(entry)?.id.clone();
+        if is_message {
+            let from = if std::mem::take(&mut self.whole_written) {
+                0
+            } else {
+                self.slots.len().saturating_sub(1)
+            };
+            self.release_messages(from);
+        }
+        Ok(id)
+    }
+
     /// Append a `message` entry; returns its id. The first assistant message flushes a new
     /// session to disk. Once the entry's line is in the file the store keeps only its place
     /// there ([`EntryKind::Stored`]; the caller's transcript holds the message): an unflushed

@@ -238,6 +238,30 @@ pub struct NewSessionParams {
 }
 impl CallParams for NewSessionParams {}
 
+/// The entries an extension's `ctx.newSession({setup})` callback appended to the new
+/// session (host.mjs sends them once `setup` has returned): `{entries: [entry, …]}`, each a
+/// session entry as upstream's `SessionManager.append*` build it (`{type, id, parentId,
+/// timestamp, …}`). Anything but an array reads as none.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct SessionSetupParams {
+    /// The entries in the order they were appended.
+    #[serde(deserialize_with = "values")]
+    pub entries: Vec<Value>,
+}
+impl CallParams for SessionSetupParams {}
+
+/// Reads a list of values: an array as is, anything else as empty.
+fn values<'de, D>(d: D) -> Result<Vec<Value>, D::Error>
+where
+    D: Deserializer<'de>,
+{
+    Ok(match Value::deserialize(d)? {
+        Value::Array(items) => items,
+        _ => vec![],
+    })
+}
+
 /// `ctx.fork(entryId, {position?})` (command context): `{entryId, position?}`.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", default)]

@@ -315,6 +315,15 @@ fn session_replacements_read_as_before() {
         SwitchSessionParams::read(&json!({"sessionPath": []})).session_path,
         ""
     );
+    let e = json!({"type": "custom", "id": "abcd1234", "customType": "c"});
+    assert_eq!(
+        SessionSetupParams::read(&json!({"entries": [e.clone(), 3]})).entries,
+        vec![e, json!(3)]
+    );
+    assert!(SessionSetupParams::read(&json!({"entries": {}}))
+        .entries
+        .is_empty());
+    assert!(SessionSetupParams::read(&json!(null)).entries.is_empty());
 }
 
 /// `serde_json::to_string` of both, asserted equal.
