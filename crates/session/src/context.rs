@@ -156,13 +156,17 @@ pub(crate) fn path_to<'a>(
 /// Replay every system message into one holding the current prompt and tools (upstream
 /// `getCurrentSystemMessage`): contents are joined with a blank line, `sections` are patched
 /// by name (`null` removes), tools are resolved from `toolsAdded`/`toolsRemoved` in order.
-pub fn current_system_message(messages: &[Message]) -> Option<SystemMessage> {
+pub fn current_system_message<M: std::borrow::Borrow<Message>>(
+    messages: &[M],
+) -> Option<SystemMessage> {
     let mut content: Vec<String> = Vec::new();
     let mut sections = Map::new();
     let mut timestamp = None;
     let mut tools: Vec<(String, Value)> = Vec::new();
     for m in messages {
-        let Message::System(s) = m else { continue };
+        let Message::System(s) = m.borrow() else {
+            continue;
+        };
         timestamp.get_or_insert(s.timestamp);
         let text = s.content.joined_text();
         if !text.is_empty() {

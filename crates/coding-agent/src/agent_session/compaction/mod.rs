@@ -681,10 +681,12 @@ impl AgentSession {
         if !settings.enabled || model.context_window == 0 || cancel.is_cancelled() {
             return true;
         }
+        // Per turn: the branch is borrowed under the store's lock, not copied (issue 24).
         let tokens = {
-            let (branch, projection) = self.branch_and_projection(false);
-            let refs: Vec<&SessionEntry> = branch.iter().collect();
-            prepare::projected_context_tokens(&projection, &refs)
+            let store = self.inner.store.lock();
+            let branch = store.branch();
+            let refs: Vec<&SessionEntry> = branch.iter().map(|e| e.as_ref()).collect();
+            prepare::projected_context_tokens(&store.build_projection(), &refs)
         };
         if !over_threshold(tokens, model.context_window, settings.reserve_tokens) {
             return true;
@@ -769,45 +771,53 @@ impl AgentSession {
         let window = model.context_window;
         // Per turn: nothing is read back from the session file here (issue 15); the projection
         // with payloads is built only when a `context_edit` changes what the context holds.
-        let (branch, entry_id, projected, has_edits) = {
+        // The branch is borrowed under the store's lock and only what the decision needs
+        // leaves it (issue 24: copying the branch made every turn O(session)).
+        let (latest_compaction, projected, post_edit, retained, edited_tokens) = {
             let store = self.inner.store.lock();
-            let branch: Vec<SessionEntry> = store
-                .branch()
-                .into_iter()
-                .map(std::borrow::Cow::into_owned)
-                .collect();
+            let branch = store.branch();
             let entry_id = store.assistant_entry_id(assistant.timestamp);
             let projected = entry_id
                 .as_deref()
                 .is_none_or(|id| store.message_in_context(id));
-            (branch, entry_id, projected, store.context_has_edits())
+            let latest_compaction = branch.iter().rev().find_map(|e| match e.kind {
+                EntryKind::Compaction(_) => Some(iso_ms(&e.timestamp).unwrap_or(i64::MAX)),
+                _ => None,
+            });
+            let entry_pos = entry_id
+                .as_ref()
+                .and_then(|id| branch.iter().rposition(|e| &e.id == id));
+            let after = entry_pos.map(|p| &branch[p + 1..]).unwrap_or(&[]);
+            let post_edit = after
+                .iter()
+                .any(|e| matches!(e.kind, EntryKind::ContextEdit { .. }));
+            let latest_edit_hides = after.iter().rev().find_map(|e| match &e.kind {
+                EntryKind::ContextEdit {
+                    target_id,
+                    replacement,
+                } if Some(target_id) == entry_id.as_ref() => Some(replacement.is_none()),
+                _ => None,
+            });
+            let retained = entry_id.is_none()
+                || (!after
+                    .iter()
+                    .any(|e| matches!(e.kind, EntryKind::Compaction(_)))
+                    && latest_edit_hides != Some(true));
+            let edited_tokens = store.context_has_edits().then(|| {
+                let refs: Vec<&SessionEntry> = branch.iter().map(|e| e.as_ref()).collect();
+                prepare::projected_context_tokens(&store.build_projection(), &refs)
+            });
+            (
+                latest_compaction,
+                projected,
+                post_edit,
+                retained,
+                edited_tokens,
+            )
         };
-        let latest_compaction = branch.iter().rev().find_map(|e| match e.kind {
-            EntryKind::Compaction(_) => Some(iso_ms(&e.timestamp).unwrap_or(i64::MAX)),
-            _ => None,
-        });
         if latest_compaction.is_some_and(|ts| assistant.timestamp <= ts) {
             return false;
         }
-        let entry_pos = entry_id
-            .as_ref()
-            .and_then(|id| branch.iter().rposition(|e| &e.id == id));
-        let after: &[SessionEntry] = entry_pos.map(|p| &branch[p + 1..]).unwrap_or(&[]);
-        let post_edit = after
-            .iter()
-            .any(|e| matches!(e.kind, EntryKind::ContextEdit { .. }));
-        let latest_edit_hides = after.iter().rev().find_map(|e| match &e.kind {
-            EntryKind::ContextEdit {
-                target_id,
-                replacement,
-            } if Some(target_id) == entry_id.as_ref() => Some(replacement.is_none()),
-            _ => None,
-        });
-        let retained = entry_id.is_none()
-            || (!after
-                .iter()
-                .any(|e| matches!(e.kind, EntryKind::Compaction(_)))
-                && latest_edit_hides != Some(true));
         let explicit =
             assistant.stop_reason == StopReason::Error && pi_ai::is_context_overflow(assistant, 0);
         let overflow = same_model
@@ -855,10 +865,8 @@ impl AgentSession {
                 .proceed;
         }
         let direct = prepare::usage_tokens(&assistant.usage);
-        let tokens = if has_edits {
-            let projection = self.inner.store.lock().build_projection();
-            let refs: Vec<&SessionEntry> = branch.iter().collect();
-            prepare::projected_context_tokens(&projection, &refs)
+        let tokens = if let Some(tokens) = edited_tokens {
+            tokens
         } else if assistant.stop_reason == StopReason::Error || direct == 0 {
             let messages = self.messages();
             let (tokens, usage_index) = prepare::context_tokens(&messages);

@@ -7,6 +7,7 @@ use crate::agent_session::convert::estimate_tokens;
 use crate::session::{current_system_message, entry_context_messages, ProjectedEntry};
 use crate::session::{EntryKind, SessionEntry};
 use pi_ai::{Message, StopReason, Usage};
+use std::borrow::Borrow;
 use std::collections::HashSet;
 
 /// What to summarize and where the kept part starts (upstream `CompactionPreparation`).
@@ -39,12 +40,12 @@ pub fn usage_tokens(u: &Usage) -> u64 {
 
 /// The index and usage tokens of the last assistant message that was neither aborted nor an
 /// error and has non-zero usage.
-fn last_usage(messages: &[Message]) -> Option<(usize, u64)> {
+fn last_usage<M: Borrow<Message>>(messages: &[M]) -> Option<(usize, u64)> {
     messages
         .iter()
         .enumerate()
         .rev()
-        .find_map(|(i, m)| match m {
+        .find_map(|(i, m)| match m.borrow() {
             Message::Assistant(a)
                 if !matches!(a.stop_reason, StopReason::Aborted | StopReason::Error)
                     && usage_tokens(&a.usage) > 0 =>
@@ -57,13 +58,16 @@ fn last_usage(messages: &[Message]) -> Option<(usize, u64)> {
 
 /// `estimateContextTokens(messages)`: last valid usage plus estimates of the messages after
 /// it; else the estimate of every message. Returns `(tokens, index of the usage message)`.
-pub fn context_tokens(messages: &[Message]) -> (u64, Option<usize>) {
+/// Generic over owned messages and references, so the per-turn checks borrow the projection
+/// instead of copying it (issue 24).
+pub fn context_tokens<M: Borrow<Message>>(messages: &[M]) -> (u64, Option<usize>) {
+    let estimate = |m: &M| estimate_tokens(m.borrow());
     match last_usage(messages) {
         Some((i, used)) => (
-            used + messages[i + 1..].iter().map(estimate_tokens).sum::<u64>(),
+            used + messages[i + 1..].iter().map(estimate).sum::<u64>(),
             Some(i),
         ),
-        None => (messages.iter().map(estimate_tokens).sum(), None),
+        None => (messages.iter().map(estimate).sum(), None),
     }
 }
 
@@ -76,10 +80,7 @@ pub fn estimate_messages(messages: &[Message]) -> u64 {
 /// after the latest `context_edit`/`compaction` on `branch`; otherwise a pure estimate: the
 /// replayed system message plus every non-system message.
 pub fn projected_context_tokens(projection: &[ProjectedEntry], branch: &[&SessionEntry]) -> u64 {
-    let messages: Vec<Message> = projection
-        .iter()
-        .flat_map(|p| p.messages.iter().cloned())
-        .collect();
+    let messages: Vec<&Message> = projection.iter().flat_map(|p| &p.messages).collect();
     let (tokens, usage_index) = context_tokens(&messages);
     if let Some(ui) = usage_index {
         let mut seen = 0;
@@ -114,7 +115,7 @@ pub fn projected_context_tokens(projection: &[ProjectedEntry], branch: &[&Sessio
         + messages
             .iter()
             .filter(|m| !matches!(m, Message::System(_)))
-            .map(estimate_tokens)
+            .map(|m| estimate_tokens(m))
             .sum::<u64>()
 }
 
