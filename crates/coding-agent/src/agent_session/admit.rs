@@ -219,7 +219,7 @@ impl AgentSession {
                 }
             }
         }
-        if self.inner.compaction.manual_running() {
+        if self.inner.compaction.refuses_prompt() {
             let a = Admission::Failed(super::compaction::PROMPT_DURING_COMPACTION.into());
             respond.answer_decided(&a);
             return Admitting::Done(a);

@@ -335,10 +335,10 @@ impl AgentSession {
         self.phase().is_streaming()
     }
 
-    /// Whether a compaction is running: inside a run or a manual `compact`
-    /// (`get_state.isCompacting`).
+    /// Whether a compaction is running: inside a run, a manual `compact` or a tree
+    /// navigation's branch summary (`get_state.isCompacting`, upstream `isCompacting`).
     pub fn is_compacting(&self) -> bool {
-        self.phase().is_compacting() || self.inner.compaction.manual_running()
+        self.phase().is_compacting() || self.inner.compaction.refuses_prompt()
     }
 
     /// Context transcript (`get_messages`).
@@ -639,10 +639,11 @@ impl AgentSession {
         removed
     }
 
-    /// Aborts the run in flight (and a manual compaction) and waits until it has settled
-    /// (`abort`).
+    /// Aborts the run in flight (and a manual compaction, and a tree navigation's branch
+    /// summary) and waits until it has settled (`abort`).
     pub async fn abort(&self) {
         self.inner.compaction.abort_manual();
+        self.inner.compaction.abort_branch();
         self.inner.run.abort();
         self.wait_settled().await;
     }

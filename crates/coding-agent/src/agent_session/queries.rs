@@ -67,7 +67,7 @@ impl AgentSession {
             model,
             thinking_level: thinking_level.as_str().to_string(),
             is_streaming: phase.is_streaming(),
-            is_compacting: phase.is_compacting() || self.inner.compaction.manual_running(),
+            is_compacting: phase.is_compacting() || self.inner.compaction.refuses_prompt(),
             steering_mode,
             follow_up_mode,
             session_file,

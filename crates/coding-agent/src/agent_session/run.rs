@@ -94,7 +94,7 @@ impl AgentSession {
     ) -> Result<PromptOutcome, String> {
         let (text, images) = self.prepare_images(text, images)?;
         let user = super::user_message(text, images);
-        if self.inner.compaction.manual_running() {
+        if self.inner.compaction.refuses_prompt() {
             return Err(super::compaction::PROMPT_DURING_COMPACTION.into());
         }
         if self.is_streaming() {

@@ -6,6 +6,7 @@
 
 use super::compaction::files::FileOps;
 use super::compaction::prompt;
+use super::compaction::CompactionState;
 use super::convert::{convert_to_llm, estimate_tokens};
 use super::AgentSession;
 use crate::extensions::wire::{SessionEvent, TreePreparation};
@@ -72,6 +73,25 @@ pub struct Navigated {
     pub cancelled: bool,
     /// The text of the user (or custom) message navigated to, for the editor.
     pub editor_text: Option<String>,
+}
+
+/// Marks a tree navigation in progress on the session's [`CompactionState`] while alive.
+struct BranchInProgress<'a> {
+    state: &'a CompactionState,
+    n: u64,
+}
+
+impl<'a> BranchInProgress<'a> {
+    fn begin(state: &'a CompactionState, cancel: &CancellationToken) -> Self {
+        let n = state.begin_branch(cancel);
+        BranchInProgress { state, n }
+    }
+}
+
+impl Drop for BranchInProgress<'_> {
+    fn drop(&mut self) {
+        self.state.end_branch(self.n);
+    }
 }
 
 /// A summary to record: text, `details`, whether an extension gave it, usage.
@@ -187,7 +207,11 @@ impl AgentSession {
         let mut replace = options.replace_instructions;
         let mut label = options.label.clone();
         let mut summary: Option<BranchSummary> = None;
+        // From here until `session_tree` the navigation is in progress (upstream's
+        // `_branchSummaryAbortController`): a second navigation and a prompt are refused, and
+        // `abort` cancels the branch summary.
         let cancel = CancellationToken::new();
+        let in_progress = BranchInProgress::begin(&self.inner.compaction, &cancel);
         if let Some(ext) = self.extensions().cloned() {
             let reply = ext
                 .emit_session_event_until(
@@ -261,6 +285,8 @@ impl AgentSession {
             label.as_deref(),
         )?;
         let from_extension = summary.as_ref().map(|s| s.from_extension);
+        // The new context is in place: `session_tree` handlers may prompt or navigate again.
+        drop(in_progress);
         if let Some(ext) = self.extensions().cloned() {
             let new_leaf_now = self.inner.store.lock().leaf_id().map(str::to_string);
             ext.emit_session_event(&SessionEvent::SessionTree {

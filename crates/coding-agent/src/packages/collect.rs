@@ -39,10 +39,17 @@ impl Kind {
 
 /// The object form of a settings `packages` entry: per type `None` = everything the package
 /// declares, `Some([])` = none, else patterns over the declared files.
+///
+/// With `"autoload": false` (upstream 1.6 `docs/packages.md` "Understand scope and identity")
+/// nothing loads but what the patterns name: per type `None` or `Some([])` = none, else
+/// [`discover::apply_autoload_disabled_patterns`] over the declared files; a project entry of
+/// this form over a personal entry of the same package is a delta over that entry.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Filter {
     /// Per [`Kind::ALL`] index.
     pub patterns: [Option<Vec<String>>; 4],
+    /// The entry has `"autoload": false`.
+    pub no_autoload: bool,
 }
 
 impl Filter {
@@ -58,6 +65,7 @@ impl Filter {
                     .collect()
             });
         }
+        f.no_autoload = obj.get("autoload").and_then(Value::as_bool) == Some(false);
         Some(f)
     }
 }
@@ -328,6 +336,22 @@ pub fn package_resources(root: &Path, filter: Option<&Filter>) -> ([Vec<PathBuf>
         }
     }
     (out, any)
+}
+
+/// The resources an `autoload: false` entry names in the package at `root`, per
+/// [`Kind::ALL`] index, each with whether it is turned on (upstream 1.6
+/// `applyPackageDeltaFilter`): only files the package declares, only those a pattern names.
+pub fn delta_resources(root: &Path, filter: &Filter) -> [Vec<(PathBuf, bool)>; 4] {
+    let man = manifest(root);
+    let mut out: [Vec<(PathBuf, bool)>; 4] = Default::default();
+    for (i, kind) in Kind::ALL.iter().enumerate() {
+        let Some(patterns) = filter.patterns[i].as_ref().filter(|p| !p.is_empty()) else {
+            continue;
+        };
+        let all = declared(root, man.as_ref(), *kind, true);
+        out[i] = discover::apply_autoload_disabled_patterns(&all, patterns, root);
+    }
+    out
 }
 
 /// The package's changelog: `pi.changelogPath` (`""` = none), else `CHANGELOG.md`, when it is

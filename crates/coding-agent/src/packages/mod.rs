@@ -109,6 +109,10 @@ pub struct ResolvedPackages {
     pub themes: Vec<PackageResource>,
     /// Packages that could not be installed.
     pub failures: Vec<InstallFailure>,
+    /// Files an earlier entry turned off (a `!`/`-` pattern of an `autoload: false` entry),
+    /// by type and real path: a later entry does not add them (upstream's accumulator keeps
+    /// the first decision for a path).
+    disabled: Vec<(Kind, PathBuf)>,
 }
 
 impl ResolvedPackages {
@@ -123,6 +127,9 @@ impl ResolvedPackages {
 
     fn add(&mut self, kind: Kind, path: PathBuf, info: &SourceInfo) {
         let key = real_key(&path);
+        if self.disabled.iter().any(|(k, p)| *k == kind && *p == key) {
+            return;
+        }
         let list = self.list(kind);
         if list.iter().any(|r| real_key(&r.path) == key) {
             return;
@@ -130,6 +137,17 @@ impl ResolvedPackages {
         let mut info = info.clone();
         info.path = path.display().to_string();
         list.push(PackageResource { path, info });
+    }
+
+    /// Records `path` as turned off unless an earlier entry already added it.
+    fn add_disabled(&mut self, kind: Kind, path: &Path) {
+        let key = real_key(path);
+        if self.list(kind).iter().any(|r| real_key(&r.path) == key)
+            || self.disabled.iter().any(|(k, p)| *k == kind && *p == key)
+        {
+            return;
+        }
+        self.disabled.push((kind, key));
     }
 }
 

@@ -12,8 +12,11 @@ impl PackageManager {
 
     /// The resources of the configured packages: `project` entries (pass them only for a
     /// trusted project) before `user` ones, one per identity (a project entry replaces the
-    /// user entry). Missing npm/git packages are installed first (not offline); one that
-    /// fails is skipped and reported in [`ResolvedPackages::failures`].
+    /// user entry, except one with `"autoload": false`: that one is a delta resolved over the
+    /// user entry's install and goes first, the user entry after it; upstream 1.6
+    /// `dedupePackages`, `findAutoloadDeltaBase`). Missing npm/git packages are installed
+    /// first (not offline); one that fails is skipped and reported in
+    /// [`ResolvedPackages::failures`].
     pub fn resolve_configured(
         &self,
         user: &Map<String, Value>,
@@ -33,7 +36,11 @@ impl PackageManager {
                     deduped.push(e);
                 }
                 Some(i) => {
-                    if e.scope == Scope::Project && deduped[i].scope != Scope::Project {
+                    if deduped[i].scope == Scope::Project && e.scope == Scope::User {
+                        if deduped[i].filter.as_ref().is_some_and(|f| f.no_autoload) {
+                            deduped.push(e);
+                        }
+                    } else if e.scope == Scope::Project && deduped[i].scope != Scope::Project {
                         deduped[i] = e;
                     }
                 }
@@ -56,9 +63,34 @@ impl PackageManager {
         self.resolve_entries(&entries)
     }
 
+    /// The user entry an `autoload: false` project entry is a delta over: the first user
+    /// entry of `entries` with the same identity (upstream `findAutoloadDeltaBase`).
+    fn delta_base<'a>(
+        &self,
+        e: &PackageEntry,
+        entries: &'a [PackageEntry],
+    ) -> Option<&'a PackageEntry> {
+        if e.scope != Scope::Project || !e.filter.as_ref().is_some_and(|f| f.no_autoload) {
+            return None;
+        }
+        let id = self.identity(&e.source, Some(e.scope));
+        entries
+            .iter()
+            .find(|u| u.scope == Scope::User && self.identity(&u.source, Some(Scope::User)) == id)
+    }
+
     pub(super) fn resolve_entries(&self, entries: &[PackageEntry]) -> ResolvedPackages {
         let mut out = ResolvedPackages::default();
         for e in entries {
+            // Where the files are: a delta entry's base (its source and scope), else its own.
+            let located = match self.delta_base(e, entries) {
+                Some(base) => PackageEntry {
+                    source: base.source.clone(),
+                    filter: e.filter.clone(),
+                    scope: base.scope,
+                },
+                None => e.clone(),
+            };
             let mut info = SourceInfo {
                 path: String::new(),
                 source: e.source.clone(),
@@ -67,9 +99,9 @@ impl PackageManager {
                 base_dir: None,
                 changelog_path: None,
             };
-            let root = match super::source::parse(&e.source) {
+            let root = match super::source::parse(&located.source) {
                 Source::Local(l) => {
-                    let p = self.local_path(&l, e.scope);
+                    let p = self.local_path(&l, located.scope);
                     if p.is_file() {
                         info.base_dir = p.parent().map(|d| d.display().to_string());
                         out.add(Kind::Extensions, p, &info);
@@ -81,16 +113,16 @@ impl PackageManager {
                     p
                 }
                 Source::Npm(n) => {
-                    let path = self.npm_path(&n, e.scope);
+                    let path = self.npm_path(&n, located.scope);
                     let needs_install = !path.exists() || !Self::npm_matches(&n, &path);
-                    if needs_install && !self.install_missing(e, &mut out) {
+                    if needs_install && !self.install_missing(&located, &mut out) {
                         continue;
                     }
                     path
                 }
                 Source::Git(g) => {
-                    let path = self.git_path(&g, e.scope);
-                    if !path.exists() && !self.install_missing(e, &mut out) {
+                    let path = self.git_path(&g, located.scope);
+                    if !path.exists() && !self.install_missing(&located, &mut out) {
                         continue;
                     }
                     path
@@ -99,6 +131,19 @@ impl PackageManager {
             info.base_dir = Some(root.display().to_string());
             info.changelog_path =
                 super::collect::changelog_path(&root).map(|p| p.display().to_string());
+            if let Some(f) = e.filter.as_ref().filter(|f| f.no_autoload) {
+                let files = super::collect::delta_resources(&root, f);
+                for (i, kind) in Kind::ALL.iter().enumerate() {
+                    for (path, on) in &files[i] {
+                        if *on {
+                            out.add(*kind, path.clone(), &info);
+                        } else {
+                            out.add_disabled(*kind, path);
+                        }
+                    }
+                }
+                continue;
+            }
             let (files, any) = super::collect::package_resources(&root, e.filter.as_ref());
             for (i, kind) in Kind::ALL.iter().enumerate() {
                 for f in &files[i] {

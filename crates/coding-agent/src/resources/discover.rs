@@ -536,6 +536,41 @@ fn split(patterns: &[String], prefix: char) -> Vec<&str> {
         .collect()
 }
 
+/// The files of `all` that the patterns of an `autoload: false` package entry name, each with
+/// whether it is turned on (upstream 1.6 `applyAutoloadDisabledPatterns`): a plain pattern
+/// (glob) and `+path` (exact) turn matches on, `!pattern` (glob) and `-path` (exact) turn them
+/// off; a later pattern overrides an earlier one. Files no pattern names are left out; the
+/// order is that of each file's first match.
+pub fn apply_autoload_disabled_patterns(
+    all: &[PathBuf],
+    patterns: &[String],
+    base: &Path,
+) -> Vec<(PathBuf, bool)> {
+    let mut out: Vec<(PathBuf, bool)> = Vec::new();
+    for pattern in patterns {
+        let target = pattern
+            .strip_prefix(['+', '-', '!'])
+            .unwrap_or(pattern.as_str());
+        let on = !pattern.starts_with(['-', '!']);
+        let exact = pattern.starts_with(['+', '-']);
+        for p in all {
+            let hit = if exact {
+                matches_exact(p, &[target], base)
+            } else {
+                matches_glob(p, &[target], base)
+            };
+            if !hit {
+                continue;
+            }
+            match out.iter_mut().find(|(q, _)| q == p) {
+                Some(slot) => slot.1 = on,
+                None => out.push((p.clone(), on)),
+            }
+        }
+    }
+    out
+}
+
 /// Whether an auto-discovered file stays enabled under the `!`/`+`/`-` entries of its scope.
 pub fn enabled_by_overrides(p: &Path, entries: &[String], base: &Path) -> bool {
     let mut on = true;

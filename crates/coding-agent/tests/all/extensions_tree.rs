@@ -9,7 +9,8 @@ use pi_fakellm::{Script, Turn};
 use serde_json::{json, Value};
 
 /// `/nav <id> [summarize]` calls `ctx.navigateTree` and reports the result; the tree events
-/// are reported too. `/nav-block on|off` makes `session_before_tree` cancel.
+/// are reported too. `/nav-block on|off` makes `session_before_tree` cancel. `/nav-bg <id>`
+/// starts a summarizing navigation and returns before it ends.
 const NAV_EXT: &str = r#"
 export default function (pi) {
   const say = (ctx, text) => ctx.ui.notify(text, "info");
@@ -26,6 +27,16 @@ export default function (pi) {
     newLeaf: e.newLeafId, old: e.oldLeafId, summary: e.summaryEntry ? e.summaryEntry.type : null,
     fromExtension: e.fromExtension ?? null, leaf: ctx.sessionManager.getLeafId(),
   })));
+  // Starts a summarizing navigation without awaiting it: the command returns while the
+  // branch summary still runs (its result is reported later as "bg ...").
+  pi.registerCommand("nav-bg", {
+    handler: async (args, ctx) => {
+      ctx.navigateTree(args, { summarize: true }).then(
+        (r) => say(ctx, "bg " + JSON.stringify(r)),
+        (e) => say(ctx, "bg error " + e.message),
+      );
+    },
+  });
   pi.registerCommand("nav-block", { handler: async (args) => { globalThis.blockTree = args === "on"; } });
   pi.registerCommand("nav", {
     handler: async (args, ctx) => {
@@ -250,6 +261,93 @@ fn navigate_tree_moves_the_leaf_and_summarizes_the_branch_left() {
         "{msgs:?}"
     );
 
+    agent.close_stdin();
+    assert!(agent.wait_exit(LIVENESS).is_some_and(|s| s.success()));
+}
+
+/// While a navigation's branch summary runs (upstream 1.6 keeps `_branchSummaryAbortController`
+/// on the session; the fake model is slow to answer the summary request, and the command that
+/// started the navigation has returned): `get_state.isCompacting` is true, a prompt is refused
+/// with upstream's text, a second navigation is refused with upstream's text, and `abort`
+/// cancels the summary (the navigation reports `cancelled`, the leaf stays, no summary is
+/// written); afterwards prompts are admitted again.
+#[test]
+fn a_branch_summary_in_progress_refuses_prompts_and_navigations_and_abort_cancels_it() {
+    let (fake, root) = setup(
+        Script::new([
+            Turn::text("one"),
+            Turn::text("two"),
+            Turn::text("SLOW-SUMMARY").delay_ms(5000),
+            Turn::text("after"),
+        ]),
+        DEFAULT_MODEL,
+    );
+    root.write_cwd_file("nav.js", NAV_EXT);
+    let mut agent = root.spawn_with(true, &["-e", "nav.js"]);
+    prompt(&mut agent, "p1", "first");
+    prompt(&mut agent, "p2", "second");
+    let entries = file_entries(&root);
+    let ids: Vec<String> = entries
+        .iter()
+        .filter(|e| e["type"] == "message")
+        .map(|e| e["id"].as_str().unwrap().to_string())
+        .collect();
+    let (u1, a1) = (&ids[0], &ids[1]);
+    let old = leaf(&mut agent, "e0");
+    let requests_before = fake.llm_requests().len();
+
+    let from = command(&mut agent, "n1", &format!("/nav-bg {u1}"));
+    notify_from(&agent, from, "before ");
+    // The summary request has reached the (slow) model.
+    let deadline = std::time::Instant::now() + LIVENESS;
+    while fake.llm_requests().len() == requests_before {
+        assert!(std::time::Instant::now() < deadline, "{}", agent.dump());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+
+    let r = agent.request(json!({"id": "s1", "type": "get_state"}));
+    assert_eq!(r["data"]["isCompacting"], true, "{}", agent.dump());
+    let r = agent.request(json!({"id": "p3", "type": "prompt", "message": "during"}));
+    assert_eq!(r["success"], false, "{}", agent.dump());
+    assert_eq!(
+        r["error"],
+        "Cannot submit a prompt while compaction is in progress. Wait for compaction to finish and retry.",
+        "{}",
+        agent.dump()
+    );
+    let from2 = command(&mut agent, "n2", &format!("/nav {a1}"));
+    assert_eq!(
+        notify_from(&agent, from2, "nav "),
+        "nav error Wait for the current compaction or tree navigation to finish before navigating the session tree."
+    );
+
+    let r = agent.request(json!({"id": "a1", "type": "abort"}));
+    assert_eq!(r["success"], true, "{}", agent.dump());
+    assert_eq!(notify_from(&agent, from, "bg "), "bg {\"cancelled\":true}");
+    assert_eq!(leaf(&mut agent, "e1"), old, "{}", agent.dump());
+    assert!(
+        file_entries(&root)
+            .iter()
+            .all(|e| e["type"] != "branch_summary"),
+        "{}",
+        agent.dump()
+    );
+    let r = agent.request(json!({"id": "s2", "type": "get_state"}));
+    assert_eq!(r["data"]["isCompacting"], false, "{}", agent.dump());
+
+    // Settled: prompts are admitted again.
+    prompt(&mut agent, "p4", "later");
+    assert_eq!(
+        roles(&mut agent, "m1"),
+        [
+            "user:first",
+            "assistant:one",
+            "user:second",
+            "assistant:two",
+            "user:later",
+            "assistant:after"
+        ]
+    );
     agent.close_stdin();
     assert!(agent.wait_exit(LIVENESS).is_some_and(|s| s.success()));
 }

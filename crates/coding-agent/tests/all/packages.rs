@@ -638,3 +638,123 @@ fn extension_flag_with_an_npm_source_caches_it_for_the_run() {
         "not written to settings"
     );
 }
+
+/// `"autoload": false` (upstream 1.6 `docs/packages.md` "Understand scope and identity",
+/// `package-manager.js` `applyPackageDeltaFilter`, `dedupePackages`): such an entry loads
+/// nothing but what its patterns name; a project entry of that form over a personal entry of
+/// the same package is a delta over it (its `!` turns off, its plain patterns add, each added
+/// file with scope project; the rest comes from the personal entry). The expected lists were
+/// recorded from upstream 1.6 on the same files (`get_commands`, offline).
+#[test]
+fn autoload_false_loads_only_the_named_resources_and_a_project_entry_is_a_delta() {
+    let (_fake, root) = setup(Script::new([]), DEFAULT_MODEL);
+    let pkg = root.agent_dir.join("npm/node_modules/pi-multi");
+    let ext = |name: &str| {
+        format!(
+            "export default function (pi) {{ pi.registerCommand(\"{name}\", {{ description: \"{name}\", handler: async () => {{}} }}); }}\n"
+        )
+    };
+    let (a, b, c) = (ext("a-cmd"), ext("b-cmd"), ext("c-cmd"));
+    write_tree(
+        &pkg,
+        &[
+            (
+                "package.json",
+                r#"{"name": "pi-multi", "version": "1.0.0", "keywords": ["pi-package"]}"#,
+            ),
+            ("extensions/a.js", &a),
+            ("extensions/b.js", &b),
+            ("extensions/c.js", &c),
+            ("prompts/p1.md", "p1 body\n"),
+            ("prompts/p2.md", "p2 body\n"),
+        ],
+    );
+    write_tree(
+        &root.agent_dir.join("npm"),
+        &[(
+            "package.json",
+            r#"{"name": "pi-extensions", "private": true}"#,
+        )],
+    );
+    // `name scope file` of each package command (extensions and prompt templates).
+    let loaded = |agent: &mut RpcAgent| -> Vec<String> {
+        let mut v: Vec<String> = commands(agent)
+            .iter()
+            .filter(|c| c["sourceInfo"]["source"] == "npm:pi-multi")
+            .map(|c| {
+                let path = c["sourceInfo"]["path"].as_str().unwrap_or_default();
+                let file = Path::new(path)
+                    .strip_prefix(&pkg)
+                    .unwrap_or(Path::new(path));
+                format!(
+                    "{} {} {}",
+                    c["name"].as_str().unwrap_or_default(),
+                    c["sourceInfo"]["scope"].as_str().unwrap_or_default(),
+                    file.display()
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+
+    // A personal entry with autoload false: only what its patterns name.
+    root.merge_settings(json!({"packages": [{
+        "source": "npm:pi-multi", "autoload": false,
+        "extensions": ["extensions/*.js", "-extensions/b.js"],
+        "prompts": ["+prompts/p2.md"]
+    }]}));
+    let mut agent = root.spawn();
+    assert_eq!(
+        loaded(&mut agent),
+        [
+            "a-cmd user extensions/a.js",
+            "c-cmd user extensions/c.js",
+            "p2 user prompts/p2.md"
+        ],
+        "{}",
+        agent.stderr()
+    );
+    drop(agent);
+
+    // A personal entry with a filter, and a project delta over it.
+    root.merge_settings(json!({"packages": [{
+        "source": "npm:pi-multi", "extensions": ["extensions/a.js", "extensions/b.js"]
+    }]}));
+    root.write_cwd_file(
+        ".pi/settings.json",
+        &json!({"packages": [{
+            "source": "npm:pi-multi", "autoload": false,
+            "extensions": ["!extensions/b.js", "extensions/c.js"],
+            "prompts": ["prompts/p1.md"]
+        }]})
+        .to_string(),
+    );
+    let mut agent = spawn(&root, &[], &["--approve"]);
+    assert_eq!(
+        loaded(&mut agent),
+        [
+            "a-cmd user extensions/a.js",
+            "c-cmd project extensions/c.js",
+            "p1 project prompts/p1.md",
+            "p2 user prompts/p2.md"
+        ],
+        "{}",
+        agent.stderr()
+    );
+    drop(agent);
+
+    // Untrusted, the project entry is not read: the personal entry alone.
+    let mut agent = spawn(&root, &[], &["--no-approve"]);
+    assert_eq!(
+        loaded(&mut agent),
+        [
+            "a-cmd user extensions/a.js",
+            "b-cmd user extensions/b.js",
+            "p1 user prompts/p1.md",
+            "p2 user prompts/p2.md"
+        ],
+        "{}",
+        agent.stderr()
+    );
+}

@@ -36,7 +36,7 @@ use parking_lot::Mutex;
 use pi_ai::{AssistantMessage, Message, Model, StopReason};
 use prepare::Preparation;
 use serde_json::Value;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use summarize::{combine_usage, Summarizer};
 use tokio_util::sync::CancellationToken;
 
@@ -114,6 +114,12 @@ struct AutoOutcome {
 pub struct CompactionState {
     /// Cancel token of a manual `compact` in progress.
     manual: Mutex<Option<CancellationToken>>,
+    /// Cancel token of a tree navigation in progress (`ctx.navigateTree`, from its
+    /// `session_before_tree` through the branch summary; upstream's
+    /// `_branchSummaryAbortController`).
+    branch: Mutex<Option<(u64, CancellationToken)>>,
+    /// Number of the last tree navigation begun (identifies the slot's owner).
+    branch_seq: AtomicU64,
     /// Overflow recovery already ran since the last user message.
     overflow_attempted: AtomicBool,
 }
@@ -127,6 +133,42 @@ impl CompactionState {
     /// Cancels a manual compaction in progress (`abort`).
     pub fn abort_manual(&self) {
         if let Some(t) = self.manual.lock().as_ref() {
+            t.cancel();
+        }
+    }
+
+    /// A tree navigation (its `session_before_tree` or branch summary) is in progress.
+    pub fn branch_running(&self) -> bool {
+        self.branch.lock().is_some()
+    }
+
+    /// A manual compaction or a tree navigation is in progress: a prompt is refused with
+    /// [`PROMPT_DURING_COMPACTION`] (upstream 1.6 `AgentSession.prompt` checks both
+    /// controllers) and `get_state.isCompacting` is true.
+    pub fn refuses_prompt(&self) -> bool {
+        self.manual_running() || self.branch_running()
+    }
+
+    /// Marks a tree navigation in progress with `token` (what `abort` cancels); returns the
+    /// number to pass to [`CompactionState::end_branch`].
+    pub fn begin_branch(&self, token: &CancellationToken) -> u64 {
+        let n = self.branch_seq.fetch_add(1, Ordering::SeqCst) + 1;
+        *self.branch.lock() = Some((n, token.clone()));
+        n
+    }
+
+    /// Ends tree navigation `n`: clears the slot if navigation `n` still holds it (a
+    /// navigation a `session_tree` handler started owns the slot then, as upstream).
+    pub fn end_branch(&self, n: u64) {
+        let mut slot = self.branch.lock();
+        if slot.as_ref().is_some_and(|(m, _)| *m == n) {
+            *slot = None;
+        }
+    }
+
+    /// Cancels a tree navigation in progress (`abort`; upstream `abortBranchSummary`).
+    pub fn abort_branch(&self) {
+        if let Some((_, t)) = self.branch.lock().as_ref() {
             t.cancel();
         }
     }
