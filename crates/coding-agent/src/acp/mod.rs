@@ -14,11 +14,13 @@
 //! so they run on our multi-thread runtime as they are; no `LocalSet`).
 //!
 //! At EOF the runs still in flight are aborted and waited for, so their messages reach the
-//! session file.
+//! session file; a client that closed pi's stdout first is treated the same way
+//! ([`transport::ClientOut`]), not as a transport failure.
 
 mod commands;
 mod mcp;
 mod sessions;
+mod transport;
 mod ui;
 pub mod update;
 
@@ -107,7 +109,7 @@ pub async fn run(start: AcpStart) -> std::io::Result<()> {
 /// The SDK connection with pi's handlers, until EOF.
 async fn serve(agent: Arc<Agent>) -> Result<(), agent_client_protocol::Error> {
     let transport = ByteStreams::new(
-        tokio::io::stdout().compat_write(),
+        transport::ClientOut::new(tokio::io::stdout()).compat_write(),
         tokio::io::stdin().compat(),
     );
     let (a1, a2, a3, a4, a5, a6, a7, a8, a9) = (

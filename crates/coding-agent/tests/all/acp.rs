@@ -911,6 +911,69 @@ fn eof_mid_stream_keeps_the_session_file() {
         .is_some_and(|t| t.starts_with("word")));
 }
 
+/// A client that closes pi's stdout while a reply streams (an editor quitting), and only then
+/// its stdin: the next writes fail with `EPIPE`, which is the client gone, not a transport
+/// failure. The run is aborted and settled at EOF as on any close, what streamed is in the
+/// session file, and pi exits 0 (it exited 1 with the SDK's write error before).
+#[test]
+fn a_client_that_closes_stdout_first_still_gets_a_settled_session_and_exit_0() {
+    let long = "word ".repeat(400);
+    let (_fake, root) = setup(
+        Script::new([Turn::text(long).chunk_size(5).delay_ms(20)]),
+        DEFAULT_MODEL,
+    );
+    let mut child = acp_command(&root, &[]).spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut send = |line: Value| {
+        stdin.write_all(format!("{line}\n").as_bytes()).unwrap();
+        stdin.flush().unwrap();
+    };
+    send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": 1, "clientCapabilities": {}}}));
+    let mut session = None;
+    let mut chunk_seen = false;
+    while !chunk_seen {
+        let line = lines.next().expect("pi's stdout").unwrap();
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if v["id"] == 1 {
+            let _: InitializeResponse = serde_json::from_value(v["result"].clone()).unwrap();
+            send(json!({"jsonrpc": "2.0", "id": 2, "method": "session/new",
+                "params": {"cwd": root.cwd, "mcpServers": []}}));
+        } else if v["id"] == 2 {
+            let id = v["result"]["sessionId"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{v}"))
+                .to_string();
+            send(
+                json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
+                "params": {"sessionId": id, "prompt": [{"type": "text", "text": "talk"}]}}),
+            );
+            session = Some(id);
+        } else if v["method"] == "session/update" {
+            let n: SessionNotification = serde_json::from_value(v["params"].clone()).unwrap();
+            chunk_seen = matches!(n.update, SessionUpdate::AgentMessageChunk(_));
+        }
+    }
+    // The client stops reading: pi's next chunks meet a closed pipe.
+    drop(lines);
+    std::thread::sleep(Duration::from_millis(400));
+    drop(send);
+    drop(stdin);
+    let status = child.wait().unwrap();
+    assert!(
+        status.success(),
+        "pi exits 0 when the client is gone: {status:?}"
+    );
+    let files = root.session_files();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let entries = check_session_file(&files[0]).expect("a whole session file");
+    assert_eq!(entries[0]["id"], session.unwrap().as_str());
+    let last = entries.last().unwrap();
+    assert_eq!(last["message"]["role"], "assistant", "{last}");
+    assert_eq!(last["message"]["stopReason"], "aborted", "{last}");
+}
+
 /// A prompt sent while a turn streams is queued as pi's steer: the model gets it in the same
 /// run, and both prompts answer once the session is quiet.
 #[test]
