@@ -320,12 +320,8 @@ fn rpc_prompt_runs_input_handlers_templates_and_before_agent_start() {
     let got = labels_from(&agent, from);
     assert_eq!(got[..2], ["response:t", "agent_start"], "{got:?}");
 
-    let from = agent.len();
-    agent.request(json!({"id": "p", "type": "prompt", "message": "/tpl one"}));
-    agent.wait_from(from, LIVENESS, |v| kind(v) == "agent_settled");
-    let from = agent.len();
-    agent.request(json!({"id": "k", "type": "prompt", "message": "/skill:greet bob"}));
-    agent.wait_from(from, LIVENESS, |v| kind(v) == "agent_settled");
+    agent.prompt_settled("p", "/tpl one");
+    agent.prompt_settled("k", "/skill:greet bob");
 
     let reqs = fake.llm_requests();
     assert_eq!(reqs.len(), 3, "the consumed prompt reached no model");

@@ -127,10 +127,7 @@ fn before_agent_start_system_prompt_options_select_tools_and_force_the_prompt() 
     root.write_cwd_file("spo.js", ext);
     let mut agent = root.spawn_with(true, &["-e", "spo.js"]);
     for (i, text) in ["plain", "tools", "force", "plain"].iter().enumerate() {
-        let from = agent.len();
-        let r = agent.request(json!({"id": format!("p{i}"), "type": "prompt", "message": text}));
-        assert_eq!(r["success"], true, "{r}");
-        agent.wait_from(from, LIVENESS, |v| kind(v) == "agent_settled");
+        agent.prompt_settled(&format!("p{i}"), text);
     }
     let reqs = fake.llm_requests();
     assert_eq!(reqs.len(), 4, "{}", agent.dump());

@@ -107,10 +107,8 @@ fn now_ms() -> i64 {
 /// `agent_end`: a prompt sent between the two can meet the post-run checks still going and be
 /// refused as "already processing").
 fn prompt(agent: &mut RpcAgent, id: &str, text: &str) -> Vec<Value> {
-    let from = agent.len();
-    agent.send(json!({"id": id, "type": "prompt", "message": text}));
-    agent.wait_from(from, LIVENESS, |v| kind(v) == "agent_settled");
-    agent.events()[from..]
+    agent
+        .prompt_settled(id, text)
         .iter()
         .filter(|v| kind(v) == "message_end" && v["message"]["role"] == "assistant")
         .map(|v| v["message"].clone())

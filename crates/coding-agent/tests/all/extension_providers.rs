@@ -62,9 +62,7 @@ fn command(agent: &mut RpcAgent, id: &str, text: &str) {
 }
 
 fn prompt_and_settle(agent: &mut RpcAgent, id: &str, text: &str) {
-    let from = agent.len();
-    agent.send(json!({"id": id, "type": "prompt", "message": text}));
-    agent.wait_from(from, LIVENESS, |v| kind(v) == "agent_end");
+    agent.prompt_settled(id, text);
 }
 
 #[test]

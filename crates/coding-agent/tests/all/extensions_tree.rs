@@ -69,9 +69,16 @@ fn command(agent: &mut RpcAgent, id: &str, text: &str) -> usize {
 }
 
 fn prompt(agent: &mut RpcAgent, id: &str, text: &str) {
-    let from = agent.len();
-    agent.send(json!({"id": id, "type": "prompt", "message": text}));
-    agent.wait_from(from, LIVENESS, |v| kind(v) == "agent_settled");
+    agent.prompt_settled(id, text);
+}
+
+/// The ids of the session file's message entries, in file order (`system` messages left out).
+fn message_ids(root: &RunRoot) -> Vec<String> {
+    file_entries(root)
+        .iter()
+        .filter(|e| e["type"] == "message" && e["message"]["role"] != "system")
+        .map(|e| e["id"].as_str().unwrap().to_string())
+        .collect()
 }
 
 /// How many entries lie after `ancestor` on the path to `leaf` (`ancestor` = `None`: all).
@@ -136,11 +143,7 @@ fn navigate_tree_moves_the_leaf_and_summarizes_the_branch_left() {
     prompt(&mut agent, "p1", "first");
     prompt(&mut agent, "p2", "second");
     let entries = file_entries(&root);
-    let ids: Vec<String> = entries
-        .iter()
-        .filter(|e| e["type"] == "message" && e["message"]["role"] != "system")
-        .map(|e| e["id"].as_str().unwrap().to_string())
-        .collect();
+    let ids = message_ids(&root);
     let (u1, a1) = (&ids[0], &ids[1]);
     let old = leaf(&mut agent, "e0");
 
@@ -286,12 +289,7 @@ fn a_branch_summary_in_progress_refuses_prompts_and_navigations_and_abort_cancel
     let mut agent = root.spawn_with(true, &["-e", "nav.js"]);
     prompt(&mut agent, "p1", "first");
     prompt(&mut agent, "p2", "second");
-    let entries = file_entries(&root);
-    let ids: Vec<String> = entries
-        .iter()
-        .filter(|e| e["type"] == "message")
-        .map(|e| e["id"].as_str().unwrap().to_string())
-        .collect();
+    let ids = message_ids(&root);
     let (u1, a1) = (&ids[0], &ids[1]);
     let old = leaf(&mut agent, "e0");
     let requests_before = fake.llm_requests().len();

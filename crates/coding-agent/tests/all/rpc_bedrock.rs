@@ -307,10 +307,7 @@ fn bedrock_throttling_is_retried_by_the_sdk_rules_then_by_the_agent() {
             ("AWS_REGION", "us-east-2"),
         ],
     );
-    let from = agent.len();
-    let r = agent.request(json!({"id": "p", "type": "prompt", "message": "Hello?"}));
-    assert_eq!(r["success"], true, "{r}");
-    agent.wait_from(from, LIVENESS, |v| kind(v) == "agent_settled");
+    agent.prompt_settled("p", "Hello?");
     let starts: Vec<Value> = agent
         .events()
         .into_iter()
@@ -359,10 +356,7 @@ fn bedrock_profile_credentials_and_region_from_the_shared_files() {
             ("AWS_CONFIG_FILE", &config),
         ],
     );
-    let from = agent.len();
-    let r = agent.request(json!({"id": "p", "type": "prompt", "message": "Hello?"}));
-    assert_eq!(r["success"], true, "{r}");
-    agent.wait_from(from, LIVENESS, |v| kind(v) == "agent_settled");
+    agent.prompt_settled("p", "Hello?");
     let r = agent.request(json!({"id": "t", "type": "get_last_assistant_text"}));
     assert_eq!(r["data"]["text"], "From the profile.", "{r}");
     let reqs = fake.llm_requests();

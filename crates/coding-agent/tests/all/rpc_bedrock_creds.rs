@@ -822,9 +822,6 @@ fn bedrock_other_validation_errors_are_not_retried_without_strict() {
             ("AWS_SECRET_ACCESS_KEY", "s"),
         ],
     );
-    let from = agent.len();
-    let r = agent.request(json!({"id": "p", "type": "prompt", "message": "Hello?"}));
-    assert_eq!(r["success"], true, "{r}");
-    agent.wait_from(from, LIVENESS, |v| kind(v) == "agent_settled");
+    agent.prompt_settled("p", "Hello?");
     assert_eq!(fake.llm_requests().len(), 1);
 }

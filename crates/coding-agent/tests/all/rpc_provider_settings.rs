@@ -9,10 +9,7 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 
 fn run_prompt(agent: &mut RpcAgent, id: &str) {
-    let from = agent.len();
-    let r = agent.request(json!({"id": id, "type": "prompt", "message": "think"}));
-    assert_eq!(r["success"], true, "{r}");
-    agent.wait_from(from, LIVENESS, |v| kind(v) == "agent_settled");
+    agent.prompt_settled(id, "think");
 }
 
 #[test]

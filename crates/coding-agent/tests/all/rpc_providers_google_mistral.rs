@@ -329,10 +329,7 @@ fn gemini_safety_stop_and_a_stream_without_finish_reason_are_errors() {
     root.merge_settings(json!({"retry": {"enabled": false}}));
     let mut agent = root.spawn();
     for id in ["a", "b"] {
-        let from = agent.len();
-        let r = agent.request(json!({"id": id, "type": "prompt", "message": "Hello?"}));
-        assert_eq!(r["success"], true, "{r}");
-        agent.wait_from(from, LIVENESS, |v| kind(v) == "agent_settled");
+        agent.prompt_settled(id, "Hello?");
     }
     let r = agent.request(json!({"id": "m", "type": "get_messages"}));
     let errors: Vec<&Value> = r["data"]["messages"]

@@ -446,6 +446,25 @@ impl RpcAgent {
             .1
     }
 
+    /// Sends `{"id": id, "type": "prompt", "message": text}`, asserts that it is accepted
+    /// (`success: true`) and waits for the `agent_settled` that follows; returns every stdout
+    /// value from the send on (the response, the run's events, `agent_settled`).
+    pub fn prompt_settled(&mut self, id: &str, text: &str) -> Vec<Value> {
+        let from = self.len();
+        let r = self.request(json!({"id": id, "type": "prompt", "message": text}));
+        assert_eq!(
+            r["success"],
+            true,
+            "prompt {id} refused: {r}\n{}",
+            self.dump()
+        );
+        self.wait_from(from, LIVENESS, |v| v["type"] == "agent_settled");
+        self.shared.lock().records[from..]
+            .iter()
+            .filter_map(|r| r.value.clone())
+            .collect()
+    }
+
     /// Sends `cmd` and waits for its response (the command must carry an `id`).
     pub fn request(&mut self, cmd: Value) -> Value {
         let id = cmd["id"].as_str().expect("command id").to_string();
