@@ -13,6 +13,9 @@ use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+/// How long the first response may take: four packages' extensions load before it.
+const STARTUP: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// The packages at the versions `scripts/fetch-test-packages.sh` pins, as `pi install` is
 /// given them and records them in `packages`.
 const ALIASES: &str = "npm:pi-aliases@1.0.7";
@@ -130,7 +133,10 @@ fn installed(npm: &Path) -> Vec<String> {
 }
 
 fn command_names(agent: &mut RpcAgent) -> Vec<(String, String)> {
-    let r = agent.request(json!({"id": "c", "type": "get_commands"}));
+    // The first request after the spawn: it waits for the packages' extensions to load
+    // (TypeBox and the SDK under Node), which took over 30 s on a 2-core machine at load 10.
+    agent.send(json!({"id": "c", "type": "get_commands"}));
+    let (_, r) = agent.wait_from(0, STARTUP, |v| v["type"] == "response" && v["id"] == "c");
     r["data"]["commands"]
         .as_array()
         .unwrap()
