@@ -189,16 +189,33 @@ impl AgentSession {
         let Some(ext) = self.extensions().cloned() else {
             return;
         };
-        let (system_prompt, tools) = {
+        let (system_prompt, options) = {
             let l = self.inner.loadout.lock();
             let names: Vec<String> = l.tools.iter().map(|t| t.definition().name).collect();
-            (l.system_prompt.clone(), names)
+            let options = super::prompt_options::options_of(&l.prompt_input, names);
+            (l.system_prompt.clone(), options)
         };
-        let cwd = self.inner.cwd.to_string_lossy().into_owned();
         let r = ext
-            .before_agent_start(text, images, &system_prompt, &cwd, tools)
+            .before_agent_start(text, images, &system_prompt, options)
             .await;
         prompts.extend(r.messages);
+        // Edited options build this run's prompt, over the loadout as the handlers left it
+        // (a `selectedTools` edit has replaced it); a forced prompt wins over them.
+        let edited = match (&r.system_prompt, &r.prompt_edits) {
+            (None, Some(edits)) => {
+                let input = super::prompt_options::apply_edits(
+                    &self.inner.loadout.lock().prompt_input,
+                    edits,
+                );
+                let sections = crate::system_prompt::build_sections(&input)
+                    .into_iter()
+                    .map(|(k, v)| (k, Value::String(v)))
+                    .collect();
+                Some(sections)
+            }
+            _ => None,
+        };
+        *self.inner.run_prompt_sections.lock() = edited;
         *self.inner.run_system_prompt.lock() = r.system_prompt;
     }
 
@@ -226,10 +243,20 @@ impl AgentSession {
             .mcp_section
             .clone()
             .map(|section| section.text());
+        let run_sections = {
+            let mut run = self.inner.run_prompt_sections.lock();
+            if let (Some(sections), Some(now)) = (run.as_mut(), &mcp_now) {
+                set_section(sections, MCP, now.clone());
+            }
+            run.clone()
+        };
         if let Some(Message::System(first)) = prompts.first_mut() {
             if let Some(now) = &mcp_now {
                 let sections = first.sections.get_or_insert_with(Default::default);
                 set_section(sections, MCP, now.clone());
+            }
+            if let Some(run) = &run_sections {
+                first.sections = Some(run.clone());
             }
         }
         let current = {
@@ -242,8 +269,21 @@ impl AgentSession {
                 set_section(sections, MCP, now);
                 l.system_prompt = crate::system_prompt::system_message_text(&l.system_message);
             }
-            l.system_message.sections.clone().unwrap_or_default()
+            match &run_sections {
+                Some(run) => run.clone(),
+                None => l.system_message.sections.clone().unwrap_or_default(),
+            }
         };
+        if let Some(run) = &run_sections {
+            // The request sends what the edited sections say (upstream renders the prompt
+            // from the run's options).
+            let text = run
+                .values()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join("\n\n");
+            *self.inner.run_system_prompt.lock() = Some(text);
+        }
         if matches!(prompts.first(), Some(Message::System(_))) {
             return;
         }
@@ -609,6 +649,7 @@ impl AgentSession {
     fn settle(&self) {
         self.flush_deferred_bash();
         self.inner.run_system_prompt.lock().take();
+        self.inner.run_prompt_sections.lock().take();
         let finished = self.inner.run.finish();
         self.emit(RpcEvent::AgentSettled {
             aborted: finished.aborted,

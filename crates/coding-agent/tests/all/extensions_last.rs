@@ -1,0 +1,129 @@
+//! The last extension items of issue 27, each compared with upstream 1.6 on the fake server:
+//! what an `agent_settled` handler sends reaches the client before `agent_settled`, and what
+//! it starts runs after it; `systemPromptOptions` edits in `before_agent_start`.
+
+use crate::common::*;
+use pi_fakellm::{Script, Turn};
+use serde_json::Value;
+
+/// The system prompt the fake model received in request `i` (OpenAI chat: the first message).
+fn system_of(fake: &pi_fakellm::FakeLlm, i: usize) -> String {
+    let body: Value = serde_json::from_str(&fake.requests()[i].body_text()).unwrap();
+    body["messages"][0]["content"]
+        .as_str()
+        .map(str::to_string)
+        .unwrap_or_else(|| body["messages"][0]["content"].to_string())
+}
+
+/// The bullet lines of the `<rules>` section of a prompt.
+fn rules_of(prompt: &str) -> Vec<String> {
+    let start = prompt.find("<rules>\n").expect("rules section") + "<rules>\n".len();
+    let end = prompt[start..].find("\n</rules>").expect("rules end") + start;
+    prompt[start..end].lines().map(str::to_string).collect()
+}
+
+/// `systemPromptOptions` edits in `before_agent_start`, as upstream 1.6 applies them
+/// (recorded on the fake server; upstream `_prepareRun` builds the run's prompt from the
+/// edited options, `buildSystemPromptSections`):
+/// - the options carry upstream's keys, in its order;
+/// - `sections.house` becomes a `<house>` section after every other one, an empty section adds
+///   nothing; `promptGuidelines` bullets go before the two closing rules; a `toolGuidelines`
+///   bullet of `bash` follows the guidelines of the tools before it; `appendSystemPrompt` is an
+///   `<addendum>`;
+/// - the first run's system message carries the edited sections; the next run, without edits,
+///   sends the session's own prompt again and records a patch
+///   `{rules: <rules>, addendum: null, house: null}` without `toolsAdded`.
+#[test]
+fn system_prompt_options_edits_shape_the_runs_prompt_as_upstream() {
+    let ext = r#"export default function (pi) {
+      pi.on("before_agent_start", (event, ctx) => {
+        const o = event.systemPromptOptions;
+        ctx.ui.notify("keys " + Object.keys(o).join(","));
+        if (event.prompt !== "edit") return;
+        o.sections.house = "HOUSE RULES";
+        o.sections.zeta = "";
+        o.promptGuidelines.push("Always answer in haiku");
+        o.toolGuidelines.bash = [...(o.toolGuidelines.bash || []), "Quote every path"];
+        o.appendSystemPrompt = "APPENDED";
+      });
+    }"#;
+    let (fake, root) = setup(
+        Script::new([Turn::text("one"), Turn::text("two")]),
+        DEFAULT_MODEL,
+    );
+    root.write_cwd_file("e.js", ext);
+    let mut agent = root.spawn_with(true, &["-e", "e.js"]);
+    agent.request(serde_json::json!({"id": "p1", "type": "prompt", "message": "edit"}));
+    agent.wait_event("agent_settled");
+    agent.request(serde_json::json!({"id": "p2", "type": "prompt", "message": "plain"}));
+    agent.wait_event("agent_settled");
+    let keys: Vec<Value> = agent
+        .events()
+        .into_iter()
+        .filter(|v| kind(v) == "extension_ui_request")
+        .map(|v| v["message"].clone())
+        .collect();
+    let upstream_keys =
+        "keys customPrompt,forceSystemPrompt,selectedTools,hiddenTools,toolSnippets,\
+        toolGuidelines,promptGuidelines,appendSystemPrompt,sections,cwd,contextFiles,skills";
+    assert_eq!(keys, vec![upstream_keys, upstream_keys], "{}", agent.dump());
+
+    let edited = system_of(&fake, 0);
+    let plain = system_of(&fake, 1);
+    assert!(
+        edited.ends_with("</cwd>\n\n<house>\nHOUSE RULES\n</house>"),
+        "{edited}"
+    );
+    assert!(
+        edited.contains("\n\n<addendum>\nAPPENDED\n</addendum>\n\n"),
+        "{edited}"
+    );
+    assert!(!edited.contains("<zeta>"), "{edited}");
+    assert!(
+        !plain.contains("<house>") && !plain.contains("<addendum>"),
+        "{plain}"
+    );
+    let (r0, r1) = (rules_of(&edited), rules_of(&plain));
+    let n = r1.len();
+    assert_eq!(r0[r0.len() - 3], "- Always answer in haiku", "{r0:?}");
+    assert_eq!(r0[r0.len() - 2..], r1[n - 2..], "{r0:?}");
+    let quote = r0
+        .iter()
+        .position(|r| r == "- Quote every path")
+        .expect("bash bullet");
+    let read = pi_coding_agent::system_prompt::builtin_guidelines("read")[0];
+    let edit = pi_coding_agent::system_prompt::builtin_guidelines("edit")[0];
+    let at = |r: &str| r0.iter().position(|x| x == &format!("- {r}")).unwrap();
+    assert!(at(read) < quote && quote < at(edit), "{r0:?}");
+    let rest: Vec<&String> = r0
+        .iter()
+        .filter(|r| *r != "- Quote every path" && *r != "- Always answer in haiku")
+        .collect();
+    assert_eq!(rest, r1.iter().collect::<Vec<_>>());
+
+    let entries = check_session_file(&root.session_files().pop().unwrap()).unwrap();
+    let systems: Vec<&Value> = entries
+        .iter()
+        .filter(|e| e["type"] == "message" && e["message"]["role"] == "system")
+        .map(|e| &e["message"])
+        .collect();
+    assert_eq!(systems.len(), 2, "{entries:?}");
+    assert_eq!(
+        systems[0]["sections"]["house"], "<house>\nHOUSE RULES\n</house>",
+        "{}",
+        systems[0]
+    );
+    let patch = systems[1]["sections"].as_object().expect("patch sections");
+    assert_eq!(
+        patch.keys().collect::<Vec<_>>(),
+        ["rules", "addendum", "house"],
+        "{}",
+        systems[1]
+    );
+    assert!(patch["addendum"].is_null() && patch["house"].is_null());
+    assert!(systems[1].get("toolsAdded").is_none(), "{}", systems[1]);
+    assert_eq!(
+        rules_of(&format!("{}", patch["rules"].as_str().unwrap())),
+        r1
+    );
+}
