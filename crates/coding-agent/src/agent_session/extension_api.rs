@@ -165,6 +165,23 @@ impl AgentSession {
                 }
             }
         }
+        if trigger_turn && self.inner.run.is_settling() {
+            // From an `agent_settled` handler: entered and answered after that event, as
+            // upstream defers it (`_deferredSettledActions`).
+            let this = self.clone();
+            let deliver_as = deliver_as.map(str::to_string);
+            return Some(
+                async move {
+                    this.wait_settled().await;
+                    if let Some(run) =
+                        this.send_custom_message(message, deliver_as.as_deref(), trigger_turn)
+                    {
+                        run.await;
+                    }
+                }
+                .boxed(),
+            );
+        }
         self.enter_custom_message(message);
         if trigger_turn && deliver != "nextTurn" {
             match self.start_run(None, None, None) {

@@ -41,9 +41,11 @@ struct SettleGuard {
 }
 
 impl SettleGuard {
-    fn settle(mut self) {
+    /// Settles the run, `agent_settled` reaching the client once the extensions' handlers of
+    /// it are done ([`AgentSession::settle_awaited`]).
+    async fn settle(mut self) {
         if let Some(s) = self.session.take() {
-            s.settle();
+            s.settle_awaited().await;
         }
     }
 }
@@ -52,6 +54,21 @@ impl Drop for SettleGuard {
     fn drop(&mut self) {
         if let Some(s) = self.session.take() {
             s.settle();
+        }
+    }
+}
+
+/// Marks the run settled when dropped ([`AgentSession::settle_awaited`]), also when the
+/// settling future is dropped while the `agent_settled` handlers run.
+struct MarkSettled {
+    session: AgentSession,
+    finished: Option<super::run_control::Finished>,
+}
+
+impl Drop for MarkSettled {
+    fn drop(&mut self) {
+        if let Some(finished) = self.finished.take() {
+            self.session.after_settled(finished);
         }
     }
 }
@@ -132,6 +149,9 @@ impl AgentSession {
                 None => Err(ALREADY_PROCESSING.into()),
             };
         };
+        // A run started while the previous one's `agent_settled` handlers run (one of them
+        // sent it) begins after that event, as upstream defers it (`_deferredSettledActions`).
+        let previous = self.inner.run.last_started().saturating_sub(1);
         let mut prompts = Vec::new();
         if !self.inner.system_recorded.swap(true, Ordering::SeqCst) {
             let mut sys = self.inner.loadout.lock().system_message.clone();
@@ -154,6 +174,7 @@ impl AgentSession {
             let guard = SettleGuard {
                 session: Some(this.clone()),
             };
+            this.inner.run.wait_run_settled(previous).await;
             if let Some((text, images)) = before_start {
                 // An abort ends a round that has not answered; the run then ends aborted (a
                 // provider asked with a fired token sends nothing).
@@ -173,7 +194,7 @@ impl AgentSession {
             }
             this.refresh_system_sections(&mut prompts);
             this.run_prompts(prompts, cancel).await;
-            guard.settle();
+            guard.settle().await;
         })))
     }
 
@@ -654,9 +675,37 @@ impl AgentSession {
         self.emit(RpcEvent::AgentSettled {
             aborted: finished.aborted,
         });
+        self.after_settled(finished);
+    }
+
+    /// [`AgentSession::settle`] on a run's normal end: the extensions' `agent_settled`
+    /// handlers run first, so what they send (a `notify`, …) reaches the client before
+    /// `agent_settled` (upstream `_emitAgentSettled` awaits the extension runner, then emits
+    /// to its listeners). Dropped while the handlers run, the event is still sent and the run
+    /// still marked settled.
+    async fn settle_awaited(&self) {
+        self.flush_deferred_bash();
+        self.inner.run_system_prompt.lock().take();
+        self.inner.run_prompt_sections.lock().take();
+        let finished = self.inner.run.finish();
+        let mark = MarkSettled {
+            session: self.clone(),
+            finished: Some(finished),
+        };
+        let event = RpcEvent::AgentSettled {
+            aborted: finished.aborted,
+        };
+        if let Some(wait) = self.emit_awaited(event) {
+            wait.await;
+        }
+        drop(mark);
+    }
+
+    /// After `agent_settled` was queued: waiters are woken and the run's transient peak
+    /// (requests built from the whole context) goes back to the system, so idle RSS follows
+    /// what the session holds (issue 15).
+    fn after_settled(&self, finished: super::run_control::Finished) {
         self.inner.run.mark_settled(finished);
-        // The run's transient peak (requests built from the whole context) goes back to the
-        // system, so idle RSS follows what the session holds (issue 15).
         crate::mem::release_free_memory();
     }
 

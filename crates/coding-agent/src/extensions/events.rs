@@ -82,6 +82,7 @@ pub const AWAITED: &[&str] = &[
     "message_end",
     "tool_execution_start",
     "tool_execution_end",
+    "agent_settled",
 ];
 
 /// The type of `ev` when it is one of [`AWAITED`] whose handlers run when the client is to see
@@ -95,6 +96,7 @@ pub(super) fn awaited_kind(ev: &RpcEvent) -> Option<&'static str> {
         RpcEvent::MessageStart { .. } => "message_start",
         RpcEvent::ToolExecutionStart { .. } => "tool_execution_start",
         RpcEvent::ToolExecutionEnd { .. } => "tool_execution_end",
+        RpcEvent::AgentSettled { .. } => "agent_settled",
         _ => return None,
     };
     AWAITED.contains(&t).then_some(t)

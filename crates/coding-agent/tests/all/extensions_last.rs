@@ -6,6 +6,99 @@ use crate::common::*;
 use pi_fakellm::{Script, Turn};
 use serde_json::Value;
 
+/// The event sequence as upstream's transcripts are compared here: `type` (and the role of a
+/// message, the text of a notify), without `message_update` deltas.
+fn sequence(agent: &RpcAgent) -> Vec<String> {
+    agent
+        .events()
+        .into_iter()
+        .filter(|v| kind(v) != "message_update")
+        .map(|v| match kind(&v) {
+            "message_start" | "message_end" => {
+                let m = &v["message"];
+                let role = m["role"].as_str().unwrap_or_default();
+                match m["customType"].as_str() {
+                    Some(c) => format!("{} {role}:{c}", kind(&v)),
+                    None => format!("{} {role}", kind(&v)),
+                }
+            }
+            "extension_ui_request" => {
+                format!("notify {}", v["message"].as_str().unwrap_or_default())
+            }
+            k => k.to_string(),
+        })
+        .collect()
+}
+
+/// An `agent_settled` handler that waits 200 ms, notifies (with `ctx.isIdle()`), and from the
+/// first one sends a user message and two custom ones (one plain, one with `triggerTurn`).
+/// Recorded from upstream 1.6 (`--mode rpc` on the fake server): the notify and the plain
+/// custom message come before `agent_settled`; the runs the handler started (the user message,
+/// the custom one with `triggerTurn`) begin after it, since upstream's `_emitAgentSettled`
+/// awaits the extension handlers, then emits, then runs what they deferred.
+#[test]
+fn agent_settled_handler_output_precedes_the_event_and_its_runs_follow() {
+    let ext = r#"export default function (pi) {
+      let n = 0;
+      pi.on("agent_settled", async (e, ctx) => {
+        n += 1;
+        await new Promise((r) => setTimeout(r, 200));
+        if (n === 1) {
+          pi.sendMessage({ customType: "plain", content: "plain", display: true });
+          pi.sendUserMessage("again");
+        }
+        ctx.ui.notify("settled " + n + " " + e.aborted + " idle=" + ctx.isIdle());
+      });
+    }"#;
+    let (_fake, root) = setup(
+        Script::new([Turn::text("one"), Turn::text("two")]),
+        DEFAULT_MODEL,
+    );
+    root.write_cwd_file("e.js", ext);
+    let mut agent = root.spawn_with(false, &["-e", "e.js"]);
+    agent.request(serde_json::json!({"id": "p", "type": "prompt", "message": "go"}));
+    let settled = |n: usize| {
+        move |v: &Value| {
+            kind(v) == "extension_ui_request"
+                && v["message"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with(&format!("settled {n}")))
+        }
+    };
+    let (at, _) = agent.wait_from(0, LIVENESS, settled(2));
+    agent.wait_from(at, LIVENESS, |v| kind(v) == "agent_settled");
+    let seq = sequence(&agent);
+    // Upstream 1.6's transcript (recorded), from the first prompt's response on.
+    let expected = [
+        "response",
+        "agent_start",
+        "turn_start",
+        "message_start system",
+        "message_end system",
+        "message_start user",
+        "message_end user",
+        "message_start assistant",
+        "message_end assistant",
+        "turn_end",
+        "agent_end",
+        "message_start custom:plain",
+        "message_end custom:plain",
+        "notify settled 1 false idle=true",
+        "agent_settled",
+        "agent_start",
+        "turn_start",
+        "message_start user",
+        "message_end user",
+        "message_start assistant",
+        "message_end assistant",
+        "turn_end",
+        "agent_end",
+        "notify settled 2 false idle=true",
+        "agent_settled",
+    ];
+    assert_eq!(seq, expected, "{}", agent.dump());
+}
+
 /// The system prompt the fake model received in request `i` (OpenAI chat: the first message).
 fn system_of(fake: &pi_fakellm::FakeLlm, i: usize) -> String {
     let body: Value = serde_json::from_str(&fake.requests()[i].body_text()).unwrap();
