@@ -182,14 +182,16 @@ impl AgentSession {
                 .boxed(),
             );
         }
-        self.enter_custom_message(message);
         if trigger_turn && deliver != "nextTurn" {
-            match self.start_run(None, None, None) {
+            // The run starts with it, after its system message (upstream `_startRun` with a
+            // custom trigger: `agent_start`, `turn_start`, then the message).
+            match self.start_run(Some(message.clone()), None, None) {
                 Ok(PromptOutcome::Started(run)) => return Some(run),
-                Ok(PromptOutcome::Queued) => {}
+                Ok(PromptOutcome::Queued) => return None,
                 Err(e) => tracing::warn!("extension sendMessage: {e}"),
             }
         }
+        self.enter_custom_message(message);
         None
     }
 

@@ -160,11 +160,15 @@ impl AgentSession {
         }
         // `before_agent_start` sees the prompt as it will be sent (after input handlers and
         // expansion); its copy is only taken when an extension listens.
-        let before_start = user.as_ref().and_then(|user| {
-            self.extensions()
-                .filter(|e| e.handles("before_agent_start"))
-                .map(|_| prompt_parts(user))
-        });
+        // (A custom message an extension's `sendMessage` starts the run with has none.)
+        let before_start = user
+            .as_ref()
+            .filter(|u| matches!(u, Message::User(_)))
+            .and_then(|user| {
+                self.extensions()
+                    .filter(|e| e.handles("before_agent_start"))
+                    .map(|_| prompt_parts(user))
+            });
         prompts.extend(user);
         prompts.append(&mut self.inner.next_turn.lock());
         let this = self.clone();

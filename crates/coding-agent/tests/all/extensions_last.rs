@@ -220,3 +220,77 @@ fn system_prompt_options_edits_shape_the_runs_prompt_as_upstream() {
         r1
     );
 }
+
+/// `pi.sendMessage` from commands while idle, recorded from upstream 1.6 on the fake server:
+/// plain messages (`display` true and false, with `details`) are entered at once, before the
+/// command's response, as `message_start`/`message_end` carrying the message as sent (no
+/// `display` key when none was given); one with `triggerTurn` is the start of the run it
+/// triggers: `agent_start`, `turn_start`, the session's system message, then the custom
+/// message (upstream `_startRun({messageType: "custom"})`), and it is recorded as a
+/// `custom_message` entry.
+#[test]
+fn send_message_events_follow_upstream_order_and_shape() {
+    let ext = r#"export default function (pi) {
+      pi.registerCommand("plain", { handler: async () => {
+        pi.sendMessage({ customType: "a", content: "A", display: true });
+        pi.sendMessage({ customType: "b", content: [{ type: "text", text: "B" }], display: false, details: { x: 1 } });
+      }});
+      pi.registerCommand("trig", { handler: async () => {
+        pi.sendMessage({ customType: "t", content: "T" }, { triggerTurn: true });
+      }});
+    }"#;
+    let (_fake, root) = setup(Script::new([Turn::text("one")]), DEFAULT_MODEL);
+    root.write_cwd_file("e.js", ext);
+    let mut agent = root.spawn_with(true, &["-e", "e.js"]);
+    agent.request(serde_json::json!({"id": "p0", "type": "prompt", "message": "/plain"}));
+    agent.request(serde_json::json!({"id": "p1", "type": "prompt", "message": "/trig"}));
+    agent.wait_event("agent_settled");
+    let expected = [
+        "message_start custom:a",
+        "message_end custom:a",
+        "message_start custom:b",
+        "message_end custom:b",
+        "response",
+        "response",
+        "agent_start",
+        "turn_start",
+        "message_start system",
+        "message_end system",
+        "message_start custom:t",
+        "message_end custom:t",
+        "message_start assistant",
+        "message_end assistant",
+        "turn_end",
+        "agent_end",
+        "agent_settled",
+    ];
+    assert_eq!(sequence(&agent), expected, "{}", agent.dump());
+    let customs: Vec<Value> = agent
+        .events()
+        .into_iter()
+        .filter(|v| kind(v) == "message_end" && v["message"]["role"] == "custom")
+        .map(|v| {
+            let mut m = v["message"].clone();
+            assert!(m["timestamp"].is_number(), "{m}");
+            m.as_object_mut().unwrap().remove("timestamp");
+            m
+        })
+        .collect();
+    // Upstream's messages, timestamps left out.
+    let upstream: Vec<Value> = [
+        r#"{"role":"custom","customType":"a","content":"A","display":true}"#,
+        r#"{"role":"custom","customType":"b","content":[{"type":"text","text":"B"}],"display":false,"details":{"x":1}}"#,
+        r#"{"role":"custom","customType":"t","content":"T"}"#,
+    ]
+    .iter()
+    .map(|s| serde_json::from_str(s).unwrap())
+    .collect();
+    assert_eq!(customs, upstream);
+    let entries = check_session_file(&root.session_files().pop().unwrap()).unwrap();
+    let kinds: Vec<String> = entries
+        .iter()
+        .filter(|e| e["type"] == "custom_message")
+        .map(|e| e["customType"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(kinds, ["a", "b", "t"], "{entries:?}");
+}
