@@ -188,7 +188,7 @@ impl Extensions {
             message_type: "user".into(),
             prompt: prompt.to_string(),
             system_prompt: system_prompt.to_string(),
-            system_prompt_options: options,
+            system_prompt_options: Box::new(options),
             // No images: upstream's `event.images` is undefined.
             images: (!images.is_empty()).then(|| images.to_vec()),
         };

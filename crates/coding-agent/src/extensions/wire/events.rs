@@ -106,8 +106,8 @@ pub enum HostEvent {
         prompt: String,
         /// The system prompt the run would use.
         system_prompt: String,
-        /// How that prompt was built.
-        system_prompt_options: SystemPromptOptions,
+        /// How that prompt was built (boxed: the largest event by far).
+        system_prompt_options: Box<SystemPromptOptions>,
         /// The prompt's images; absent when none (upstream's `undefined`).
         #[serde(skip_serializing_if = "Option::is_none")]
         images: Option<Vec<pi_ai::ImageContent>>,
