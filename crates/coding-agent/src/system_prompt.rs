@@ -155,6 +155,11 @@ pub struct SystemPromptInput {
     /// `cwd`; [`crate::tools::sandbox::SandboxPolicy::prompt_text`]); `None` = no sandbox, no
     /// section (the prompt is then as before).
     pub sandbox: Option<String>,
+    /// Extra sections by tag name, from an extension's `systemPromptOptions.sections` edit in
+    /// `before_agent_start` (upstream 1.6 `buildSystemPromptSections`): one named like a
+    /// section already there replaces its text in place, a new one goes last; an empty text
+    /// adds nothing.
+    pub sections: Vec<(String, String)>,
 }
 
 /// One server of the `mcp_servers` section.
@@ -276,6 +281,7 @@ impl SystemPromptInput {
             docs: DocsPaths::detect(),
             mcp_servers: Vec::new(),
             sandbox: None,
+            sections: Vec::new(),
         }
     }
 }
@@ -433,6 +439,12 @@ pub fn build_sections(input: &SystemPromptInput) -> Vec<(String, String)> {
     }
     if !input.mcp_servers.is_empty() {
         raw.push(("mcp_servers", mcp_servers_text(&input.mcp_servers)));
+    }
+    for (name, text) in input.sections.iter().filter(|(_, t)| !t.is_empty()) {
+        match raw.iter_mut().find(|(n, _)| *n == name.as_str()) {
+            Some(slot) => slot.1 = text.clone(),
+            None => raw.push((name.as_str(), text.clone())),
+        }
     }
     raw.into_iter()
         .map(|(name, text)| {

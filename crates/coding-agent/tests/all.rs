@@ -57,6 +57,9 @@ mod upstream_examples;
 #[path = "all/extension_events.rs"]
 mod extension_events;
 
+#[path = "all/extensions_last.rs"]
+mod extensions_last;
+
 #[path = "all/extension_provider_auth.rs"]
 mod extension_provider_auth;
 #[path = "all/extension_providers.rs"]

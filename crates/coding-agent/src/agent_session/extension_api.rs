@@ -165,14 +165,33 @@ impl AgentSession {
                 }
             }
         }
-        self.enter_custom_message(message);
+        if trigger_turn && self.inner.run.is_settling() {
+            // From an `agent_settled` handler: entered and answered after that event, as
+            // upstream defers it (`_deferredSettledActions`).
+            let this = self.clone();
+            let deliver_as = deliver_as.map(str::to_string);
+            return Some(
+                async move {
+                    this.wait_settled().await;
+                    if let Some(run) =
+                        this.send_custom_message(message, deliver_as.as_deref(), trigger_turn)
+                    {
+                        run.await;
+                    }
+                }
+                .boxed(),
+            );
+        }
         if trigger_turn && deliver != "nextTurn" {
-            match self.start_run(None, None, None) {
+            // The run starts with it, after its system message (upstream `_startRun` with a
+            // custom trigger: `agent_start`, `turn_start`, then the message).
+            match self.start_run(Some(message.clone()), None, None) {
                 Ok(PromptOutcome::Started(run)) => return Some(run),
-                Ok(PromptOutcome::Queued) => {}
+                Ok(PromptOutcome::Queued) => return None,
                 Err(e) => tracing::warn!("extension sendMessage: {e}"),
             }
         }
+        self.enter_custom_message(message);
         None
     }
 

@@ -187,6 +187,7 @@ impl SessionFactory {
             image_policy: Some(image_policy),
             codemode_store,
             mcp_section,
+            prompt_input: input,
         }
     }
 

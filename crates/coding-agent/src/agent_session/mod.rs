@@ -26,6 +26,7 @@ pub mod factory;
 pub mod host_calls;
 mod image_guard;
 pub mod permission;
+mod prompt_options;
 mod queries;
 pub mod queues;
 pub mod retry;
@@ -139,6 +140,9 @@ pub struct Loadout {
     /// What the `mcp_servers` section is rendered from, refreshed when a prompt starts;
     /// `None` without MCP.
     pub mcp_section: Option<factory::McpSection>,
+    /// What `system_message` was built from: `before_agent_start` shows it to extensions as
+    /// `systemPromptOptions` and builds a run's prompt from their edits of it.
+    pub prompt_input: crate::system_prompt::SystemPromptInput,
 }
 
 /// The skills and prompt templates of a session (spec config.md §8–§10).
@@ -217,6 +221,9 @@ struct Inner {
     /// The system prompt of the run in flight when a `before_agent_start` handler replaced it
     /// (cleared when the run settles).
     run_system_prompt: Mutex<Option<String>>,
+    /// The system prompt sections of the run in flight when `before_agent_start` handlers
+    /// edited `systemPromptOptions` ([`prompt_options`]; cleared when the run settles).
+    run_prompt_sections: Mutex<Option<serde_json::Map<String, serde_json::Value>>>,
     /// How many prompts are being admitted through `input` handlers ([`admit`]); a watch, so
     /// `wait_idle` is woken when it drops to 0 instead of polling.
     admitting: tokio::sync::watch::Sender<usize>,
@@ -282,6 +289,7 @@ impl AgentSession {
                 compaction: Default::default(),
                 rejected_images: Mutex::default(),
                 run_system_prompt: Mutex::default(),
+                run_prompt_sections: Mutex::default(),
                 permission_allows: Mutex::default(),
                 sink,
             }),

@@ -41,9 +41,11 @@ struct SettleGuard {
 }
 
 impl SettleGuard {
-    fn settle(mut self) {
+    /// Settles the run, `agent_settled` reaching the client once the extensions' handlers of
+    /// it are done ([`AgentSession::settle_awaited`]).
+    async fn settle(mut self) {
         if let Some(s) = self.session.take() {
-            s.settle();
+            s.settle_awaited().await;
         }
     }
 }
@@ -52,6 +54,21 @@ impl Drop for SettleGuard {
     fn drop(&mut self) {
         if let Some(s) = self.session.take() {
             s.settle();
+        }
+    }
+}
+
+/// Marks the run settled when dropped ([`AgentSession::settle_awaited`]), also when the
+/// settling future is dropped while the `agent_settled` handlers run.
+struct MarkSettled {
+    session: AgentSession,
+    finished: Option<super::run_control::Finished>,
+}
+
+impl Drop for MarkSettled {
+    fn drop(&mut self) {
+        if let Some(finished) = self.finished.take() {
+            self.session.after_settled(finished);
         }
     }
 }
@@ -132,6 +149,9 @@ impl AgentSession {
                 None => Err(ALREADY_PROCESSING.into()),
             };
         };
+        // A run started while the previous one's `agent_settled` handlers run (one of them
+        // sent it) begins after that event, as upstream defers it (`_deferredSettledActions`).
+        let previous = self.inner.run.last_started().saturating_sub(1);
         let mut prompts = Vec::new();
         if !self.inner.system_recorded.swap(true, Ordering::SeqCst) {
             let mut sys = self.inner.loadout.lock().system_message.clone();
@@ -140,11 +160,15 @@ impl AgentSession {
         }
         // `before_agent_start` sees the prompt as it will be sent (after input handlers and
         // expansion); its copy is only taken when an extension listens.
-        let before_start = user.as_ref().and_then(|user| {
-            self.extensions()
-                .filter(|e| e.handles("before_agent_start"))
-                .map(|_| prompt_parts(user))
-        });
+        // (A custom message an extension's `sendMessage` starts the run with has none.)
+        let before_start = user
+            .as_ref()
+            .filter(|u| matches!(u, Message::User(_)))
+            .and_then(|user| {
+                self.extensions()
+                    .filter(|e| e.handles("before_agent_start"))
+                    .map(|_| prompt_parts(user))
+            });
         prompts.extend(user);
         prompts.append(&mut self.inner.next_turn.lock());
         let this = self.clone();
@@ -154,6 +178,7 @@ impl AgentSession {
             let guard = SettleGuard {
                 session: Some(this.clone()),
             };
+            this.inner.run.wait_run_settled(previous).await;
             if let Some((text, images)) = before_start {
                 // An abort ends a round that has not answered; the run then ends aborted (a
                 // provider asked with a fired token sends nothing).
@@ -173,7 +198,7 @@ impl AgentSession {
             }
             this.refresh_system_sections(&mut prompts);
             this.run_prompts(prompts, cancel).await;
-            guard.settle();
+            guard.settle().await;
         })))
     }
 
@@ -189,16 +214,33 @@ impl AgentSession {
         let Some(ext) = self.extensions().cloned() else {
             return;
         };
-        let (system_prompt, tools) = {
+        let (system_prompt, options) = {
             let l = self.inner.loadout.lock();
             let names: Vec<String> = l.tools.iter().map(|t| t.definition().name).collect();
-            (l.system_prompt.clone(), names)
+            let options = super::prompt_options::options_of(&l.prompt_input, names);
+            (l.system_prompt.clone(), options)
         };
-        let cwd = self.inner.cwd.to_string_lossy().into_owned();
         let r = ext
-            .before_agent_start(text, images, &system_prompt, &cwd, tools)
+            .before_agent_start(text, images, &system_prompt, options)
             .await;
         prompts.extend(r.messages);
+        // Edited options build this run's prompt, over the loadout as the handlers left it
+        // (a `selectedTools` edit has replaced it); a forced prompt wins over them.
+        let edited = match (&r.system_prompt, &r.prompt_edits) {
+            (None, Some(edits)) => {
+                let input = super::prompt_options::apply_edits(
+                    &self.inner.loadout.lock().prompt_input,
+                    edits,
+                );
+                let sections = crate::system_prompt::build_sections(&input)
+                    .into_iter()
+                    .map(|(k, v)| (k, Value::String(v)))
+                    .collect();
+                Some(sections)
+            }
+            _ => None,
+        };
+        *self.inner.run_prompt_sections.lock() = edited;
         *self.inner.run_system_prompt.lock() = r.system_prompt;
     }
 
@@ -226,10 +268,20 @@ impl AgentSession {
             .mcp_section
             .clone()
             .map(|section| section.text());
+        let run_sections = {
+            let mut run = self.inner.run_prompt_sections.lock();
+            if let (Some(sections), Some(now)) = (run.as_mut(), &mcp_now) {
+                set_section(sections, MCP, now.clone());
+            }
+            run.clone()
+        };
         if let Some(Message::System(first)) = prompts.first_mut() {
             if let Some(now) = &mcp_now {
                 let sections = first.sections.get_or_insert_with(Default::default);
                 set_section(sections, MCP, now.clone());
+            }
+            if let Some(run) = &run_sections {
+                first.sections = Some(run.clone());
             }
         }
         let current = {
@@ -242,8 +294,21 @@ impl AgentSession {
                 set_section(sections, MCP, now);
                 l.system_prompt = crate::system_prompt::system_message_text(&l.system_message);
             }
-            l.system_message.sections.clone().unwrap_or_default()
+            match &run_sections {
+                Some(run) => run.clone(),
+                None => l.system_message.sections.clone().unwrap_or_default(),
+            }
         };
+        if let Some(run) = &run_sections {
+            // The request sends what the edited sections say (upstream renders the prompt
+            // from the run's options).
+            let text = run
+                .values()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join("\n\n");
+            *self.inner.run_system_prompt.lock() = Some(text);
+        }
         if matches!(prompts.first(), Some(Message::System(_))) {
             return;
         }
@@ -609,13 +674,42 @@ impl AgentSession {
     fn settle(&self) {
         self.flush_deferred_bash();
         self.inner.run_system_prompt.lock().take();
+        self.inner.run_prompt_sections.lock().take();
         let finished = self.inner.run.finish();
         self.emit(RpcEvent::AgentSettled {
             aborted: finished.aborted,
         });
+        self.after_settled(finished);
+    }
+
+    /// [`AgentSession::settle`] on a run's normal end: the extensions' `agent_settled`
+    /// handlers run first, so what they send (a `notify`, …) reaches the client before
+    /// `agent_settled` (upstream `_emitAgentSettled` awaits the extension runner, then emits
+    /// to its listeners). Dropped while the handlers run, the event is still sent and the run
+    /// still marked settled.
+    async fn settle_awaited(&self) {
+        self.flush_deferred_bash();
+        self.inner.run_system_prompt.lock().take();
+        self.inner.run_prompt_sections.lock().take();
+        let finished = self.inner.run.finish();
+        let mark = MarkSettled {
+            session: self.clone(),
+            finished: Some(finished),
+        };
+        let event = RpcEvent::AgentSettled {
+            aborted: finished.aborted,
+        };
+        if let Some(wait) = self.emit_awaited(event) {
+            wait.await;
+        }
+        drop(mark);
+    }
+
+    /// After `agent_settled` was queued: waiters are woken and the run's transient peak
+    /// (requests built from the whole context) goes back to the system, so idle RSS follows
+    /// what the session holds (issue 15).
+    fn after_settled(&self, finished: super::run_control::Finished) {
         self.inner.run.mark_settled(finished);
-        // The run's transient peak (requests built from the whole context) goes back to the
-        // system, so idle RSS follows what the session holds (issue 15).
         crate::mem::release_free_memory();
     }
 

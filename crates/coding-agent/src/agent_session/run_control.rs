@@ -58,6 +58,9 @@ pub struct RunControl {
     settled: watch::Sender<u64>,
     cancel: Mutex<Option<CancellationToken>>,
     aborted: AtomicBool,
+    /// True from [`RunControl::finish`] until [`RunControl::mark_settled`] while the
+    /// `agent_settled` handlers of extensions run (upstream `_isEmittingAgentSettled`).
+    settling: AtomicBool,
 }
 
 impl Default for RunControl {
@@ -68,6 +71,7 @@ impl Default for RunControl {
             settled: watch::channel(0).0,
             cancel: Mutex::new(None),
             aborted: AtomicBool::new(false),
+            settling: AtomicBool::new(false),
         }
     }
 }
@@ -132,13 +136,37 @@ impl RunControl {
         let aborted = self.was_aborted() || token.is_some_and(|t| t.is_cancelled());
         // Read before the phase is Idle: no later run can have begun yet.
         let run = self.started.load(Ordering::SeqCst);
+        self.settling.store(true, Ordering::SeqCst);
         self.phase.send_replace(RunPhase::Idle);
         Finished { aborted, run }
+    }
+
+    /// Whether a finished run's `agent_settled` has not been queued yet (its extension
+    /// handlers may still be running): what they start or send waits for it
+    /// ([`RunControl::wait_run_settled`]), as upstream defers it past the event.
+    pub fn is_settling(&self) -> bool {
+        self.settling.load(Ordering::SeqCst)
+    }
+
+    /// The number of the last run started (1 for the first; 0 = none yet).
+    pub fn last_started(&self) -> u64 {
+        self.started.load(Ordering::SeqCst)
+    }
+
+    /// Resolves once run number `run` has settled (at once for 0 or a run settled already).
+    pub async fn wait_run_settled(&self, run: u64) {
+        let mut rx = self.settled.subscribe();
+        while *rx.borrow_and_update() < run {
+            if rx.changed().await.is_err() {
+                break;
+            }
+        }
     }
 
     /// Signals waiters that the `agent_settled` of the run `finished` ended has been queued.
     /// Call after emitting it.
     pub fn mark_settled(&self, finished: Finished) {
+        self.settling.store(false, Ordering::SeqCst);
         self.settled.send_if_modified(|s| {
             let newer = finished.run > *s;
             if newer {

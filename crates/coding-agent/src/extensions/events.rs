@@ -31,6 +31,8 @@ pub struct BeforeAgentStart {
     /// The system prompt for this run, when a handler replaced it (the last one wins; each
     /// handler saw the previous one's text).
     pub system_prompt: Option<String>,
+    /// What the handlers changed in `systemPromptOptions` (a forced prompt wins over them).
+    pub prompt_edits: Option<super::wire::SystemPromptEdits>,
 }
 
 /// What the handlers of an actionable boundary (`turn_end`, `agent_before_settle`) proposed,
@@ -80,6 +82,7 @@ pub const AWAITED: &[&str] = &[
     "message_end",
     "tool_execution_start",
     "tool_execution_end",
+    "agent_settled",
 ];
 
 /// The type of `ev` when it is one of [`AWAITED`] whose handlers run when the client is to see
@@ -93,6 +96,7 @@ pub(super) fn awaited_kind(ev: &RpcEvent) -> Option<&'static str> {
         RpcEvent::MessageStart { .. } => "message_start",
         RpcEvent::ToolExecutionStart { .. } => "tool_execution_start",
         RpcEvent::ToolExecutionEnd { .. } => "tool_execution_end",
+        RpcEvent::AgentSettled { .. } => "agent_settled",
         _ => return None,
     };
     AWAITED.contains(&t).then_some(t)
@@ -174,8 +178,7 @@ impl Extensions {
         prompt: &str,
         images: &[ImageContent],
         system_prompt: &str,
-        cwd: &str,
-        selected_tools: Vec<String>,
+        options: SystemPromptOptions,
     ) -> BeforeAgentStart {
         if !self.handles("before_agent_start") {
             return BeforeAgentStart::default();
@@ -185,11 +188,7 @@ impl Extensions {
             message_type: "user".into(),
             prompt: prompt.to_string(),
             system_prompt: system_prompt.to_string(),
-            system_prompt_options: SystemPromptOptions {
-                cwd: cwd.to_string(),
-                selected_tools,
-                ..Default::default()
-            },
+            system_prompt_options: Box::new(options),
             // No images: upstream's `event.images` is undefined.
             images: (!images.is_empty()).then(|| images.to_vec()),
         };
@@ -215,6 +214,7 @@ impl Extensions {
                 .filter_map(|m| custom_message(m, now))
                 .collect(),
             system_prompt: reply.system_prompt,
+            prompt_edits: reply.prompt_edits,
         }
     }
 

@@ -1502,12 +1502,30 @@ async function runTool(msg) {
 // `event.systemPromptOptions` is mutable and shared by the handlers (upstream 1.6): setting
 // `forceSystemPrompt` replaces the whole prompt for this run, as returning `systemPrompt` does
 // (later handlers see it); a changed `selectedTools` changes the active tools, as
-// `pi.setActiveTools()` would (they stay so after the run).
+// `pi.setActiveTools()` would (they stay so after the run). The other fields pi rebuilds this
+// run's prompt from (PROMPT_EDITABLE): those the handlers changed go back as `promptEdits`.
+const PROMPT_EDITABLE = ["customPrompt", "toolSnippets", "toolGuidelines", "promptGuidelines", "appendSystemPrompt", "sections", "contextFiles"];
 async function emitBeforeAgentStart(base) {
 	let systemPrompt = base.systemPrompt;
 	let forced = false;
 	const messages = [];
-	const options = base.systemPromptOptions || {};
+	const given = base.systemPromptOptions || {};
+	// Upstream's key order, every key present (`normalizeBuildSystemPromptOptions`).
+	const options = {
+		customPrompt: given.customPrompt,
+		forceSystemPrompt: undefined,
+		selectedTools: given.selectedTools || [],
+		hiddenTools: given.hiddenTools || [],
+		toolSnippets: given.toolSnippets || {},
+		toolGuidelines: given.toolGuidelines || {},
+		promptGuidelines: given.promptGuidelines || [],
+		appendSystemPrompt: given.appendSystemPrompt ?? "",
+		sections: given.sections || {},
+		cwd: given.cwd,
+		contextFiles: given.contextFiles || [],
+		skills: given.skills || [],
+	};
+	const editableBefore = PROMPT_EDITABLE.map((k) => JSON.stringify(options[k]));
 	const toolsBefore = JSON.stringify(options.selectedTools);
 	let force = options.forceSystemPrompt;
 	for (const ext of extensions) {
@@ -1549,7 +1567,13 @@ async function emitBeforeAgentStart(base) {
 			toStderr(`pi: systemPromptOptions.selectedTools: ${errText(e)}`);
 		}
 	}
-	return forced ? { messages, systemPrompt } : { messages };
+	const reply = forced ? { messages, systemPrompt } : { messages };
+	const promptEdits = {};
+	PROMPT_EDITABLE.forEach((k, i) => {
+		if (JSON.stringify(options[k]) !== editableBefore[i]) promptEdits[k] = options[k] ?? "";
+	});
+	if (Object.keys(promptEdits).length > 0) reply.promptEdits = promptEdits;
+	return reply;
 }
 
 // context: handlers chain (each sees the list the previous returned or edited in place).

@@ -138,6 +138,7 @@ fn harness(script: Script, panic_provider: bool) -> Harness {
                 image_policy: None,
                 codemode_store: None,
                 mcp_section: None,
+                prompt_input: input,
             },
             store: SessionManager::in_memory(&cwd),
         },

@@ -19,19 +19,77 @@ impl Serialize for Headers {
     }
 }
 
-/// `systemPromptOptions` of `before_agent_start` (upstream `BuildSystemPromptOptions`, the
-/// parts pi fills).
+/// `systemPromptOptions` of `before_agent_start` (upstream 1.6 `BuildSystemPromptOptions`,
+/// normalized as `normalizeBuildSystemPromptOptions` leaves it; fields in upstream's key order).
+/// The host hands it to the handlers as one mutable object; what they change comes back as
+/// [`SystemPromptEdits`].
 #[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SystemPromptOptions {
-    /// The session's working directory.
-    pub cwd: String,
+    /// The replacement of the default body (`--system-prompt`, `SYSTEM.md`); absent when none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub custom_prompt: Option<String>,
     /// The active tools' names.
     pub selected_tools: Vec<String>,
     /// Always empty (no hidden tools in RPC mode).
     pub hidden_tools: Vec<String>,
-    /// Always empty.
+    /// Each active tool's one-line snippet, by tool name (tools without one are left out).
+    pub tool_snippets: serde_json::Map<String, Value>,
+    /// Each active tool's guideline bullets, by tool name (tools without any are left out).
+    pub tool_guidelines: serde_json::Map<String, Value>,
+    /// Further guideline bullets after the tools' own.
     pub prompt_guidelines: Vec<String>,
+    /// The appended text (`--append-system-prompt`, `APPEND_SYSTEM.md`); `""` when none.
+    pub append_system_prompt: String,
+    /// Extra XML-wrapped sections by tag name; pi adds none.
+    pub sections: serde_json::Map<String, Value>,
+    /// The session's working directory.
+    pub cwd: String,
+    /// The context files: `{path, content}`.
+    pub context_files: Vec<Value>,
+    /// The skills listed in the prompt: `{name, description, filePath, baseDir, source,
+    /// disableModelInvocation}`.
+    pub skills: Vec<Value>,
+}
+
+/// What the `before_agent_start` handlers changed in [`SystemPromptOptions`] (host.mjs sends
+/// the changed fields only); pi builds this run's system prompt from the options so edited
+/// (upstream `_preparePromptAndToolLoadout(result.systemPromptOptions)`).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SystemPromptEdits {
+    /// A new default-body replacement (`""` = back to the default body).
+    #[serde(default, deserialize_with = "lenient")]
+    pub custom_prompt: Option<String>,
+    /// New snippets by tool name.
+    #[serde(default, deserialize_with = "lenient")]
+    pub tool_snippets: Option<std::collections::BTreeMap<String, String>>,
+    /// New guideline bullets by tool name.
+    #[serde(default, deserialize_with = "lenient")]
+    pub tool_guidelines: Option<std::collections::BTreeMap<String, Vec<String>>>,
+    /// New further guideline bullets.
+    #[serde(default, deserialize_with = "lenient")]
+    pub prompt_guidelines: Option<Vec<String>>,
+    /// New appended text.
+    #[serde(default, deserialize_with = "lenient")]
+    pub append_system_prompt: Option<String>,
+    /// Extra sections by tag name, in the order the handlers left them.
+    #[serde(default, deserialize_with = "lenient")]
+    pub sections: Option<serde_json::Map<String, Value>>,
+    /// New context files (`{path, content}`).
+    #[serde(default, deserialize_with = "lenient")]
+    pub context_files: Option<Vec<ContextFileDraft>>,
+}
+
+/// A context file as an extension left it in `systemPromptOptions.contextFiles`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+pub struct ContextFileDraft {
+    /// Its path as given.
+    #[serde(default)]
+    pub path: String,
+    /// Its text.
+    #[serde(default)]
+    pub content: String,
 }
 
 /// An event pi runs the handlers of and waits for ([`ToHost::HostEvent`]), as upstream's
@@ -48,8 +106,8 @@ pub enum HostEvent {
         prompt: String,
         /// The system prompt the run would use.
         system_prompt: String,
-        /// How that prompt was built.
-        system_prompt_options: SystemPromptOptions,
+        /// How that prompt was built (boxed: the largest event by far).
+        system_prompt_options: Box<SystemPromptOptions>,
         /// The prompt's images; absent when none (upstream's `undefined`).
         #[serde(skip_serializing_if = "Option::is_none")]
         images: Option<Vec<pi_ai::ImageContent>>,
@@ -183,6 +241,10 @@ pub struct BeforeAgentStartReply {
     /// The system prompt when a handler replaced it.
     #[serde(default, deserialize_with = "lenient")]
     pub system_prompt: Option<String>,
+    /// What the handlers changed in `systemPromptOptions` (besides `forceSystemPrompt` and
+    /// `selectedTools`, applied by the host); absent when nothing.
+    #[serde(default, deserialize_with = "lenient")]
+    pub prompt_edits: Option<SystemPromptEdits>,
 }
 
 /// The reply to an actionable boundary (`turn_end`, `agent_before_settle`):
