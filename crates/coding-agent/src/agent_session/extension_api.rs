@@ -53,8 +53,9 @@ impl AgentSession {
     /// `pi.getActiveTools()`: the names of the tools offered to the model, in order.
     pub fn active_tool_names(&self) -> Vec<String> {
         self.inner
-            .loadout
+            .setup
             .lock()
+            .loadout
             .tools
             .iter()
             .map(|t| t.definition().name)
@@ -63,7 +64,7 @@ impl AgentSession {
 
     /// `ctx.getSystemPrompt()`: the system prompt text sent to the model.
     pub fn system_prompt(&self) -> String {
-        self.inner.loadout.lock().system_prompt.clone()
+        self.inner.setup.lock().loadout.system_prompt.clone()
     }
 
     /// `ctx.sessionManager.getSessionDir()`: where the session file lives (`None` in memory).

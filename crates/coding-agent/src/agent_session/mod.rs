@@ -168,13 +168,21 @@ pub struct SessionConfig {
     pub store: SessionManager,
 }
 
-struct ModelState {
+/// The session's configuration, what every LLM call is built from (lock `setup`, second in
+/// the order of the module docs). Changed together by `set_model` / `cycle_model` (model, then
+/// the thinking level re-derived for it), `set_thinking_level`, `set_loadout` (extensions and
+/// MCP changing the tools), `refresh_system_sections` (the `mcp_servers` section) and the
+/// toggle setters; read as one snapshot by each turn's `turn_config`.
+struct Setup {
+    /// The current model; `None` = none configured.
     model: Option<Model>,
+    /// The thinking level, clamped to the model's supported levels.
     thinking_level: ThinkingLevel,
-}
-
-struct Toggles {
+    /// The tools and system prompt offered to the model.
+    loadout: Loadout,
+    /// `set_auto_compaction` (settings `compaction.enabled`).
     auto_compaction: bool,
+    /// `set_auto_retry` (settings `retry.enabled`).
     auto_retry: bool,
 }
 
@@ -190,9 +198,7 @@ struct Inner {
     cwd: PathBuf,
     bash_options: UserBashOptions,
     services: SessionServices,
-    loadout: Mutex<Loadout>,
-    model: Mutex<ModelState>,
-    toggles: Mutex<Toggles>,
+    setup: Mutex<Setup>,
     queues: Mutex<MessageQueues>,
     /// Custom messages of `pi.sendMessage(…, {deliverAs: "nextTurn"})`: they enter the context
     /// with the next run's prompt, right after it (upstream `_pendingNextTurnMessages`).
@@ -239,7 +245,7 @@ impl AgentSession {
     pub fn new(config: SessionConfig, services: SessionServices, sink: EventSink) -> Self {
         let context = config.store.build_context();
         let system_recorded = context.iter().any(|m| matches!(m, Message::System(_)));
-        let (steering_mode, follow_up_mode, toggles) = {
+        let (steering_mode, follow_up_mode, auto_compaction, auto_retry) = {
             let s = services.settings.lock();
             // The raw values, as upstream keeps whatever the file holds.
             let mode = |key: &str, parsed: crate::config::QueueMode| {
@@ -250,10 +256,8 @@ impl AgentSession {
             (
                 mode("steeringMode", s.steering_mode()),
                 mode("followUpMode", s.follow_up_mode()),
-                Toggles {
-                    auto_compaction: s.compaction().enabled,
-                    auto_retry: s.retry().enabled,
-                },
+                s.compaction().enabled,
+                s.retry().enabled,
             )
         };
         let session = AgentSession {
@@ -261,12 +265,13 @@ impl AgentSession {
                 cwd: config.cwd,
                 bash_options: config.bash_options,
                 services,
-                loadout: Mutex::new(config.loadout),
-                model: Mutex::new(ModelState {
+                setup: Mutex::new(Setup {
                     model: config.model,
                     thinking_level: config.thinking_level,
+                    loadout: config.loadout,
+                    auto_compaction,
+                    auto_retry,
                 }),
-                toggles: Mutex::new(toggles),
                 queues: Mutex::new(MessageQueues::new(steering_mode, follow_up_mode)),
                 next_turn: Mutex::new(Vec::new()),
                 run: RunControl::default(),
@@ -287,7 +292,7 @@ impl AgentSession {
             }),
         };
         {
-            let loadout = session.inner.loadout.lock().clone();
+            let loadout = session.inner.setup.lock().loadout.clone();
             bind_session_env(&session.inner, &loadout);
         }
         session
@@ -359,7 +364,7 @@ impl AgentSession {
 
     /// The current model, if any.
     pub fn model(&self) -> Option<Model> {
-        self.inner.model.lock().model.clone()
+        self.inner.setup.lock().model.clone()
     }
 
     /// Takes the registry's current definition of the session's model, `fresh` (same provider
@@ -367,7 +372,7 @@ impl AgentSession {
     /// `_refreshCurrentModelFromRegistry`): nothing is recorded in the session. A `fresh` of
     /// another provider/id is ignored.
     pub fn refresh_model(&self, fresh: Model) {
-        let mut state = self.inner.model.lock();
+        let mut state = self.inner.setup.lock();
         if let Some(m) = state.model.as_mut() {
             if m.provider == fresh.provider && m.id == fresh.id {
                 *m = fresh;
@@ -397,7 +402,7 @@ impl AgentSession {
 
     /// The session's skills and prompt templates.
     pub fn command_resources(&self) -> Arc<CommandResources> {
-        self.inner.loadout.lock().commands.clone()
+        self.inner.setup.lock().loadout.commands.clone()
     }
 
     /// The `get_commands` list (spec rpc-protocol.md §4.10, upstream 1.6 order): extension
@@ -420,7 +425,7 @@ impl AgentSession {
     /// Replaces the tools and system prompt; the next LLM call uses them.
     pub fn set_loadout(&self, loadout: Loadout) {
         bind_session_env(&self.inner, &loadout);
-        *self.inner.loadout.lock() = loadout;
+        self.inner.setup.lock().loadout = loadout;
     }
 
     /// Supported thinking levels of the current model (`["off"]` without one; 1.6 notes §15).
@@ -433,7 +438,7 @@ impl AgentSession {
 
     /// The current thinking level.
     pub fn thinking_level(&self) -> ThinkingLevel {
-        self.inner.model.lock().thinking_level
+        self.inner.setup.lock().thinking_level
     }
 
     /// Clamps `level` to the model's supported levels; when the effective level changes,
@@ -441,7 +446,7 @@ impl AgentSession {
     /// (rpc-protocol.md §4.4, §5.10). Returns the effective level.
     pub fn set_thinking_level(&self, level: ThinkingLevel) -> ThinkingLevel {
         let effective = {
-            let mut st = self.inner.model.lock();
+            let mut st = self.inner.setup.lock();
             let effective = match &st.model {
                 Some(m) => crate::config::clamp_thinking_level(Some(m), level),
                 None => ThinkingLevel::Off,
@@ -483,7 +488,7 @@ impl AgentSession {
             .into_iter()
             .find(|m| m.provider == provider && m.id == model_id)
             .ok_or_else(|| format!("Model not found: {provider}/{model_id}"))?;
-        self.inner.model.lock().model = Some(model.clone());
+        self.inner.setup.lock().model = Some(model.clone());
         if let Err(e) = self
             .inner
             .store
@@ -572,24 +577,24 @@ impl AgentSession {
 
     /// Turns automatic compaction on or off and persists `compaction.enabled`.
     pub fn set_auto_compaction(&self, enabled: bool) {
-        self.inner.toggles.lock().auto_compaction = enabled;
+        self.inner.setup.lock().auto_compaction = enabled;
         self.persist_setting(&["compaction", "enabled"], Value::Bool(enabled));
     }
 
     /// Turns automatic retry on or off and persists `retry.enabled`.
     pub fn set_auto_retry(&self, enabled: bool) {
-        self.inner.toggles.lock().auto_retry = enabled;
+        self.inner.setup.lock().auto_retry = enabled;
         self.persist_setting(&["retry", "enabled"], Value::Bool(enabled));
     }
 
     /// Whether transient provider errors are retried automatically.
     pub fn auto_retry(&self) -> bool {
-        self.inner.toggles.lock().auto_retry
+        self.inner.setup.lock().auto_retry
     }
 
     /// Whether automatic compaction is on.
     pub fn auto_compaction(&self) -> bool {
-        self.inner.toggles.lock().auto_compaction
+        self.inner.setup.lock().auto_compaction
     }
 
     /// `set_session_name` (rpc-protocol.md §4.9): trims, refuses an empty name, appends a
@@ -685,7 +690,7 @@ fn bind_session_env(inner: &Arc<Inner>, loadout: &Loadout) {
                 vars.push(("PI_SESSION_FILE".to_string(), file.display().to_string()));
             }
         }
-        let state = inner.model.lock();
+        let state = inner.setup.lock();
         if let Some(m) = &state.model {
             vars.push(("PI_PROVIDER".to_string(), m.provider.clone()));
             vars.push(("PI_MODEL".to_string(), m.id.clone()));
@@ -701,7 +706,7 @@ fn bind_session_env(inner: &Arc<Inner>, loadout: &Loadout) {
 /// The image policy now: the current model's limits and image support, `images.autoResize`.
 fn image_policy_of(inner: &Inner) -> crate::images::ImagePolicy {
     let auto_resize = inner.services.settings.lock().images_auto_resize();
-    let state = inner.model.lock();
+    let state = inner.setup.lock();
     crate::images::ImagePolicy::new(state.model.as_ref(), auto_resize)
 }
 

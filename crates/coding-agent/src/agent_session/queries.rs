@@ -38,7 +38,7 @@ impl AgentSession {
     /// `get_state` data (rpc-protocol.md §4.2).
     pub fn state(&self) -> SessionState {
         let (model, thinking_level) = {
-            let st = self.inner.model.lock();
+            let st = self.inner.setup.lock();
             (
                 st.model.clone().unwrap_or_else(Model::unknown),
                 st.thinking_level,

@@ -134,7 +134,7 @@ impl AgentSession {
         };
         let mut prompts = Vec::new();
         if !self.inner.system_recorded.swap(true, Ordering::SeqCst) {
-            let mut sys = self.inner.loadout.lock().system_message.clone();
+            let mut sys = self.inner.setup.lock().loadout.system_message.clone();
             sys.timestamp = now_ms();
             prompts.push(Message::System(sys));
         }
@@ -190,7 +190,8 @@ impl AgentSession {
             return;
         };
         let (system_prompt, tools) = {
-            let l = self.inner.loadout.lock();
+            let setup = self.inner.setup.lock();
+            let l = &setup.loadout;
             let names: Vec<String> = l.tools.iter().map(|t| t.definition().name).collect();
             (l.system_prompt.clone(), names)
         };
@@ -221,8 +222,9 @@ impl AgentSession {
         const MCP: &str = "mcp_servers";
         let mcp_now = self
             .inner
-            .loadout
+            .setup
             .lock()
+            .loadout
             .mcp_section
             .clone()
             .map(|section| section.text());
@@ -233,7 +235,8 @@ impl AgentSession {
             }
         }
         let current = {
-            let mut l = self.inner.loadout.lock();
+            let mut setup = self.inner.setup.lock();
+            let l = &mut setup.loadout;
             if let Some(now) = mcp_now {
                 let sections = l
                     .system_message
@@ -291,8 +294,9 @@ impl AgentSession {
         let name_of = |t: &Value| t.get("name").and_then(Value::as_str).map(str::to_owned);
         let current: Vec<Value> = self
             .inner
-            .loadout
+            .setup
             .lock()
+            .loadout
             .tools
             .iter()
             .map(|t| crate::system_prompt::tool_added_entry(&t.definition()))
