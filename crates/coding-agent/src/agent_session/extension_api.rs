@@ -138,7 +138,7 @@ impl AgentSession {
         use futures::FutureExt;
         let deliver = deliver_as.unwrap_or("steer");
         if deliver == "nextTurn" {
-            self.inner.next_turn.lock().push(message);
+            self.inner.pending.lock().next_turn.push(message);
             return None;
         }
         if self.is_streaming() {
@@ -151,7 +151,7 @@ impl AgentSession {
                     };
                     // Upstream queues it on the agent directly: no `queue_update` (the
                     // client's queue lists only its own prompts).
-                    self.inner.queues.lock().push(kind, message);
+                    self.inner.pending.lock().queues.push(kind, message);
                     return None;
                 }
                 _ => {

@@ -186,12 +186,23 @@ struct Setup {
     auto_retry: bool,
 }
 
-/// State of RPC `bash` commands: one cancel token for all running ones, and results that
-/// wait for the run in flight to settle.
-#[derive(Default)]
-struct UserBash {
-    cancel: Mutex<CancellationToken>,
-    deferred: Mutex<Vec<Message>>,
+/// What waits to enter the context (lock `pending`, third in the order of the module docs).
+/// Filled by `prompt` / `steer` / `follow_up` while streaming, `pi.sendMessage` and the RPC
+/// `bash` command; emptied by the agent loop (it drains the queues), a run's start (the
+/// `nextTurn` messages), its settle (the `bash` results), `clear_queue`; `abort_bash` swaps the
+/// cancel token.
+struct Pending {
+    /// The steering and follow-up queues and what `queue_update` shows.
+    queues: MessageQueues,
+    /// Custom messages of `pi.sendMessage(…, {deliverAs: "nextTurn"})`: they enter the context
+    /// with the next run's prompt, right after it (upstream `_pendingNextTurnMessages`).
+    next_turn: Vec<Message>,
+    /// `bashExecution` messages of RPC `bash` commands that finished during a run: recorded
+    /// when it settles.
+    bash_results: Vec<Message>,
+    /// The one cancel token of every running RPC `bash` command (`abort_bash` fires it and
+    /// puts a fresh one in its place).
+    bash_cancel: CancellationToken,
 }
 
 struct Inner {
@@ -199,10 +210,7 @@ struct Inner {
     bash_options: UserBashOptions,
     services: SessionServices,
     setup: Mutex<Setup>,
-    queues: Mutex<MessageQueues>,
-    /// Custom messages of `pi.sendMessage(…, {deliverAs: "nextTurn"})`: they enter the context
-    /// with the next run's prompt, right after it (upstream `_pendingNextTurnMessages`).
-    next_turn: Mutex<Vec<Message>>,
+    pending: Mutex<Pending>,
     run: RunControl,
     retry: Mutex<retry::RetryState>,
     /// Held while a back-off is announced (`auto_retry_start` and the `context_edit` hiding
@@ -216,7 +224,6 @@ struct Inner {
     system_recorded: AtomicBool,
     /// A session write failed and could not be repaired (`session_write_error` was sent).
     write_failed: AtomicBool,
-    bash: UserBash,
     compaction: compaction::CompactionState,
     /// Fingerprints of images the provider rejected ([`image_guard`]).
     rejected_images: Mutex<std::collections::HashSet<u64>>,
@@ -272,8 +279,12 @@ impl AgentSession {
                     auto_compaction,
                     auto_retry,
                 }),
-                queues: Mutex::new(MessageQueues::new(steering_mode, follow_up_mode)),
-                next_turn: Mutex::new(Vec::new()),
+                pending: Mutex::new(Pending {
+                    queues: MessageQueues::new(steering_mode, follow_up_mode),
+                    next_turn: Vec::new(),
+                    bash_results: Vec::new(),
+                    bash_cancel: CancellationToken::new(),
+                }),
                 run: RunControl::default(),
                 retry: Mutex::new(retry::RetryState::default()),
                 retry_announce: Mutex::new(()),
@@ -283,7 +294,6 @@ impl AgentSession {
                 admitting: tokio::sync::watch::Sender::new(0),
                 admit_turn: Mutex::new(None),
                 write_failed: AtomicBool::new(false),
-                bash: UserBash::default(),
                 compaction: Default::default(),
                 rejected_images: Mutex::default(),
                 run_system_prompt: Mutex::default(),
@@ -567,7 +577,7 @@ impl AgentSession {
     /// Sets the steering or follow-up mode and persists it to the global settings. Any value
     /// is accepted and stored as given (rpc-protocol.md §4.5, golden queue_modes_and_toggles).
     pub fn set_queue_mode(&self, kind: QueueKind, mode: Value) {
-        self.inner.queues.lock().set_mode(kind, mode.clone());
+        self.inner.pending.lock().queues.set_mode(kind, mode.clone());
         let key = match kind {
             QueueKind::Steering => "steeringMode",
             QueueKind::FollowUp => "followUpMode",
@@ -632,14 +642,14 @@ impl AgentSession {
 
     /// Queues a steering or follow-up message and emits `queue_update` (rpc-protocol.md §5.4).
     pub fn enqueue(&self, kind: QueueKind, message: Message) {
-        let shown = self.inner.queues.lock().push(kind, message);
+        let shown = self.inner.pending.lock().queues.push(kind, message);
         self.emit(RpcEvent::queue_update(shown));
     }
 
     /// Empties both queues, emits `queue_update` with empty lists and returns what was removed
     /// (`clear_queue`).
     pub fn clear_queue(&self) -> QueueTexts {
-        let removed = self.inner.queues.lock().clear();
+        let removed = self.inner.pending.lock().queues.clear();
         self.emit(RpcEvent::queue_update(QueueTexts::default()));
         removed
     }

@@ -45,7 +45,8 @@ impl AgentSession {
             )
         };
         let (steering_mode, follow_up_mode, pending) = {
-            let q = self.inner.queues.lock();
+            let pending = self.inner.pending.lock();
+            let q = &pending.queues;
             (
                 q.mode(QueueKind::Steering).clone(),
                 q.mode(QueueKind::FollowUp).clone(),

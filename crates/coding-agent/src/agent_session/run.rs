@@ -146,7 +146,7 @@ impl AgentSession {
                 .map(|_| prompt_parts(user))
         });
         prompts.extend(user);
-        prompts.append(&mut self.inner.next_turn.lock());
+        prompts.append(&mut self.inner.pending.lock().next_turn);
         let this = self.clone();
         let started = OnStarted(on_started);
         Ok(PromptOutcome::Started(Box::pin(async move {
@@ -425,7 +425,8 @@ impl AgentSession {
             // them, steering first, as upstream's session continues while any are queued.
             if !proceed && !cancel.is_cancelled() {
                 let next = {
-                    let mut queues = self.inner.queues.lock();
+                    let mut pending = self.inner.pending.lock();
+                    let queues = &mut pending.queues;
                     let steering = queues.drain(QueueKind::Steering);
                     if steering.is_empty() {
                         queues.drain(QueueKind::FollowUp)
@@ -696,7 +697,7 @@ impl AgentSession {
                 message: message @ Message::User(_),
             } => {
                 self.inner.compaction.reset_overflow();
-                let delivered = self.inner.queues.lock().delivered(&message_text(message));
+                let delivered = self.inner.pending.lock().queues.delivered(&message_text(message));
                 if let Some(shown) = delivered {
                     self.emit(RpcEvent::queue_update(shown));
                 }

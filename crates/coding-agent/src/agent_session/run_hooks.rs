@@ -146,7 +146,7 @@ impl RunHooks for Hooks {
     }
 
     fn drain_steering(&self) -> Vec<Message> {
-        self.session.inner.queues.lock().drain(QueueKind::Steering)
+        self.session.inner.pending.lock().queues.drain(QueueKind::Steering)
     }
 
     fn tool_call_hooks(&self) -> Option<Arc<dyn pi_agent::ToolCallHooks>> {
@@ -196,7 +196,7 @@ impl RunHooks for Hooks {
     }
 
     fn drain_follow_up(&self) -> Vec<Message> {
-        self.session.inner.queues.lock().drain(QueueKind::FollowUp)
+        self.session.inner.pending.lock().queues.drain(QueueKind::FollowUp)
     }
 
     fn turn_boundary<'a>(
