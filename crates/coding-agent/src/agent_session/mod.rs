@@ -14,6 +14,44 @@
 //! (`parking_lot`), except the transcript shared with the agent loop, whose poisoning is
 //! recovered from ([`AgentSession::transcript`]). Every event goes through the session's
 //! [`EventSink`] as a typed [`RpcEvent`] (spec rpc-protocol.md §5).
+//!
+//! # Locks
+//!
+//! The state that changes lives in four structs, one lock each, grouped by what changes
+//! together: `RunState` (the retry chain, the system prompt a `before_agent_start` handler
+//! forced for the run, the admission order of `input` handlers, the "allow always" answers),
+//! `Setup` (model, thinking level, loadout, the auto-compaction / auto-retry toggles),
+//! `Pending` (the steering / follow-up queues, `nextTurn` messages, RPC `bash` results and
+//! cancel token) and the store (`SessionManager`, its own lock because appends write the
+//! session file). Every guard is taken for a statement or a short block and is never held
+//! across an `.await` (the guards are not `Send`, so the compiler refuses it in the run task).
+//!
+//! A lock may be taken while one above it in this list is held, never one above it while one
+//! below it is held:
+//!
+//! 1. `retry_announce` (an ordering lock: held across the announcement of a back-off and by
+//!    `abort_retry`);
+//! 2. `run_state`;
+//! 3. `setup`;
+//! 4. `pending`;
+//! 5. `store`;
+//! 6. the transcript (`messages`; the agent loop holds it while it converts the context,
+//!    which reads `rejected_images` and the settings);
+//! 7. leaves, under which no other lock is taken: `rejected_images`, the settings of
+//!    [`SessionServices`] (shared by every session of the process; `settings.json` is
+//!    written under it), [`RunControl`]'s and [`compaction::CompactionState`]'s own locks,
+//!    and [`PermissionGate`]'s (`client`, then `pending`, inside the gate).
+//!
+//! Today the only nesting is 1 → 2 (a back-off's announcement and `abort_retry`) and, under
+//! 1, the run phase and the store write of the `context_edit`; 6 → 7 in the agent loop's
+//! request conversion. Everything else takes one lock at a time: a function that needs two
+//! values copies the first out and drops its guard before it takes the next (e.g.
+//! `navigate_tree` reads the model before it locks the store). Events are emitted with no
+//! lock held, except `run_state` (and `retry_announce`) where upstream's single thread orders
+//! the events of a retry chain (`auto_retry_end` before `abort_retry`'s response, before
+//! `agent_settled`); the sink never takes `run_state` (the extension tap's state mirror reads
+//! `setup`, `pending` and the store only for run and message events, none of which is
+//! emitted under it).
 
 pub mod admit;
 mod bash;
@@ -47,7 +85,7 @@ use crate::config::{ScopedModel, Settings};
 use crate::protocol::rpc::{QueueTexts, RpcEvent};
 use crate::session::SessionManager;
 use crate::tools::shell::UserBashOptions;
-use parking_lot::Mutex;
+use parking_lot::{MappedMutexGuard, Mutex, MutexGuard};
 use pi_agent::{AgentTool, SharedMessages};
 use pi_ai::{Message, Model, SystemMessage, ThinkingLevel};
 use serde_json::Value;
@@ -168,8 +206,8 @@ pub struct SessionConfig {
     pub store: SessionManager,
 }
 
-/// The session's configuration, what every LLM call is built from (lock `setup`, second in
-/// the order of the module docs). Changed together by `set_model` / `cycle_model` (model, then
+/// The session's configuration, what every LLM call is built from (lock `setup`, after
+/// `run_state` in the order of the module docs). Changed together by `set_model` / `cycle_model` (model, then
 /// the thinking level re-derived for it), `set_thinking_level`, `set_loadout` (extensions and
 /// MCP changing the tools), `refresh_system_sections` (the `mcp_servers` section) and the
 /// toggle setters; read as one snapshot by each turn's `turn_config`.
@@ -186,7 +224,7 @@ struct Setup {
     auto_retry: bool,
 }
 
-/// What waits to enter the context (lock `pending`, third in the order of the module docs).
+/// What waits to enter the context (lock `pending`, after `setup` in the order of the module docs).
 /// Filled by `prompt` / `steer` / `follow_up` while streaming, `pi.sendMessage` and the RPC
 /// `bash` command; emptied by the agent loop (it drains the queues), a run's start (the
 /// `nextTurn` messages), its settle (the `bash` results), `clear_queue`; `abort_bash` swaps the
@@ -205,40 +243,76 @@ struct Pending {
     bash_cancel: CancellationToken,
 }
 
+/// What the runs and admissions of this session keep (lock `run_state`, the first of the
+/// four state locks in the order of the module docs). Its guard is held across events only where
+/// upstream's single thread orders them (`abort_retry`'s `auto_retry_end` before its
+/// response; the end of a retry chain).
+#[derive(Default)]
+struct RunState {
+    /// The retry chain: attempt, the back-off in progress, the decision at `agent_end`.
+    retry: retry::RetryState,
+    /// The system prompt of the run in flight when a `before_agent_start` handler replaced it
+    /// (cleared when the run settles).
+    system_prompt: Option<String>,
+    /// The last admission that ran `input` handlers: a later one queues or starts only once
+    /// it has (admissions keep arrival order; [`admit`]).
+    admit_turn: Option<tokio::sync::oneshot::Receiver<()>>,
+    /// The calls the client answered "allow always" for in this session ([`permission`]).
+    permission_allows: std::collections::HashSet<crate::permissions::CallSubject>,
+}
+
+/// The state of one session. The state that changes is in four structs behind one lock each,
+/// taken in this order ([`run_state`](Inner::run_state) → [`setup`](Inner::setup) →
+/// [`pending`](Inner::pending) → [`store`](Inner::store); module docs "Locks"); the other
+/// locks and cells are kept apart for the reason given on each.
 struct Inner {
     cwd: PathBuf,
     bash_options: UserBashOptions,
     services: SessionServices,
-    setup: Mutex<Setup>,
-    pending: Mutex<Pending>,
-    run: RunControl,
-    retry: Mutex<retry::RetryState>,
     /// Held while a back-off is announced (`auto_retry_start` and the `context_edit` hiding
     /// the failed attempt) and by `abort_retry`, so a client that answers `auto_retry_start`
     /// at once still sees the edit before `auto_retry_end`, as upstream's single thread
-    /// orders them. Taken before `retry`, never while another session lock is held.
+    /// orders them. Apart from `run_state` because it is held across event emission and the
+    /// store write of the edit; taken first of all, never while another session lock is held.
     retry_announce: Mutex<()>,
+    /// State lock 1: the retry chain, the run's forced system prompt, admission order, allowed calls.
+    run_state: Mutex<RunState>,
+    /// State lock 2: model, thinking level, loadout, toggles.
+    setup: Mutex<Setup>,
+    /// State lock 3: the queues and the messages waiting for a run.
+    pending: Mutex<Pending>,
+    /// State lock 4: the session store. Its own lock because every append writes the session file
+    /// (I/O under the guard); nothing else is locked while it is held.
     store: Mutex<SessionManager>,
+    /// The context transcript, shared with the agent loop (pi_agent), which locks it itself
+    /// and converts the context to the request under it ([`AgentSession::llm_messages`]):
+    /// after the four state locks; under it only `rejected_images` and the settings are taken.
     messages: SharedMessages,
+    /// Fingerprints of images the provider rejected ([`image_guard`]). Apart from `run_state`
+    /// because it is read while the agent loop holds the transcript, and `run_state` is held
+    /// across event emission: a leaf, taken for one statement.
+    rejected_images: Mutex<std::collections::HashSet<u64>>,
+    /// The run phase, abort and the settled signal: its own lock and watch ([`RunControl`]),
+    /// read by `get_state` and admission without waiting on a run; a leaf.
+    run: RunControl,
+    /// Manual compaction and branch summary tokens, the overflow flag
+    /// ([`compaction::CompactionState`]); leaves.
+    compaction: compaction::CompactionState,
     /// A `role:"system"` message is already in the context (recorded at the first run).
     system_recorded: AtomicBool,
     /// A session write failed and could not be repaired (`session_write_error` was sent).
     write_failed: AtomicBool,
-    compaction: compaction::CompactionState,
-    /// Fingerprints of images the provider rejected ([`image_guard`]).
-    rejected_images: Mutex<std::collections::HashSet<u64>>,
-    /// The system prompt of the run in flight when a `before_agent_start` handler replaced it
-    /// (cleared when the run settles).
-    run_system_prompt: Mutex<Option<String>>,
     /// How many prompts are being admitted through `input` handlers ([`admit`]); a watch, so
     /// `wait_idle` is woken when it drops to 0 instead of polling.
     admitting: tokio::sync::watch::Sender<usize>,
-    /// The last admission that ran `input` handlers: a later one queues or starts only once
-    /// it has (admissions keep arrival order; [`admit`]).
-    admit_turn: Mutex<Option<tokio::sync::oneshot::Receiver<()>>>,
-    /// The calls the client answered "allow always" for in this session ([`permission`]).
-    permission_allows: Mutex<std::collections::HashSet<crate::permissions::CallSubject>>,
     sink: EventSink,
+}
+
+impl Inner {
+    /// The retry chain's state, under the `run_state` lock.
+    fn retry(&self) -> MappedMutexGuard<'_, retry::RetryState> {
+        MutexGuard::map(self.run_state.lock(), |s| &mut s.retry)
+    }
 }
 
 /// Cheap to clone handle to one session.
@@ -286,18 +360,15 @@ impl AgentSession {
                     bash_cancel: CancellationToken::new(),
                 }),
                 run: RunControl::default(),
-                retry: Mutex::new(retry::RetryState::default()),
+                run_state: Mutex::default(),
                 retry_announce: Mutex::new(()),
                 store: Mutex::new(config.store),
                 messages: Arc::new(std::sync::Mutex::new(context)),
                 system_recorded: AtomicBool::new(system_recorded),
                 admitting: tokio::sync::watch::Sender::new(0),
-                admit_turn: Mutex::new(None),
                 write_failed: AtomicBool::new(false),
                 compaction: Default::default(),
                 rejected_images: Mutex::default(),
-                run_system_prompt: Mutex::default(),
-                permission_allows: Mutex::default(),
                 sink,
             }),
         };
@@ -577,7 +648,11 @@ impl AgentSession {
     /// Sets the steering or follow-up mode and persists it to the global settings. Any value
     /// is accepted and stored as given (rpc-protocol.md §4.5, golden queue_modes_and_toggles).
     pub fn set_queue_mode(&self, kind: QueueKind, mode: Value) {
-        self.inner.pending.lock().queues.set_mode(kind, mode.clone());
+        self.inner
+            .pending
+            .lock()
+            .queues
+            .set_mode(kind, mode.clone());
         let key = match kind {
             QueueKind::Steering => "steeringMode",
             QueueKind::FollowUp => "followUpMode",

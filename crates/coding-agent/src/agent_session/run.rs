@@ -200,7 +200,7 @@ impl AgentSession {
             .before_agent_start(text, images, &system_prompt, &cwd, tools)
             .await;
         prompts.extend(r.messages);
-        *self.inner.run_system_prompt.lock() = r.system_prompt;
+        self.inner.run_state.lock().system_prompt = r.system_prompt;
     }
 
     /// Brings the prompt sections the session records up to date as a prompt starts (upstream
@@ -346,7 +346,7 @@ impl AgentSession {
     /// progress).
     async fn run_prompts(&self, prompts: Vec<Message>, cancel: CancellationToken) {
         {
-            let mut st = self.inner.retry.lock();
+            let mut st = self.inner.retry();
             st.attempt = 0;
             st.decision = None;
         }
@@ -378,8 +378,7 @@ impl AgentSession {
             };
             let after = self
                 .inner
-                .retry
-                .lock()
+                .retry()
                 .decision
                 .take()
                 .unwrap_or(AfterRun::Settle);
@@ -487,7 +486,7 @@ impl AgentSession {
             // An `abort_retry` sent on `auto_retry_start` waits until the edit is out.
             let _announcing = self.inner.retry_announce.lock();
             {
-                let mut st = self.inner.retry.lock();
+                let mut st = self.inner.retry();
                 st.attempt = attempt;
                 st.backoff = Some(backoff.clone());
             }
@@ -505,7 +504,7 @@ impl AgentSession {
             _ = backoff.cancelled() => false,
             _ = cancel.cancelled() => false,
         };
-        let mut st = self.inner.retry.lock();
+        let mut st = self.inner.retry();
         // `abort_retry` takes the token and reports the cancel itself.
         let reported = st.backoff.take().is_none();
         if slept && !reported && !cancel.is_cancelled() {
@@ -523,7 +522,7 @@ impl AgentSession {
     /// Ends the retry chain unsuccessfully: `auto_retry_end {success: false, attempt,
     /// finalError}`.
     fn end_retry_chain(&self, attempt: u32, final_error: String) {
-        self.inner.retry.lock().attempt = 0;
+        self.inner.retry().attempt = 0;
         self.emit(RpcEvent::AutoRetryEnd {
             success: false,
             attempt,
@@ -533,7 +532,7 @@ impl AgentSession {
 
     /// Closes a chain in progress as cancelled (`finalError: "Retry cancelled"`), if any.
     fn cancel_retry_chain(&self) {
-        let mut st = self.inner.retry.lock();
+        let mut st = self.inner.retry();
         if st.attempt > 0 {
             let attempt = std::mem::take(&mut st.attempt);
             self.emit(retry_cancelled(attempt));
@@ -547,7 +546,7 @@ impl AgentSession {
     /// back-off in progress only `respond` runs.
     pub fn abort_retry(&self, respond: impl FnOnce()) {
         let _announced = self.inner.retry_announce.lock();
-        let mut st = self.inner.retry.lock();
+        let mut st = self.inner.retry();
         if let Some(token) = st.backoff.take() {
             token.cancel();
             let attempt = std::mem::take(&mut st.attempt);
@@ -613,7 +612,7 @@ impl AgentSession {
     /// returned to the system ([`crate::mem::release_free_memory`]).
     fn settle(&self) {
         self.flush_deferred_bash();
-        self.inner.run_system_prompt.lock().take();
+        self.inner.run_state.lock().system_prompt.take();
         let finished = self.inner.run.finish();
         self.emit(RpcEvent::AgentSettled {
             aborted: finished.aborted,
@@ -697,7 +696,12 @@ impl AgentSession {
                 message: message @ Message::User(_),
             } => {
                 self.inner.compaction.reset_overflow();
-                let delivered = self.inner.pending.lock().queues.delivered(&message_text(message));
+                let delivered = self
+                    .inner
+                    .pending
+                    .lock()
+                    .queues
+                    .delivered(&message_text(message));
                 if let Some(shown) = delivered {
                     self.emit(RpcEvent::queue_update(shown));
                 }
@@ -723,7 +727,7 @@ impl AgentSession {
                 let policy = self.retry_policy();
                 let window = self.model().map_or(0, |m| m.context_window);
                 let aborted = self.inner.run.was_aborted();
-                let mut st = self.inner.retry.lock();
+                let mut st = self.inner.retry();
                 let decision = retry::decide(messages, st.attempt, &policy, window, aborted);
                 will_retry = decision.will_retry();
                 st.decision = Some(decision);
@@ -758,7 +762,7 @@ impl AgentSession {
         if !chain_succeeded {
             return;
         }
-        let mut st = self.inner.retry.lock();
+        let mut st = self.inner.retry();
         if st.attempt > 0 {
             let attempt = std::mem::take(&mut st.attempt);
             self.emit(RpcEvent::AutoRetryEnd {

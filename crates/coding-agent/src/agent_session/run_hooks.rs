@@ -69,7 +69,7 @@ impl Hooks {
         };
         // One lock at a time (module docs' lock order): each value is taken in its own
         // statement, not as a temporary of the literal below.
-        let forced = inner.run_system_prompt.lock().clone();
+        let forced = inner.run_state.lock().system_prompt.clone();
         let tools = with_mcp_tools(loadout.tools, inner.services.mcp.as_ref(), || {
             crate::codemode::search::loaded_names(&self.session.transcript())
         });
@@ -117,7 +117,7 @@ impl Hooks {
         if state(&head) == state(&crate::session::current_system_message(before)) {
             return pi_agent::RequestContext::messages(messages);
         }
-        let forced = self.session.inner.run_system_prompt.lock().clone();
+        let forced = self.session.inner.run_state.lock().system_prompt.clone();
         let prompt = head
             .as_ref()
             .map(crate::system_prompt::system_message_text)
@@ -146,7 +146,12 @@ impl RunHooks for Hooks {
     }
 
     fn drain_steering(&self) -> Vec<Message> {
-        self.session.inner.pending.lock().queues.drain(QueueKind::Steering)
+        self.session
+            .inner
+            .pending
+            .lock()
+            .queues
+            .drain(QueueKind::Steering)
     }
 
     fn tool_call_hooks(&self) -> Option<Arc<dyn pi_agent::ToolCallHooks>> {
@@ -196,7 +201,12 @@ impl RunHooks for Hooks {
     }
 
     fn drain_follow_up(&self) -> Vec<Message> {
-        self.session.inner.pending.lock().queues.drain(QueueKind::FollowUp)
+        self.session
+            .inner
+            .pending
+            .lock()
+            .queues
+            .drain(QueueKind::FollowUp)
     }
 
     fn turn_boundary<'a>(
@@ -324,7 +334,8 @@ impl AgentSession {
                 model.provider, model.id
             ));
         };
-        let messages = self.llm_messages(&self.transcript().clone());
+        let transcript = self.transcript().clone();
+        let messages = self.llm_messages(&transcript);
         let last_assistant = messages
             .iter()
             .rposition(|m| matches!(m, Message::Assistant(_)));
@@ -333,7 +344,7 @@ impl AgentSession {
             .any(|m| matches!(m, Message::User(_)));
         let reason = if direct {
             RouteReason::Direct
-        } else if self.inner.retry.lock().attempt > 0 && !user_turn {
+        } else if self.inner.retry().attempt > 0 && !user_turn {
             RouteReason::Retry
         } else if user_turn {
             RouteReason::User
