@@ -263,7 +263,7 @@ impl AgentSession {
     /// or starts only after the one before it has.
     fn take_turn(&self) -> Turn {
         let (done, mine) = tokio::sync::oneshot::channel();
-        let before = self.inner.admit_turn.lock().replace(mine);
+        let before = self.inner.run_state.lock().admit_turn.replace(mine);
         Turn { before, done }
     }
 

@@ -15,7 +15,7 @@ impl AgentSession {
     /// arrives, so an `abort_bash` read after it cancels it even if the command's task has not
     /// started yet (commands take effect in arrival order).
     pub fn bash_cancel_token(&self) -> CancellationToken {
-        self.inner.bash.cancel.lock().clone()
+        self.inner.pending.lock().bash_cancel.clone()
     }
 
     /// Runs a user shell command in the session cwd. `id` is the command's id, echoed on every
@@ -71,7 +71,7 @@ impl AgentSession {
             extra: Default::default(),
         });
         if self.is_streaming() {
-            self.inner.bash.deferred.lock().push(message);
+            self.inner.pending.lock().bash_results.push(message);
         } else {
             self.record_message(message);
         }
@@ -122,9 +122,9 @@ impl AgentSession {
 
     /// Cancels every running user shell command (`abort_bash`).
     pub fn abort_bash(&self) {
-        let mut token = self.inner.bash.cancel.lock();
-        token.cancel();
-        *token = CancellationToken::new();
+        let mut pending = self.inner.pending.lock();
+        pending.bash_cancel.cancel();
+        pending.bash_cancel = CancellationToken::new();
     }
 
     /// Appends a message to the session and the context without emitting events.
@@ -135,7 +135,7 @@ impl AgentSession {
 
     /// Records the results of `bash` commands that finished during the run.
     pub(super) fn flush_deferred_bash(&self) {
-        let deferred: Vec<Message> = std::mem::take(&mut *self.inner.bash.deferred.lock());
+        let deferred: Vec<Message> = std::mem::take(&mut self.inner.pending.lock().bash_results);
         for m in deferred {
             self.record_message(m);
         }

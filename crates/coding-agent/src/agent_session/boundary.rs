@@ -186,7 +186,7 @@ impl AgentSession {
             .rev()
             .find(|m| !matches!(m, Message::System(_)))
             .is_some_and(|m| !matches!(m, Message::Assistant(_)));
-        let pending = self.inner.queues.lock().pending();
+        let pending = self.inner.pending.lock().queues.pending();
         BoundaryContext {
             context_entries,
             context_messages: messages,

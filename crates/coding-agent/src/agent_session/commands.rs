@@ -219,7 +219,8 @@ impl AgentSession {
     /// system prompt and tool definitions; `Err` is the failure text.
     pub fn export_html(&self, output: Option<&str>) -> Result<String, String> {
         let (system_prompt, tools) = {
-            let l = self.inner.loadout.lock();
+            let setup = self.inner.setup.lock();
+            let l = &setup.loadout;
             let tools: Vec<serde_json::Value> = l
                 .tools
                 .iter()

@@ -53,8 +53,9 @@ impl AgentSession {
     /// `pi.getActiveTools()`: the names of the tools offered to the model, in order.
     pub fn active_tool_names(&self) -> Vec<String> {
         self.inner
-            .loadout
+            .setup
             .lock()
+            .loadout
             .tools
             .iter()
             .map(|t| t.definition().name)
@@ -63,7 +64,7 @@ impl AgentSession {
 
     /// `ctx.getSystemPrompt()`: the system prompt text sent to the model.
     pub fn system_prompt(&self) -> String {
-        self.inner.loadout.lock().system_prompt.clone()
+        self.inner.setup.lock().loadout.system_prompt.clone()
     }
 
     /// `ctx.sessionManager.getSessionDir()`: where the session file lives (`None` in memory).
@@ -137,7 +138,7 @@ impl AgentSession {
         use futures::FutureExt;
         let deliver = deliver_as.unwrap_or("steer");
         if deliver == "nextTurn" {
-            self.inner.next_turn.lock().push(message);
+            self.inner.pending.lock().next_turn.push(message);
             return None;
         }
         if self.is_streaming() {
@@ -150,7 +151,7 @@ impl AgentSession {
                     };
                     // Upstream queues it on the agent directly: no `queue_update` (the
                     // client's queue lists only its own prompts).
-                    self.inner.queues.lock().push(kind, message);
+                    self.inner.pending.lock().queues.push(kind, message);
                     return None;
                 }
                 _ => {

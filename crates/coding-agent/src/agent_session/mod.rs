@@ -14,6 +14,44 @@
 //! (`parking_lot`), except the transcript shared with the agent loop, whose poisoning is
 //! recovered from ([`AgentSession::transcript`]). Every event goes through the session's
 //! [`EventSink`] as a typed [`RpcEvent`] (spec rpc-protocol.md §5).
+//!
+//! # Locks
+//!
+//! The state that changes lives in four structs, one lock each, grouped by what changes
+//! together: `RunState` (the retry chain, the system prompt a `before_agent_start` handler
+//! forced for the run, the admission order of `input` handlers, the "allow always" answers),
+//! `Setup` (model, thinking level, loadout, the auto-compaction / auto-retry toggles),
+//! `Pending` (the steering / follow-up queues, `nextTurn` messages, RPC `bash` results and
+//! cancel token) and the store (`SessionManager`, its own lock because appends write the
+//! session file). Every guard is taken for a statement or a short block and is never held
+//! across an `.await` (the guards are not `Send`, so the compiler refuses it in the run task).
+//!
+//! A lock may be taken while one above it in this list is held, never one above it while one
+//! below it is held:
+//!
+//! 1. `retry_announce` (an ordering lock: held across the announcement of a back-off and by
+//!    `abort_retry`);
+//! 2. `run_state`;
+//! 3. `setup`;
+//! 4. `pending`;
+//! 5. `store`;
+//! 6. the transcript (`messages`; the agent loop holds it while it converts the context,
+//!    which reads `rejected_images` and the settings);
+//! 7. leaves, under which no other lock is taken: `rejected_images`, the settings of
+//!    [`SessionServices`] (shared by every session of the process; `settings.json` is
+//!    written under it), [`RunControl`]'s and [`compaction::CompactionState`]'s own locks,
+//!    and [`PermissionGate`]'s (`client`, then `pending`, inside the gate).
+//!
+//! Today the only nesting is 1 → 2 (a back-off's announcement and `abort_retry`) and, under
+//! 1, the run phase and the store write of the `context_edit`; 6 → 7 in the agent loop's
+//! request conversion. Everything else takes one lock at a time: a function that needs two
+//! values copies the first out and drops its guard before it takes the next (e.g.
+//! `navigate_tree` reads the model before it locks the store). Events are emitted with no
+//! lock held, except `run_state` (and `retry_announce`) where upstream's single thread orders
+//! the events of a retry chain (`auto_retry_end` before `abort_retry`'s response, before
+//! `agent_settled`); the sink never takes `run_state` (the extension tap's state mirror reads
+//! `setup`, `pending` and the store only for run and message events, none of which is
+//! emitted under it).
 
 pub mod admit;
 mod bash;
@@ -48,7 +86,7 @@ use crate::config::{ScopedModel, Settings};
 use crate::protocol::rpc::{QueueTexts, RpcEvent};
 use crate::session::SessionManager;
 use crate::tools::shell::UserBashOptions;
-use parking_lot::Mutex;
+use parking_lot::{MappedMutexGuard, Mutex, MutexGuard};
 use pi_agent::{AgentTool, SharedMessages};
 use pi_ai::{Message, Model, SystemMessage, ThinkingLevel};
 use serde_json::Value;
@@ -172,67 +210,116 @@ pub struct SessionConfig {
     pub store: SessionManager,
 }
 
-struct ModelState {
+/// The session's configuration, what every LLM call is built from (lock `setup`, after
+/// `run_state` in the order of the module docs). Changed together by `set_model` / `cycle_model` (model, then
+/// the thinking level re-derived for it), `set_thinking_level`, `set_loadout` (extensions and
+/// MCP changing the tools), `refresh_system_sections` (the `mcp_servers` section) and the
+/// toggle setters; read as one snapshot by each turn's `turn_config`.
+struct Setup {
+    /// The current model; `None` = none configured.
     model: Option<Model>,
+    /// The thinking level, clamped to the model's supported levels.
     thinking_level: ThinkingLevel,
-}
-
-struct Toggles {
+    /// The tools and system prompt offered to the model.
+    loadout: Loadout,
+    /// `set_auto_compaction` (settings `compaction.enabled`).
     auto_compaction: bool,
+    /// `set_auto_retry` (settings `retry.enabled`).
     auto_retry: bool,
 }
 
-/// State of RPC `bash` commands: one cancel token for all running ones, and results that
-/// wait for the run in flight to settle.
-#[derive(Default)]
-struct UserBash {
-    cancel: Mutex<CancellationToken>,
-    deferred: Mutex<Vec<Message>>,
+/// What waits to enter the context (lock `pending`, after `setup` in the order of the module docs).
+/// Filled by `prompt` / `steer` / `follow_up` while streaming, `pi.sendMessage` and the RPC
+/// `bash` command; emptied by the agent loop (it drains the queues), a run's start (the
+/// `nextTurn` messages), its settle (the `bash` results), `clear_queue`; `abort_bash` swaps the
+/// cancel token.
+struct Pending {
+    /// The steering and follow-up queues and what `queue_update` shows.
+    queues: MessageQueues,
+    /// Custom messages of `pi.sendMessage(…, {deliverAs: "nextTurn"})`: they enter the context
+    /// with the next run's prompt, right after it (upstream `_pendingNextTurnMessages`).
+    next_turn: Vec<Message>,
+    /// `bashExecution` messages of RPC `bash` commands that finished during a run: recorded
+    /// when it settles.
+    bash_results: Vec<Message>,
+    /// The one cancel token of every running RPC `bash` command (`abort_bash` fires it and
+    /// puts a fresh one in its place).
+    bash_cancel: CancellationToken,
 }
 
+/// What the runs and admissions of this session keep (lock `run_state`, the first of the
+/// four state locks in the order of the module docs). Its guard is held across events only where
+/// upstream's single thread orders them (`abort_retry`'s `auto_retry_end` before its
+/// response; the end of a retry chain).
+#[derive(Default)]
+struct RunState {
+    /// The retry chain: attempt, the back-off in progress, the decision at `agent_end`.
+    retry: retry::RetryState,
+    /// The system prompt of the run in flight when a `before_agent_start` handler replaced it
+    /// (cleared when the run settles).
+    system_prompt: Option<String>,
+    /// The system prompt sections of the run in flight when `before_agent_start` handlers
+    /// edited `systemPromptOptions` ([`prompt_options`]; cleared when the run settles).
+    prompt_sections: Option<serde_json::Map<String, serde_json::Value>>,
+    /// The last admission that ran `input` handlers: a later one queues or starts only once
+    /// it has (admissions keep arrival order; [`admit`]).
+    admit_turn: Option<tokio::sync::oneshot::Receiver<()>>,
+    /// The calls the client answered "allow always" for in this session ([`permission`]).
+    permission_allows: std::collections::HashSet<crate::permissions::CallSubject>,
+}
+
+/// The state of one session. The state that changes is in four structs behind one lock each,
+/// taken in this order ([`run_state`](Inner::run_state) → [`setup`](Inner::setup) →
+/// [`pending`](Inner::pending) → [`store`](Inner::store); module docs "Locks"); the other
+/// locks and cells are kept apart for the reason given on each.
 struct Inner {
     cwd: PathBuf,
     bash_options: UserBashOptions,
     services: SessionServices,
-    loadout: Mutex<Loadout>,
-    model: Mutex<ModelState>,
-    toggles: Mutex<Toggles>,
-    queues: Mutex<MessageQueues>,
-    /// Custom messages of `pi.sendMessage(…, {deliverAs: "nextTurn"})`: they enter the context
-    /// with the next run's prompt, right after it (upstream `_pendingNextTurnMessages`).
-    next_turn: Mutex<Vec<Message>>,
-    run: RunControl,
-    retry: Mutex<retry::RetryState>,
     /// Held while a back-off is announced (`auto_retry_start` and the `context_edit` hiding
     /// the failed attempt) and by `abort_retry`, so a client that answers `auto_retry_start`
     /// at once still sees the edit before `auto_retry_end`, as upstream's single thread
-    /// orders them. Taken before `retry`, never while another session lock is held.
+    /// orders them. Apart from `run_state` because it is held across event emission and the
+    /// store write of the edit; taken first of all, never while another session lock is held.
     retry_announce: Mutex<()>,
+    /// State lock 1: the retry chain, the run's forced system prompt, admission order, allowed calls.
+    run_state: Mutex<RunState>,
+    /// State lock 2: model, thinking level, loadout, toggles.
+    setup: Mutex<Setup>,
+    /// State lock 3: the queues and the messages waiting for a run.
+    pending: Mutex<Pending>,
+    /// State lock 4: the session store. Its own lock because every append writes the session file
+    /// (I/O under the guard); nothing else is locked while it is held.
     store: Mutex<SessionManager>,
+    /// The context transcript, shared with the agent loop (pi_agent), which locks it itself
+    /// and converts the context to the request under it ([`AgentSession::llm_messages`]):
+    /// after the four state locks; under it only `rejected_images` and the settings are taken.
     messages: SharedMessages,
+    /// Fingerprints of images the provider rejected ([`image_guard`]). Apart from `run_state`
+    /// because it is read while the agent loop holds the transcript, and `run_state` is held
+    /// across event emission: a leaf, taken for one statement.
+    rejected_images: Mutex<std::collections::HashSet<u64>>,
+    /// The run phase, abort and the settled signal: its own lock and watch ([`RunControl`]),
+    /// read by `get_state` and admission without waiting on a run; a leaf.
+    run: RunControl,
+    /// Manual compaction and branch summary tokens, the overflow flag
+    /// ([`compaction::CompactionState`]); leaves.
+    compaction: compaction::CompactionState,
     /// A `role:"system"` message is already in the context (recorded at the first run).
     system_recorded: AtomicBool,
     /// A session write failed and could not be repaired (`session_write_error` was sent).
     write_failed: AtomicBool,
-    bash: UserBash,
-    compaction: compaction::CompactionState,
-    /// Fingerprints of images the provider rejected ([`image_guard`]).
-    rejected_images: Mutex<std::collections::HashSet<u64>>,
-    /// The system prompt of the run in flight when a `before_agent_start` handler replaced it
-    /// (cleared when the run settles).
-    run_system_prompt: Mutex<Option<String>>,
-    /// The system prompt sections of the run in flight when `before_agent_start` handlers
-    /// edited `systemPromptOptions` ([`prompt_options`]; cleared when the run settles).
-    run_prompt_sections: Mutex<Option<serde_json::Map<String, serde_json::Value>>>,
     /// How many prompts are being admitted through `input` handlers ([`admit`]); a watch, so
     /// `wait_idle` is woken when it drops to 0 instead of polling.
     admitting: tokio::sync::watch::Sender<usize>,
-    /// The last admission that ran `input` handlers: a later one queues or starts only once
-    /// it has (admissions keep arrival order; [`admit`]).
-    admit_turn: Mutex<Option<tokio::sync::oneshot::Receiver<()>>>,
-    /// The calls the client answered "allow always" for in this session ([`permission`]).
-    permission_allows: Mutex<std::collections::HashSet<crate::permissions::CallSubject>>,
     sink: EventSink,
+}
+
+impl Inner {
+    /// The retry chain's state, under the `run_state` lock.
+    fn retry(&self) -> MappedMutexGuard<'_, retry::RetryState> {
+        MutexGuard::map(self.run_state.lock(), |s| &mut s.retry)
+    }
 }
 
 /// Cheap to clone handle to one session.
@@ -246,7 +333,7 @@ impl AgentSession {
     pub fn new(config: SessionConfig, services: SessionServices, sink: EventSink) -> Self {
         let context = config.store.build_context();
         let system_recorded = context.iter().any(|m| matches!(m, Message::System(_)));
-        let (steering_mode, follow_up_mode, toggles) = {
+        let (steering_mode, follow_up_mode, auto_compaction, auto_retry) = {
             let s = services.settings.lock();
             // The raw values, as upstream keeps whatever the file holds.
             let mode = |key: &str, parsed: crate::config::QueueMode| {
@@ -257,10 +344,8 @@ impl AgentSession {
             (
                 mode("steeringMode", s.steering_mode()),
                 mode("followUpMode", s.follow_up_mode()),
-                Toggles {
-                    auto_compaction: s.compaction().enabled,
-                    auto_retry: s.retry().enabled,
-                },
+                s.compaction().enabled,
+                s.retry().enabled,
             )
         };
         let session = AgentSession {
@@ -268,34 +353,34 @@ impl AgentSession {
                 cwd: config.cwd,
                 bash_options: config.bash_options,
                 services,
-                loadout: Mutex::new(config.loadout),
-                model: Mutex::new(ModelState {
+                setup: Mutex::new(Setup {
                     model: config.model,
                     thinking_level: config.thinking_level,
+                    loadout: config.loadout,
+                    auto_compaction,
+                    auto_retry,
                 }),
-                toggles: Mutex::new(toggles),
-                queues: Mutex::new(MessageQueues::new(steering_mode, follow_up_mode)),
-                next_turn: Mutex::new(Vec::new()),
+                pending: Mutex::new(Pending {
+                    queues: MessageQueues::new(steering_mode, follow_up_mode),
+                    next_turn: Vec::new(),
+                    bash_results: Vec::new(),
+                    bash_cancel: CancellationToken::new(),
+                }),
                 run: RunControl::default(),
-                retry: Mutex::new(retry::RetryState::default()),
+                run_state: Mutex::default(),
                 retry_announce: Mutex::new(()),
                 store: Mutex::new(config.store),
                 messages: Arc::new(std::sync::Mutex::new(context)),
                 system_recorded: AtomicBool::new(system_recorded),
                 admitting: tokio::sync::watch::Sender::new(0),
-                admit_turn: Mutex::new(None),
                 write_failed: AtomicBool::new(false),
-                bash: UserBash::default(),
                 compaction: Default::default(),
                 rejected_images: Mutex::default(),
-                run_system_prompt: Mutex::default(),
-                run_prompt_sections: Mutex::default(),
-                permission_allows: Mutex::default(),
                 sink,
             }),
         };
         {
-            let loadout = session.inner.loadout.lock().clone();
+            let loadout = session.inner.setup.lock().loadout.clone();
             bind_session_env(&session.inner, &loadout);
         }
         session
@@ -367,7 +452,7 @@ impl AgentSession {
 
     /// The current model, if any.
     pub fn model(&self) -> Option<Model> {
-        self.inner.model.lock().model.clone()
+        self.inner.setup.lock().model.clone()
     }
 
     /// Takes the registry's current definition of the session's model, `fresh` (same provider
@@ -375,7 +460,7 @@ impl AgentSession {
     /// `_refreshCurrentModelFromRegistry`): nothing is recorded in the session. A `fresh` of
     /// another provider/id is ignored.
     pub fn refresh_model(&self, fresh: Model) {
-        let mut state = self.inner.model.lock();
+        let mut state = self.inner.setup.lock();
         if let Some(m) = state.model.as_mut() {
             if m.provider == fresh.provider && m.id == fresh.id {
                 *m = fresh;
@@ -405,7 +490,7 @@ impl AgentSession {
 
     /// The session's skills and prompt templates.
     pub fn command_resources(&self) -> Arc<CommandResources> {
-        self.inner.loadout.lock().commands.clone()
+        self.inner.setup.lock().loadout.commands.clone()
     }
 
     /// The `get_commands` list (spec rpc-protocol.md §4.10, upstream 1.6 order): extension
@@ -428,7 +513,7 @@ impl AgentSession {
     /// Replaces the tools and system prompt; the next LLM call uses them.
     pub fn set_loadout(&self, loadout: Loadout) {
         bind_session_env(&self.inner, &loadout);
-        *self.inner.loadout.lock() = loadout;
+        self.inner.setup.lock().loadout = loadout;
     }
 
     /// Supported thinking levels of the current model (`["off"]` without one; 1.6 notes §15).
@@ -441,7 +526,7 @@ impl AgentSession {
 
     /// The current thinking level.
     pub fn thinking_level(&self) -> ThinkingLevel {
-        self.inner.model.lock().thinking_level
+        self.inner.setup.lock().thinking_level
     }
 
     /// Clamps `level` to the model's supported levels; when the effective level changes,
@@ -449,7 +534,7 @@ impl AgentSession {
     /// (rpc-protocol.md §4.4, §5.10). Returns the effective level.
     pub fn set_thinking_level(&self, level: ThinkingLevel) -> ThinkingLevel {
         let effective = {
-            let mut st = self.inner.model.lock();
+            let mut st = self.inner.setup.lock();
             let effective = match &st.model {
                 Some(m) => crate::config::clamp_thinking_level(Some(m), level),
                 None => ThinkingLevel::Off,
@@ -491,7 +576,7 @@ impl AgentSession {
             .into_iter()
             .find(|m| m.provider == provider && m.id == model_id)
             .ok_or_else(|| format!("Model not found: {provider}/{model_id}"))?;
-        self.inner.model.lock().model = Some(model.clone());
+        self.inner.setup.lock().model = Some(model.clone());
         if let Err(e) = self
             .inner
             .store
@@ -570,7 +655,11 @@ impl AgentSession {
     /// Sets the steering or follow-up mode and persists it to the global settings. Any value
     /// is accepted and stored as given (rpc-protocol.md §4.5, golden queue_modes_and_toggles).
     pub fn set_queue_mode(&self, kind: QueueKind, mode: Value) {
-        self.inner.queues.lock().set_mode(kind, mode.clone());
+        self.inner
+            .pending
+            .lock()
+            .queues
+            .set_mode(kind, mode.clone());
         let key = match kind {
             QueueKind::Steering => "steeringMode",
             QueueKind::FollowUp => "followUpMode",
@@ -580,24 +669,24 @@ impl AgentSession {
 
     /// Turns automatic compaction on or off and persists `compaction.enabled`.
     pub fn set_auto_compaction(&self, enabled: bool) {
-        self.inner.toggles.lock().auto_compaction = enabled;
+        self.inner.setup.lock().auto_compaction = enabled;
         self.persist_setting(&["compaction", "enabled"], Value::Bool(enabled));
     }
 
     /// Turns automatic retry on or off and persists `retry.enabled`.
     pub fn set_auto_retry(&self, enabled: bool) {
-        self.inner.toggles.lock().auto_retry = enabled;
+        self.inner.setup.lock().auto_retry = enabled;
         self.persist_setting(&["retry", "enabled"], Value::Bool(enabled));
     }
 
     /// Whether transient provider errors are retried automatically.
     pub fn auto_retry(&self) -> bool {
-        self.inner.toggles.lock().auto_retry
+        self.inner.setup.lock().auto_retry
     }
 
     /// Whether automatic compaction is on.
     pub fn auto_compaction(&self) -> bool {
-        self.inner.toggles.lock().auto_compaction
+        self.inner.setup.lock().auto_compaction
     }
 
     /// `set_session_name` (rpc-protocol.md §4.9): trims, refuses an empty name, appends a
@@ -635,14 +724,14 @@ impl AgentSession {
 
     /// Queues a steering or follow-up message and emits `queue_update` (rpc-protocol.md §5.4).
     pub fn enqueue(&self, kind: QueueKind, message: Message) {
-        let shown = self.inner.queues.lock().push(kind, message);
+        let shown = self.inner.pending.lock().queues.push(kind, message);
         self.emit(RpcEvent::queue_update(shown));
     }
 
     /// Empties both queues, emits `queue_update` with empty lists and returns what was removed
     /// (`clear_queue`).
     pub fn clear_queue(&self) -> QueueTexts {
-        let removed = self.inner.queues.lock().clear();
+        let removed = self.inner.pending.lock().queues.clear();
         self.emit(RpcEvent::queue_update(QueueTexts::default()));
         removed
     }
@@ -693,7 +782,7 @@ fn bind_session_env(inner: &Arc<Inner>, loadout: &Loadout) {
                 vars.push(("PI_SESSION_FILE".to_string(), file.display().to_string()));
             }
         }
-        let state = inner.model.lock();
+        let state = inner.setup.lock();
         if let Some(m) = &state.model {
             vars.push(("PI_PROVIDER".to_string(), m.provider.clone()));
             vars.push(("PI_MODEL".to_string(), m.id.clone()));
@@ -709,7 +798,7 @@ fn bind_session_env(inner: &Arc<Inner>, loadout: &Loadout) {
 /// The image policy now: the current model's limits and image support, `images.autoResize`.
 fn image_policy_of(inner: &Inner) -> crate::images::ImagePolicy {
     let auto_resize = inner.services.settings.lock().images_auto_resize();
-    let state = inner.model.lock();
+    let state = inner.setup.lock();
     crate::images::ImagePolicy::new(state.model.as_ref(), auto_resize)
 }
 

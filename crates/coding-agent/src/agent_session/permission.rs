@@ -104,14 +104,23 @@ impl AgentSession {
     async fn permission_check(&self, call: &ToolCall, args: &Value) -> Option<String> {
         let gate = self.permission_gate()?.clone();
         let subject = CallSubject::of(&call.name, args, &self.inner.cwd);
-        let allowed = self.inner.permission_allows.lock().contains(&subject);
+        let allowed = self
+            .inner
+            .run_state
+            .lock()
+            .permission_allows
+            .contains(&subject);
         match gate.policy.decide(&subject, allowed) {
             Verdict::Allow => None,
             Verdict::Deny(why) => Some(denial(&subject, &why)),
             Verdict::Ask => match self.ask_permission(&gate, &subject).await {
                 Asked::Once => None,
                 Asked::Always => {
-                    self.inner.permission_allows.lock().insert(subject);
+                    self.inner
+                        .run_state
+                        .lock()
+                        .permission_allows
+                        .insert(subject);
                     None
                 }
                 Asked::Refused(why) => Some(denial(&subject, &format!("mode ask: {why}"))),

@@ -38,14 +38,15 @@ impl AgentSession {
     /// `get_state` data (rpc-protocol.md §4.2).
     pub fn state(&self) -> SessionState {
         let (model, thinking_level) = {
-            let st = self.inner.model.lock();
+            let st = self.inner.setup.lock();
             (
                 st.model.clone().unwrap_or_else(Model::unknown),
                 st.thinking_level,
             )
         };
         let (steering_mode, follow_up_mode, pending) = {
-            let q = self.inner.queues.lock();
+            let pending = self.inner.pending.lock();
+            let q = &pending.queues;
             (
                 q.mode(QueueKind::Steering).clone(),
                 q.mode(QueueKind::FollowUp).clone(),

@@ -154,7 +154,7 @@ impl AgentSession {
         let previous = self.inner.run.last_started().saturating_sub(1);
         let mut prompts = Vec::new();
         if !self.inner.system_recorded.swap(true, Ordering::SeqCst) {
-            let mut sys = self.inner.loadout.lock().system_message.clone();
+            let mut sys = self.inner.setup.lock().loadout.system_message.clone();
             sys.timestamp = now_ms();
             prompts.push(Message::System(sys));
         }
@@ -170,7 +170,7 @@ impl AgentSession {
                     .map(|_| prompt_parts(user))
             });
         prompts.extend(user);
-        prompts.append(&mut self.inner.next_turn.lock());
+        prompts.append(&mut self.inner.pending.lock().next_turn);
         let this = self.clone();
         let started = OnStarted(on_started);
         Ok(PromptOutcome::Started(Box::pin(async move {
@@ -215,7 +215,8 @@ impl AgentSession {
             return;
         };
         let (system_prompt, options) = {
-            let l = self.inner.loadout.lock();
+            let setup = self.inner.setup.lock();
+            let l = &setup.loadout;
             let names: Vec<String> = l.tools.iter().map(|t| t.definition().name).collect();
             let options = super::prompt_options::options_of(&l.prompt_input, names);
             (l.system_prompt.clone(), options)
@@ -229,7 +230,7 @@ impl AgentSession {
         let edited = match (&r.system_prompt, &r.prompt_edits) {
             (None, Some(edits)) => {
                 let input = super::prompt_options::apply_edits(
-                    &self.inner.loadout.lock().prompt_input,
+                    &self.inner.setup.lock().loadout.prompt_input,
                     edits,
                 );
                 let sections = crate::system_prompt::build_sections(&input)
@@ -240,8 +241,9 @@ impl AgentSession {
             }
             _ => None,
         };
-        *self.inner.run_prompt_sections.lock() = edited;
-        *self.inner.run_system_prompt.lock() = r.system_prompt;
+        let mut run = self.inner.run_state.lock();
+        run.prompt_sections = edited;
+        run.system_prompt = r.system_prompt;
     }
 
     /// Brings the prompt sections the session records up to date as a prompt starts (upstream
@@ -263,13 +265,15 @@ impl AgentSession {
         const MCP: &str = "mcp_servers";
         let mcp_now = self
             .inner
-            .loadout
+            .setup
             .lock()
+            .loadout
             .mcp_section
             .clone()
             .map(|section| section.text());
         let run_sections = {
-            let mut run = self.inner.run_prompt_sections.lock();
+            let mut state = self.inner.run_state.lock();
+            let run = &mut state.prompt_sections;
             if let (Some(sections), Some(now)) = (run.as_mut(), &mcp_now) {
                 set_section(sections, MCP, now.clone());
             }
@@ -285,7 +289,8 @@ impl AgentSession {
             }
         }
         let current = {
-            let mut l = self.inner.loadout.lock();
+            let mut setup = self.inner.setup.lock();
+            let l = &mut setup.loadout;
             if let Some(now) = mcp_now {
                 let sections = l
                     .system_message
@@ -307,7 +312,7 @@ impl AgentSession {
                 .filter_map(Value::as_str)
                 .collect::<Vec<_>>()
                 .join("\n\n");
-            *self.inner.run_system_prompt.lock() = Some(text);
+            self.inner.run_state.lock().system_prompt = Some(text);
         }
         if matches!(prompts.first(), Some(Message::System(_))) {
             return;
@@ -356,8 +361,9 @@ impl AgentSession {
         let name_of = |t: &Value| t.get("name").and_then(Value::as_str).map(str::to_owned);
         let current: Vec<Value> = self
             .inner
-            .loadout
+            .setup
             .lock()
+            .loadout
             .tools
             .iter()
             .map(|t| crate::system_prompt::tool_added_entry(&t.definition()))
@@ -407,7 +413,7 @@ impl AgentSession {
     /// progress).
     async fn run_prompts(&self, prompts: Vec<Message>, cancel: CancellationToken) {
         {
-            let mut st = self.inner.retry.lock();
+            let mut st = self.inner.retry();
             st.attempt = 0;
             st.decision = None;
         }
@@ -439,8 +445,7 @@ impl AgentSession {
             };
             let after = self
                 .inner
-                .retry
-                .lock()
+                .retry()
                 .decision
                 .take()
                 .unwrap_or(AfterRun::Settle);
@@ -486,7 +491,8 @@ impl AgentSession {
             // them, steering first, as upstream's session continues while any are queued.
             if !proceed && !cancel.is_cancelled() {
                 let next = {
-                    let mut queues = self.inner.queues.lock();
+                    let mut pending = self.inner.pending.lock();
+                    let queues = &mut pending.queues;
                     let steering = queues.drain(QueueKind::Steering);
                     if steering.is_empty() {
                         queues.drain(QueueKind::FollowUp)
@@ -547,7 +553,7 @@ impl AgentSession {
             // An `abort_retry` sent on `auto_retry_start` waits until the edit is out.
             let _announcing = self.inner.retry_announce.lock();
             {
-                let mut st = self.inner.retry.lock();
+                let mut st = self.inner.retry();
                 st.attempt = attempt;
                 st.backoff = Some(backoff.clone());
             }
@@ -565,7 +571,7 @@ impl AgentSession {
             _ = backoff.cancelled() => false,
             _ = cancel.cancelled() => false,
         };
-        let mut st = self.inner.retry.lock();
+        let mut st = self.inner.retry();
         // `abort_retry` takes the token and reports the cancel itself.
         let reported = st.backoff.take().is_none();
         if slept && !reported && !cancel.is_cancelled() {
@@ -583,7 +589,7 @@ impl AgentSession {
     /// Ends the retry chain unsuccessfully: `auto_retry_end {success: false, attempt,
     /// finalError}`.
     fn end_retry_chain(&self, attempt: u32, final_error: String) {
-        self.inner.retry.lock().attempt = 0;
+        self.inner.retry().attempt = 0;
         self.emit(RpcEvent::AutoRetryEnd {
             success: false,
             attempt,
@@ -593,7 +599,7 @@ impl AgentSession {
 
     /// Closes a chain in progress as cancelled (`finalError: "Retry cancelled"`), if any.
     fn cancel_retry_chain(&self) {
-        let mut st = self.inner.retry.lock();
+        let mut st = self.inner.retry();
         if st.attempt > 0 {
             let attempt = std::mem::take(&mut st.attempt);
             self.emit(retry_cancelled(attempt));
@@ -607,7 +613,7 @@ impl AgentSession {
     /// back-off in progress only `respond` runs.
     pub fn abort_retry(&self, respond: impl FnOnce()) {
         let _announced = self.inner.retry_announce.lock();
-        let mut st = self.inner.retry.lock();
+        let mut st = self.inner.retry();
         if let Some(token) = st.backoff.take() {
             token.cancel();
             let attempt = std::mem::take(&mut st.attempt);
@@ -673,8 +679,11 @@ impl AgentSession {
     /// returned to the system ([`crate::mem::release_free_memory`]).
     fn settle(&self) {
         self.flush_deferred_bash();
-        self.inner.run_system_prompt.lock().take();
-        self.inner.run_prompt_sections.lock().take();
+        {
+            let mut run = self.inner.run_state.lock();
+            run.system_prompt.take();
+            run.prompt_sections.take();
+        }
         let finished = self.inner.run.finish();
         self.emit(RpcEvent::AgentSettled {
             aborted: finished.aborted,
@@ -689,8 +698,11 @@ impl AgentSession {
     /// still marked settled.
     async fn settle_awaited(&self) {
         self.flush_deferred_bash();
-        self.inner.run_system_prompt.lock().take();
-        self.inner.run_prompt_sections.lock().take();
+        {
+            let mut run = self.inner.run_state.lock();
+            run.system_prompt.take();
+            run.prompt_sections.take();
+        }
         let finished = self.inner.run.finish();
         let mark = MarkSettled {
             session: self.clone(),
@@ -786,7 +798,12 @@ impl AgentSession {
                 message: message @ Message::User(_),
             } => {
                 self.inner.compaction.reset_overflow();
-                let delivered = self.inner.queues.lock().delivered(&message_text(message));
+                let delivered = self
+                    .inner
+                    .pending
+                    .lock()
+                    .queues
+                    .delivered(&message_text(message));
                 if let Some(shown) = delivered {
                     self.emit(RpcEvent::queue_update(shown));
                 }
@@ -812,7 +829,7 @@ impl AgentSession {
                 let policy = self.retry_policy();
                 let window = self.model().map_or(0, |m| m.context_window);
                 let aborted = self.inner.run.was_aborted();
-                let mut st = self.inner.retry.lock();
+                let mut st = self.inner.retry();
                 let decision = retry::decide(messages, st.attempt, &policy, window, aborted);
                 will_retry = decision.will_retry();
                 st.decision = Some(decision);
@@ -847,7 +864,7 @@ impl AgentSession {
         if !chain_succeeded {
             return;
         }
-        let mut st = self.inner.retry.lock();
+        let mut st = self.inner.retry();
         if st.attempt > 0 {
             let attempt = std::mem::take(&mut st.attempt);
             self.emit(RpcEvent::AutoRetryEnd {

@@ -21,7 +21,7 @@ impl Hooks {
     async fn build_turn_config(&self) -> TurnConfig {
         let inner = &self.session.inner;
         let (model, thinking_level) = {
-            let st = inner.model.lock();
+            let st = inner.setup.lock();
             (
                 st.model.clone().unwrap_or_else(Model::unknown),
                 st.thinking_level,
@@ -53,7 +53,7 @@ impl Hooks {
             model.base_url = base.clone();
         }
         let failed = route_error.or(lookup_error).or_else(|| creds.error.clone());
-        let loadout = inner.loadout.lock().clone();
+        let loadout = inner.setup.lock().loadout.clone();
         let (thinking_budgets, transport) = {
             let settings = inner.services.settings.lock();
             // Settings `transport` (default `auto`; unknown values read as the default).
@@ -63,24 +63,26 @@ impl Hooks {
                 .unwrap_or_default();
             (settings.provider_thinking_budgets(), transport)
         };
+        let provider = match failed {
+            Some(message) => Arc::new(FailedAuth(message)),
+            None => (inner.services.provider)(&model).unwrap_or_else(|| Arc::new(NoProvider)),
+        };
+        // One lock at a time (module docs' lock order): each value is taken in its own
+        // statement, not as a temporary of the literal below.
+        let forced = inner.run_state.lock().system_prompt.clone();
+        let tools = with_mcp_tools(loadout.tools, inner.services.mcp.as_ref(), || {
+            crate::codemode::search::loaded_names(&self.session.transcript())
+        });
+        let session_id = inner.store.lock().session_id().to_string();
         TurnConfig {
-            provider: match failed {
-                Some(message) => Arc::new(FailedAuth(message)),
-                None => (inner.services.provider)(&model).unwrap_or_else(|| Arc::new(NoProvider)),
-            },
+            provider,
             api_key: creds.api_key,
             headers: creds.headers,
             model,
-            system_prompt: inner
-                .run_system_prompt
-                .lock()
-                .clone()
-                .unwrap_or(loadout.system_prompt),
-            tools: with_mcp_tools(loadout.tools, inner.services.mcp.as_ref(), || {
-                crate::codemode::search::loaded_names(&self.session.transcript())
-            }),
+            system_prompt: forced.unwrap_or(loadout.system_prompt),
+            tools,
             thinking_level,
-            session_id: Some(inner.store.lock().session_id().to_string()),
+            session_id: Some(session_id),
             tuning: pi_ai::RequestTuning {
                 thinking_budgets,
                 transport,
@@ -115,7 +117,7 @@ impl Hooks {
         if state(&head) == state(&crate::session::current_system_message(before)) {
             return pi_agent::RequestContext::messages(messages);
         }
-        let forced = self.session.inner.run_system_prompt.lock().clone();
+        let forced = self.session.inner.run_state.lock().system_prompt.clone();
         let prompt = head
             .as_ref()
             .map(crate::system_prompt::system_message_text)
@@ -144,7 +146,12 @@ impl RunHooks for Hooks {
     }
 
     fn drain_steering(&self) -> Vec<Message> {
-        self.session.inner.queues.lock().drain(QueueKind::Steering)
+        self.session
+            .inner
+            .pending
+            .lock()
+            .queues
+            .drain(QueueKind::Steering)
     }
 
     fn tool_call_hooks(&self) -> Option<Arc<dyn pi_agent::ToolCallHooks>> {
@@ -194,7 +201,12 @@ impl RunHooks for Hooks {
     }
 
     fn drain_follow_up(&self) -> Vec<Message> {
-        self.session.inner.queues.lock().drain(QueueKind::FollowUp)
+        self.session
+            .inner
+            .pending
+            .lock()
+            .queues
+            .drain(QueueKind::FollowUp)
     }
 
     fn turn_boundary<'a>(
@@ -322,7 +334,8 @@ impl AgentSession {
                 model.provider, model.id
             ));
         };
-        let messages = self.llm_messages(&self.transcript().clone());
+        let transcript = self.transcript().clone();
+        let messages = self.llm_messages(&transcript);
         let last_assistant = messages
             .iter()
             .rposition(|m| matches!(m, Message::Assistant(_)));
@@ -331,7 +344,7 @@ impl AgentSession {
             .any(|m| matches!(m, Message::User(_)));
         let reason = if direct {
             RouteReason::Direct
-        } else if self.inner.retry.lock().attempt > 0 && !user_turn {
+        } else if self.inner.retry().attempt > 0 && !user_turn {
             RouteReason::Retry
         } else if user_turn {
             RouteReason::User

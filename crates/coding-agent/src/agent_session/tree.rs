@@ -182,13 +182,16 @@ impl AgentSession {
         if self.is_compacting() {
             return Err("Wait for the current compaction or tree navigation to finish before navigating the session tree.".into());
         }
+        // Read before the store is locked: `setup` comes before `store` (lock order, module
+        // docs of `agent_session`).
+        let no_model = self.model().is_none();
         let (old_leaf, target, to_summarize, common) = {
             let store = self.inner.store.lock();
             let old_leaf = store.leaf_id().map(str::to_string);
             if old_leaf.as_deref() == Some(target_id) {
                 return Ok(Navigated::default());
             }
-            if options.summarize && self.model().is_none() {
+            if options.summarize && no_model {
                 return Err("No model available for summarization".into());
             }
             let Some(target) = store

@@ -617,3 +617,46 @@ fn section_number(text: &str) -> Option<String> {
     (!number.is_empty() && number.starts_with(|c: char| c.is_ascii_digit()))
         .then(|| number.to_string())
 }
+
+/// The session's state locks stay few and ordered (issue 23): every `Mutex` field of
+/// `agent_session`'s `Inner` is named in the lock order of the module docs ("# Locks"), and
+/// there are at most six of them (the four state structs, the retry announcement, the rejected
+/// images leaf).
+#[test]
+fn every_session_lock_is_in_the_written_lock_order() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/agent_session/mod.rs");
+    let text = std::fs::read_to_string(path).unwrap();
+    let order: String = text
+        .lines()
+        .skip_while(|l| l.trim() != "//! # Locks")
+        .take_while(|l| l.starts_with("//!"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        !order.is_empty(),
+        "no \"# Locks\" section in the module docs"
+    );
+    let body: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("struct Inner {"))
+        .skip(1)
+        .take_while(|l| !l.starts_with('}'))
+        .collect();
+    let locks: Vec<&str> = body
+        .iter()
+        .filter_map(|l| {
+            let (name, ty) = l.trim().split_once(':')?;
+            ty.trim().starts_with("Mutex<").then_some(name.trim())
+        })
+        .collect();
+    assert!(!locks.is_empty(), "no Mutex field found in Inner");
+    let unordered: Vec<&&str> = locks
+        .iter()
+        .filter(|n| !order.contains(&format!("`{n}`")))
+        .collect();
+    assert!(
+        unordered.is_empty(),
+        "session locks missing from the lock order: {unordered:?}"
+    );
+    assert!(locks.len() <= 6, "{} session locks: {locks:?}", locks.len());
+}

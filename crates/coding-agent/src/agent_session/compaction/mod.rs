@@ -682,7 +682,7 @@ impl AgentSession {
                 });
                 let proceed = !ineffective
                     && !cancel.is_cancelled()
-                    && (will_retry || self.inner.queues.lock().pending_count() > 0);
+                    && (will_retry || self.inner.pending.lock().queues.pending_count() > 0);
                 AutoOutcome {
                     proceed,
                     ineffective,
