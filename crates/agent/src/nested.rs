@@ -65,7 +65,9 @@ impl NestedCalls {
     }
 
     fn lock(&self) -> MutexGuard<'_, Recorder> {
-        self.record.lock().unwrap_or_else(|e| e.into_inner())
+        self.record
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Emits `event` and awaits what the sink returned ([`EmitFn`]).

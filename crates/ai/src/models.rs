@@ -203,7 +203,7 @@ mod tests {
             clamp_thinking_level(&plain, ThinkingLevel::High),
             ThinkingLevel::Off
         );
-        let mut m = gpt.clone();
+        let mut m = gpt;
         let mut map = serde_json::Map::new();
         map.insert("minimal".into(), serde_json::Value::Null);
         m.thinking_level_map = Some(map);

@@ -91,7 +91,10 @@ pub fn flush_stdout_for_exit(limit: Duration) {
 }
 
 fn lock(shared: &Shared) -> MutexGuard<'_, State> {
-    shared.state.lock().unwrap_or_else(|e| e.into_inner())
+    shared
+        .state
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Wakes the writer thread if it waits and nobody is writing (a writer in progress takes
@@ -117,7 +120,10 @@ fn drain<'a>(shared: &'a Shared, mut st: MutexGuard<'a, State>) -> MutexGuard<'a
         let job_count = jobs.len() as u64;
         drop(st);
         let written = {
-            let mut w = shared.sink.lock().unwrap_or_else(|e| e.into_inner());
+            let mut w = shared
+                .sink
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             write_batch(&mut **w, &batch, jobs)
         };
         if written.is_err() {
@@ -163,7 +169,10 @@ fn write_loop(shared: &Shared) {
     loop {
         while st.writing || (st.buf.is_empty() && st.jobs.is_empty()) {
             st.idle = true;
-            st = shared.wake.wait(st).unwrap_or_else(|e| e.into_inner());
+            st = shared
+                .wake
+                .wait(st)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
         }
         st.idle = false;
         st = drain(shared, st);
@@ -336,7 +345,7 @@ impl Output {
             .shared
             .progress
             .wait(st)
-            .unwrap_or_else(|e| e.into_inner());
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         st.waiters -= 1;
         st
     }
@@ -618,7 +627,7 @@ mod tests {
         let rt = runtime();
         let sink = Batches::default();
         let s2 = sink.clone();
-        let seen = sink.clone();
+        let seen = sink;
         rt.block_on(async move {
             let out = Output::deferring(Box::new(s2));
             tokio::spawn(async move {
@@ -645,7 +654,7 @@ mod tests {
         let rt = runtime();
         let sink = Batches::default();
         let s2 = sink.clone();
-        let seen = sink.clone();
+        let seen = sink;
         rt.block_on(async move {
             let out = Output::deferring_for(Box::new(s2), Duration::from_secs(60));
             tokio::spawn(async move {

@@ -48,7 +48,7 @@ impl PromptTool {
         let snippet = builtin_snippet(&definition.name).map(str::to_string);
         let guidelines = builtin_guidelines(&definition.name)
             .iter()
-            .map(|s| s.to_string())
+            .map(std::string::ToString::to_string)
             .collect();
         PromptTool {
             definition,

@@ -256,7 +256,7 @@ impl ServerHandler for Fake {
         request: ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let uri = request.uri.clone();
+        let uri = request.uri;
         let contents = match uri.as_str() {
             "fake://readme" => {
                 json!([{"uri": uri, "mimeType": "text/plain", "text": "Read me: fake resource text"}])
@@ -544,7 +544,7 @@ mod oauth {
             Err(_) => return StatusCode::INTERNAL_SERVER_ERROR.into_response(),
         };
         t.counter += 1;
-        let mut out = body.clone();
+        let mut out = body;
         out["client_id"] = json!(format!("client-{}", t.counter));
         (StatusCode::CREATED, Json(out)).into_response()
     }

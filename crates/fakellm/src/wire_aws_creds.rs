@@ -219,7 +219,7 @@ async fn handle(
     if let Ok(mut r) = shared.requests.lock() {
         r.push(AwsCredsRequest {
             method: method.to_string(),
-            path: path.clone(),
+            path,
             headers: header_map.clone(),
             body: body.clone(),
         });

@@ -43,7 +43,7 @@ pub fn responses_events(turn: &Turn, model: &str, seq: u64, chunk_size: usize) -
     out.push(event(
         &mut n,
         "response.created",
-        json!({"response": created.clone()}),
+        json!({"response": created}),
     ));
     out.push(event(
         &mut n,

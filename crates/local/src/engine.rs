@@ -762,7 +762,7 @@ mod tests {
         assert!(thread_count(None) >= 1);
         // One core is left free (unless the environment names a count).
         if std::env::var_os("PI_LOCAL_THREADS").is_none() {
-            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
             assert_eq!(
                 crate::default_threads() as usize,
                 cores.saturating_sub(1).max(1)

@@ -166,37 +166,45 @@ mod linux {
 
     /// Closes every descriptor of the calling process.
     unsafe fn close_all_fds() {
-        if libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32) == 0 {
-            return;
-        }
-        let mut lim = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        let max = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
-            lim.rlim_cur.min(1 << 20) as c_int
-        } else {
-            1024
-        };
-        for fd in 0..max {
-            libc::close(fd);
+        // SAFETY: runs only in the forked, single-threaded supervisor (see `fork_supervisor`);
+        // plain system calls on local values and pointers to locals.
+        unsafe {
+            if libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32) == 0 {
+                return;
+            }
+            let mut lim = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            let max = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
+                lim.rlim_cur.min(1 << 20) as c_int
+            } else {
+                1024
+            };
+            for fd in 0..max {
+                libc::close(fd);
+            }
         }
     }
 
     /// Default dispositions for every catchable signal (the agent's handlers were inherited).
     unsafe fn reset_signals() {
-        let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = libc::SIG_DFL;
-        libc::sigemptyset(&mut sa.sa_mask);
-        // 1..=64: every Linux signal number (glibc refuses its two internal ones, harmlessly).
-        for sig in 1..65 {
-            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
-                libc::sigaction(sig, &sa, std::ptr::null_mut());
+        // SAFETY: runs only in the forked, single-threaded supervisor (see `fork_supervisor`);
+        // plain system calls on local values and pointers to locals.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = libc::SIG_DFL;
+            libc::sigemptyset(&mut sa.sa_mask);
+            // 1..=64: every Linux signal number (glibc refuses its two internal ones, harmlessly).
+            for sig in 1..65 {
+                if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+                    libc::sigaction(sig, &sa, std::ptr::null_mut());
+                }
             }
+            let mut none: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut none);
+            libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
         }
-        let mut none: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut none);
-        libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
     }
 
     fn pidfd_open(pid: pid_t) -> c_int {
@@ -207,77 +215,97 @@ mod linux {
     /// The agent is gone: kill the group (this process included), or just the shell if this
     /// process does not lead its own group (never the agent's group).
     unsafe fn kill_all(shell: pid_t) -> ! {
-        let me = libc::getpid();
-        if libc::getpgrp() == me {
-            libc::kill(-me, libc::SIGKILL);
+        // SAFETY: runs only in the forked, single-threaded supervisor (see `fork_supervisor`);
+        // plain system calls on local values and pointers to locals.
+        unsafe {
+            let me = libc::getpid();
+            if libc::getpgrp() == me {
+                libc::kill(-me, libc::SIGKILL);
+            }
+            libc::kill(shell, libc::SIGKILL);
+            libc::_exit(ORPHANED)
         }
-        libc::kill(shell, libc::SIGKILL);
-        libc::_exit(ORPHANED)
     }
 
     /// Ends this process the way the shell ended (`status` from waitpid).
     unsafe fn exit_like(status: c_int) -> ! {
-        if libc::WIFEXITED(status) {
-            libc::_exit(libc::WEXITSTATUS(status));
+        // SAFETY: runs only in the forked, single-threaded supervisor (see `fork_supervisor`);
+        // plain system calls on local values and pointers to locals.
+        unsafe {
+            if libc::WIFEXITED(status) {
+                libc::_exit(libc::WEXITSTATUS(status));
+            }
+            if libc::WIFSIGNALED(status) {
+                let sig = libc::WTERMSIG(status);
+                // No core file of the supervisor for a shell that dumped core.
+                let zero = libc::rlimit {
+                    rlim_cur: 0,
+                    rlim_max: 0,
+                };
+                libc::setrlimit(libc::RLIMIT_CORE, &zero);
+                // The supervisor ignores some signals (see `ignore_group_signals`).
+                let mut sa: libc::sigaction = std::mem::zeroed();
+                sa.sa_sigaction = libc::SIG_DFL;
+                libc::sigemptyset(&mut sa.sa_mask);
+                libc::sigaction(sig, &sa, std::ptr::null_mut());
+                libc::kill(libc::getpid(), sig);
+                libc::_exit(128 + sig);
+            }
+            libc::_exit(1)
         }
-        if libc::WIFSIGNALED(status) {
-            let sig = libc::WTERMSIG(status);
-            // No core file of the supervisor for a shell that dumped core.
-            let zero = libc::rlimit {
-                rlim_cur: 0,
-                rlim_max: 0,
-            };
-            libc::setrlimit(libc::RLIMIT_CORE, &zero);
-            // The supervisor ignores some signals (see `ignore_group_signals`).
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = libc::SIG_DFL;
-            libc::sigemptyset(&mut sa.sa_mask);
-            libc::sigaction(sig, &sa, std::ptr::null_mut());
-            libc::kill(libc::getpid(), sig);
-            libc::_exit(128 + sig);
-        }
-        libc::_exit(1)
     }
 
     /// Signals that end a whole process group politely (`SIGTERM` from the engine ending the
     /// command, `SIGINT`/`SIGHUP`/`SIGQUIT` from a terminal) do not end the supervisor: it
     /// ends only with the shell, then with the rest of the group, or with the agent.
     unsafe fn ignore_group_signals() {
-        let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = libc::SIG_IGN;
-        libc::sigemptyset(&mut sa.sa_mask);
-        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
-            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        // SAFETY: runs only in the forked, single-threaded supervisor (see `fork_supervisor`);
+        // plain system calls on local values and pointers to locals.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = libc::SIG_IGN;
+            libc::sigemptyset(&mut sa.sa_mask);
+            for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
+                libc::sigaction(sig, &sa, std::ptr::null_mut());
+            }
         }
     }
 
     /// Reaps every child that has exited (the shell, and, as this process is a child
     /// subreaper, every orphaned descendant); the shell's status goes to `shell_status`.
     unsafe fn reap(shell: pid_t, shell_status: &mut Option<c_int>) {
-        loop {
-            let mut st: c_int = 0;
-            let r = libc::waitpid(-1, &mut st, libc::WNOHANG);
-            if r > 0 {
-                if r == shell {
-                    *shell_status = Some(st);
+        // SAFETY: runs only in the forked, single-threaded supervisor (see `fork_supervisor`);
+        // plain system calls on local values and pointers to locals.
+        unsafe {
+            loop {
+                let mut st: c_int = 0;
+                let r = libc::waitpid(-1, &mut st, libc::WNOHANG);
+                if r > 0 {
+                    if r == shell {
+                        *shell_status = Some(st);
+                    }
+                    continue;
                 }
-                continue;
-            }
-            if !(r < 0 && errno() == libc::EINTR) {
-                return;
+                if !(r < 0 && errno() == libc::EINTR) {
+                    return;
+                }
             }
         }
     }
 
     /// Reaps what has exited; `true` when this process has no child left at all (`ECHILD`).
     unsafe fn no_children() -> bool {
-        loop {
-            let mut st: c_int = 0;
-            let r = libc::waitpid(-1, &mut st, libc::WNOHANG);
-            if r > 0 || (r < 0 && errno() == libc::EINTR) {
-                continue;
+        // SAFETY: runs only in the forked, single-threaded supervisor (see `fork_supervisor`);
+        // plain system calls on local values and pointers to locals.
+        unsafe {
+            loop {
+                let mut st: c_int = 0;
+                let r = libc::waitpid(-1, &mut st, libc::WNOHANG);
+                if r > 0 || (r < 0 && errno() == libc::EINTR) {
+                    continue;
+                }
+                return r < 0 && errno() == libc::ECHILD;
             }
-            return r < 0 && errno() == libc::ECHILD;
         }
     }
 
@@ -285,37 +313,47 @@ mod linux {
     // `time_t` and `c_long` are `i64` only on 64-bit targets.
     #[allow(clippy::useless_conversion)]
     unsafe fn now_ms() -> i64 {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
-        i64::from(ts.tv_sec) * 1000 + i64::from(ts.tv_nsec) / 1_000_000
+        // SAFETY: runs only in the forked, single-threaded supervisor (see `fork_supervisor`);
+        // plain system calls on local values and pointers to locals.
+        unsafe {
+            let mut ts = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
+            i64::from(ts.tv_sec) * 1000 + i64::from(ts.tv_nsec) / 1_000_000
+        }
     }
 
     /// Waits up to `ms` milliseconds for the agent to exit; `true` when it has.
     unsafe fn agent_exits_within(agent: pid_t, agent_fd: c_int, ms: c_int) -> bool {
-        if agent_fd >= 0 {
-            let mut fd = libc::pollfd {
-                fd: agent_fd,
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            if libc::poll(&mut fd, 1, ms) >= 0 || errno() == libc::EINTR {
-                return fd.revents != 0;
+        // SAFETY: runs only in the forked, single-threaded supervisor (see `fork_supervisor`);
+        // plain system calls on local values and pointers to locals.
+        unsafe {
+            if agent_fd >= 0 {
+                let mut fd = libc::pollfd {
+                    fd: agent_fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                if libc::poll(&mut fd, 1, ms) >= 0 || errno() == libc::EINTR {
+                    return fd.revents != 0;
+                }
             }
+            let pause = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: libc::c_long::from(ms) * 1_000_000,
+            };
+            libc::nanosleep(&pause, std::ptr::null_mut());
+            libc::getppid() != agent
         }
-        let pause = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: libc::c_long::from(ms) * 1_000_000,
-        };
-        libc::nanosleep(&pause, std::ptr::null_mut());
-        libc::getppid() != agent
     }
 
     /// `true` when the process group `pgid` has no member left (zombies are members).
     unsafe fn group_empty(pgid: pid_t) -> bool {
-        libc::kill(-pgid, 0) != 0 && errno() == libc::ESRCH
+        // SAFETY: runs only in the forked, single-threaded supervisor (see `fork_supervisor`);
+        // plain system calls on local values and pointers to locals.
+        unsafe { libc::kill(-pgid, 0) != 0 && errno() == libc::ESRCH }
     }
 
     /// Moves this process (the leader of the command's group) out of that group and into a
@@ -325,31 +363,35 @@ mod linux {
     /// left in it, and a signal to the agent's group does not reach the supervisor. `false`
     /// when that failed (this process is then still in the command's group).
     unsafe fn leave_group() -> bool {
-        let me = libc::getpid();
-        match libc::fork() {
-            -1 => false,
-            0 => {
-                // Lives only until the supervisor joined its group (or the supervisor died).
-                libc::prctl(
-                    libc::PR_SET_PDEATHSIG,
-                    libc::SIGKILL as libc::c_ulong,
-                    0,
-                    0,
-                    0,
-                );
-                if libc::getppid() == me {
-                    loop {
-                        libc::pause();
+        // SAFETY: runs only in the forked, single-threaded supervisor (see `fork_supervisor`);
+        // plain system calls on local values and pointers to locals.
+        unsafe {
+            let me = libc::getpid();
+            match libc::fork() {
+                -1 => false,
+                0 => {
+                    // Lives only until the supervisor joined its group (or the supervisor died).
+                    libc::prctl(
+                        libc::PR_SET_PDEATHSIG,
+                        libc::SIGKILL as libc::c_ulong,
+                        0,
+                        0,
+                        0,
+                    );
+                    if libc::getppid() == me {
+                        loop {
+                            libc::pause();
+                        }
                     }
+                    libc::_exit(0)
                 }
-                libc::_exit(0)
-            }
-            anchor => {
-                let left = libc::setpgid(anchor, anchor) == 0 && libc::setpgid(0, anchor) == 0;
-                libc::kill(anchor, libc::SIGKILL);
-                let mut st: c_int = 0;
-                while libc::waitpid(anchor, &mut st, 0) < 0 && errno() == libc::EINTR {}
-                left
+                anchor => {
+                    let left = libc::setpgid(anchor, anchor) == 0 && libc::setpgid(0, anchor) == 0;
+                    libc::kill(anchor, libc::SIGKILL);
+                    let mut st: c_int = 0;
+                    while libc::waitpid(anchor, &mut st, 0) < 0 && errno() == libc::EINTR {}
+                    left
+                }
             }
         }
     }
@@ -358,108 +400,116 @@ mod linux {
     /// after `grace_ms`; at once if the agent exits meanwhile), then exits like the shell.
     /// An empty group costs no wait.
     unsafe fn finish(agent: pid_t, agent_fd: c_int, status: c_int, grace_ms: i64) -> ! {
-        let pgid = libc::getpid();
-        if no_children() {
-            // Every descendant has ended: a living one would be this process's child, or the
-            // descendant of one (orphans are reparented to this subreaper). Nothing of the
-            // group is left to guard, and leaving the group would only cost a fork.
-            exit_like(status);
-        }
-        if libc::getpgrp() != pgid || !leave_group() {
-            // Not the leader of the command's group, or unable to leave it: end with the
-            // shell and leave the group to the engine (tools/shell.rs).
-            exit_like(status);
-        }
-        let mut ignored = None;
-        if group_empty(pgid) {
-            exit_like(status);
-        }
-        libc::kill(-pgid, libc::SIGTERM);
-        let start = now_ms();
-        loop {
-            reap(0, &mut ignored);
+        // SAFETY: runs only in the forked, single-threaded supervisor (see `fork_supervisor`);
+        // plain system calls on local values and pointers to locals.
+        unsafe {
+            let pgid = libc::getpid();
+            if no_children() {
+                // Every descendant has ended: a living one would be this process's child, or the
+                // descendant of one (orphans are reparented to this subreaper). Nothing of the
+                // group is left to guard, and leaving the group would only cost a fork.
+                exit_like(status);
+            }
+            if libc::getpgrp() != pgid || !leave_group() {
+                // Not the leader of the command's group, or unable to leave it: end with the
+                // shell and leave the group to the engine (tools/shell.rs).
+                exit_like(status);
+            }
+            let mut ignored = None;
             if group_empty(pgid) {
                 exit_like(status);
             }
-            if now_ms() - start >= grace_ms {
-                break;
+            libc::kill(-pgid, libc::SIGTERM);
+            let start = now_ms();
+            loop {
+                reap(0, &mut ignored);
+                if group_empty(pgid) {
+                    exit_like(status);
+                }
+                if now_ms() - start >= grace_ms {
+                    break;
+                }
+                if agent_exits_within(agent, agent_fd, GROUP_POLL_MS) {
+                    libc::kill(-pgid, libc::SIGKILL);
+                    libc::_exit(ORPHANED);
+                }
             }
-            if agent_exits_within(agent, agent_fd, GROUP_POLL_MS) {
-                libc::kill(-pgid, libc::SIGKILL);
-                libc::_exit(ORPHANED);
+            libc::kill(-pgid, libc::SIGKILL);
+            // Killed members are reaped here (orphans are this process's children), so that the
+            // group is gone when the caller looks; bounded, as a member may be stuck in the kernel.
+            let start = now_ms();
+            while !group_empty(pgid) && now_ms() - start < KILLED_REAP_MS {
+                reap(0, &mut ignored);
+                let pause = libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: libc::c_long::from(GROUP_POLL_MS) * 1_000_000,
+                };
+                libc::nanosleep(&pause, std::ptr::null_mut());
             }
+            exit_like(status)
         }
-        libc::kill(-pgid, libc::SIGKILL);
-        // Killed members are reaped here (orphans are this process's children), so that the
-        // group is gone when the caller looks; bounded, as a member may be stuck in the kernel.
-        let start = now_ms();
-        while !group_empty(pgid) && now_ms() - start < KILLED_REAP_MS {
-            reap(0, &mut ignored);
-            let pause = libc::timespec {
-                tv_sec: 0,
-                tv_nsec: libc::c_long::from(GROUP_POLL_MS) * 1_000_000,
-            };
-            libc::nanosleep(&pause, std::ptr::null_mut());
-        }
-        exit_like(status)
     }
 
     /// Waits for the shell to exit (then ends the rest of its group and mirrors the shell's
     /// status) or the agent to exit (killing the group). Never returns.
     pub(super) unsafe fn supervise(agent: pid_t, shell: pid_t, grace_ms: i64) -> ! {
-        close_all_fds();
-        reset_signals();
-        ignore_group_signals();
-        // Orphaned descendants (a background job of the shell) become this process's children,
-        // so that it can reap them: a zombie stays a member of its group.
-        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0);
-        let agent_fd = pidfd_open(agent);
-        let agent_gone = agent_fd < 0 && errno() == libc::ESRCH;
-        // Race check: the agent may have died before the pidfd was opened.
-        if agent_gone || libc::getppid() != agent {
-            kill_all(shell);
-        }
-        let shell_fd = pidfd_open(shell);
-        let mut status: Option<c_int> = None;
-        if agent_fd >= 0 && shell_fd >= 0 {
-            let mut fds = [
-                libc::pollfd {
-                    fd: agent_fd,
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-                libc::pollfd {
-                    fd: shell_fd,
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-            ];
-            // Until the shell has exited (woken by its pidfd, and every REAP_MS to reap
-            // orphans); a failing poll falls back to polling below.
-            while libc::poll(fds.as_mut_ptr(), 2, REAP_MS) >= 0 || errno() == libc::EINTR {
-                if fds[0].revents != 0 {
-                    kill_all(shell);
-                }
-                reap(shell, &mut status);
-                if let Some(st) = status {
-                    finish(agent, agent_fd, st, grace_ms);
-                }
-            }
-        }
-        // No pidfds: poll every 100 ms.
-        let pause = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 100_000_000,
-        };
-        loop {
-            reap(shell, &mut status);
-            if let Some(st) = status {
-                finish(agent, -1, st, grace_ms);
-            }
-            if libc::getppid() != agent {
+        // SAFETY: runs only in the forked, single-threaded supervisor (see `fork_supervisor`);
+        // plain system calls on local values and pointers to locals.
+        unsafe {
+            close_all_fds();
+            reset_signals();
+            ignore_group_signals();
+            // Orphaned descendants (a background job of the shell) become this process's children,
+            // so that it can reap them: a zombie stays a member of its group.
+            libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0);
+            let agent_fd = pidfd_open(agent);
+            let agent_gone = agent_fd < 0 && errno() == libc::ESRCH;
+            // Race check: the agent may have died before the pidfd was opened.
+            if agent_gone || libc::getppid() != agent {
                 kill_all(shell);
             }
-            libc::nanosleep(&pause, std::ptr::null_mut());
+            let shell_fd = pidfd_open(shell);
+            let mut status: Option<c_int> = None;
+            if agent_fd >= 0 && shell_fd >= 0 {
+                let mut fds = [
+                    libc::pollfd {
+                        fd: agent_fd,
+                        events: libc::POLLIN,
+                        revents: 0,
+                    },
+                    libc::pollfd {
+                        fd: shell_fd,
+                        events: libc::POLLIN,
+                        revents: 0,
+                    },
+                ];
+                // Until the shell has exited (woken by its pidfd, and every REAP_MS to reap
+                // orphans); a failing poll falls back to polling below.
+                while libc::poll(fds.as_mut_ptr(), 2, REAP_MS) >= 0 || errno() == libc::EINTR {
+                    if fds[0].revents != 0 {
+                        kill_all(shell);
+                    }
+                    reap(shell, &mut status);
+                    if let Some(st) = status {
+                        finish(agent, agent_fd, st, grace_ms);
+                    }
+                }
+            }
+            // No pidfds: poll every 100 ms.
+            let pause = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 100_000_000,
+            };
+            loop {
+                reap(shell, &mut status);
+                if let Some(st) = status {
+                    finish(agent, -1, st, grace_ms);
+                }
+                if libc::getppid() != agent {
+                    kill_all(shell);
+                }
+                libc::nanosleep(&pause, std::ptr::null_mut());
+            }
         }
     }
 }

@@ -484,7 +484,6 @@ impl Cli {
     }
 }
 
-/// The `--help` text (our own words; the flags and their meaning are upstream 1.6's).
 /// The `--help` text with `extension_flags` (the `Extension CLI Flags:` section of the loaded
 /// extensions, ending with a newline; empty for none) right after the options, where upstream
 /// `printHelp` puts it.
@@ -501,7 +500,9 @@ pub fn help_with(extension_flags: &str) -> String {
 /// Where the options of [`HELP`] end.
 const HELP_FOOTER: &str = "\nConfiguration lives";
 
-pub const HELP: &str = "\
+/// The `--help` text without extension flags (our own words; the flags and their meaning are
+/// upstream 1.6's). Only [`help_with`] reads it.
+const HELP: &str = "\
 pi - coding agent with read, bash, edit and write tools (Rust build: print, json and rpc modes)
 
 Usage:

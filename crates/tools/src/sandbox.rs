@@ -364,7 +364,7 @@ impl SandboxPolicy {
         }
         #[cfg(target_os = "linux")]
         {
-            linux::apply(self, cmd, cwd, shell)
+            linux::apply(*self, cmd, cwd, shell)
         }
         #[cfg(not(target_os = "linux"))]
         {
@@ -404,15 +404,12 @@ pub fn resolve_links(path: &Path) -> Option<PathBuf> {
     };
     let mut pending: VecDeque<OsString> = VecDeque::new();
     let push_front = |pending: &mut VecDeque<OsString>, p: &Path| {
-        let parts: Vec<OsString> = p
-            .components()
-            .filter_map(|c| match c {
-                Component::Normal(n) => Some(n.to_os_string()),
-                Component::ParentDir => Some(OsString::from("..")),
-                _ => None,
-            })
-            .collect();
-        for part in parts.into_iter().rev() {
+        let parts = p.components().filter_map(|c| match c {
+            Component::Normal(n) => Some(n.to_os_string()),
+            Component::ParentDir => Some(OsString::from("..")),
+            _ => None,
+        });
+        for part in parts.rev() {
             pending.push_front(part);
         }
     };
@@ -552,7 +549,7 @@ mod linux {
     use std::path::Path;
 
     pub(super) fn apply(
-        policy: &SandboxPolicy,
+        policy: SandboxPolicy,
         cmd: &mut std::process::Command,
         cwd: &Path,
         shell: &Path,
@@ -650,13 +647,13 @@ mod linux {
 
     /// The Landlock ruleset of `policy` as a file descriptor (close-on-exec, as the kernel
     /// creates it).
-    fn ruleset(policy: &SandboxPolicy, cwd: &Path, shell: &Path) -> Result<OwnedFd, String> {
+    fn ruleset(policy: SandboxPolicy, cwd: &Path, shell: &Path) -> Result<OwnedFd, String> {
         build_ruleset(policy, cwd, shell)
             .and_then(|fd| fd.ok_or_else(|| "no Landlock ruleset".into()))
     }
 
     fn build_ruleset(
-        policy: &SandboxPolicy,
+        policy: SandboxPolicy,
         cwd: &Path,
         shell: &Path,
     ) -> Result<Option<OwnedFd>, String> {
@@ -664,7 +661,7 @@ mod linux {
     }
 
     fn build(
-        policy: &SandboxPolicy,
+        policy: SandboxPolicy,
         cwd: &Path,
         shell: &Path,
     ) -> Result<Option<OwnedFd>, landlock::RulesetError> {

@@ -64,7 +64,10 @@ pub fn resolve_default_tools(entries: &[String]) -> Vec<String> {
         .cloned()
         .collect();
     let base = if plain.is_empty() && !entries.is_empty() {
-        super::DEFAULT_TOOLS.iter().map(|s| s.to_string()).collect()
+        super::DEFAULT_TOOLS
+            .iter()
+            .map(std::string::ToString::to_string)
+            .collect()
     } else {
         plain
     };
@@ -121,9 +124,12 @@ impl ToolSelection {
         let defaults: Vec<String> = if self.no_tools || self.no_builtin_tools {
             Vec::new()
         } else {
-            self.default_tools
-                .clone()
-                .unwrap_or_else(|| super::DEFAULT_TOOLS.iter().map(|s| s.to_string()).collect())
+            self.default_tools.clone().unwrap_or_else(|| {
+                super::DEFAULT_TOOLS
+                    .iter()
+                    .map(std::string::ToString::to_string)
+                    .collect()
+            })
         };
         let edits = self
             .tools

@@ -67,7 +67,7 @@ pub(crate) type EntryFilter = Arc<dyn Fn(&DirEntry) -> bool + Send + Sync>;
 /// Threads of the parallel walk: the available cores, at most 12 (ripgrep's and fd's default).
 pub(crate) fn walk_threads() -> usize {
     std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
+        .map_or(1, std::num::NonZero::get)
         .min(12)
 }
 
@@ -89,7 +89,7 @@ pub(crate) fn first_in_walk_order<S: Search>(
     if let Some(f) = filter.clone() {
         walk.filter_entry(move |e| f(e));
     }
-    walk.sort_by_file_name(|a, b| a.cmp(b));
+    walk.sort_by_file_name(std::cmp::Ord::cmp);
 
     let mut found: Vec<Found<S::Item>> = Vec::new();
     let mut state = search.new_state();
@@ -182,13 +182,19 @@ impl<T: Ord> Gathered<T> {
         if !self.bounded.load(Ordering::Acquire) {
             return false;
         }
-        let bound = self.bound.read().unwrap_or_else(|e| e.into_inner());
+        let bound = self
+            .bound
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         bound.as_deref().is_some_and(|b| path > b)
     }
 
     /// Adds results found by one thread (emptying `found`).
     fn add(&self, found: &mut Vec<Found<T>>) {
-        let mut items = self.items.lock().unwrap_or_else(|e| e.into_inner());
+        let mut items = self
+            .items
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         items.append(found);
         // Settled the first time `limit` results are known, then whenever they have doubled,
         // so the bound tightens while sorting stays amortised O(log n) per result.
@@ -200,7 +206,10 @@ impl<T: Ord> Gathered<T> {
         if items.len() >= due {
             settle(&mut items, self.limit);
             if let Some((last, _)) = items.last() {
-                let mut bound = self.bound.write().unwrap_or_else(|e| e.into_inner());
+                let mut bound = self
+                    .bound
+                    .write()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
                 *bound = Some(last.clone());
                 self.bounded.store(true, Ordering::Release);
             }
@@ -209,7 +218,10 @@ impl<T: Ord> Gathered<T> {
 
     /// The first `limit` results in sorted walk order.
     fn take(&self) -> Vec<Found<T>> {
-        let mut items = self.items.lock().unwrap_or_else(|e| e.into_inner());
+        let mut items = self
+            .items
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut items = std::mem::take(&mut *items);
         settle(&mut items, self.limit);
         items

@@ -81,7 +81,7 @@ impl Provider for ScriptedProvider {
                 message: Box::new(m),
             })]
         });
-        let cancel = options.cancel.clone();
+        let cancel = options.cancel;
         futures::stream::unfold(
             (VecDeque::from(steps), cancel),
             |(mut steps, cancel)| async move {

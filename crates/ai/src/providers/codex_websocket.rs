@@ -111,7 +111,7 @@ fn registry() -> MutexGuard<'static, Registry> {
     REGISTRY
         .get_or_init(Mutex::default)
         .lock()
-        .unwrap_or_else(|e| e.into_inner())
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Whether `session` already fell back to SSE (after a WebSocket failure).

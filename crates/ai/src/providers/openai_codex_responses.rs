@@ -279,7 +279,7 @@ fn prepare(
         url: codex_websocket_url(&model.base_url),
         headers: ws_headers,
         body: body.clone(),
-        session: session.clone(),
+        session,
         account,
         compat,
     };

@@ -119,7 +119,7 @@ fn fake_model(id: &str) -> Model {
 fn user_blocks(content: &Value) -> Message {
     let blocks = content
         .as_array()
-        .map(|a| a.as_slice())
+        .map(std::vec::Vec::as_slice)
         .unwrap_or_default()
         .iter()
         .filter_map(|b| match b["type"].as_str()? {

@@ -114,7 +114,7 @@ async fn handle(state: Shared, req: Request) -> Response {
         path_and_query: parts
             .uri
             .path_and_query()
-            .map(|p| p.to_string())
+            .map(std::string::ToString::to_string)
             .unwrap_or_default(),
         headers: parts.headers,
         body,

@@ -335,7 +335,7 @@ mod tests {
         let start = RpcEvent::ToolExecutionStart {
             tool_call_id: "c1".into(),
             tool_name: "edit".into(),
-            args: args.clone(),
+            args,
             parent_tool_call_id: None,
         };
         let ups = m.map(&start);

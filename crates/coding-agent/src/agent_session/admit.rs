@@ -196,7 +196,7 @@ impl AgentSession {
         let ext = self.extensions().cloned();
         if input.commands {
             if let Some((name, args)) = ext.as_ref().and_then(|e| e.command_of(&input.text)) {
-                let ext = ext.clone();
+                let ext = ext;
                 return Admitting::Pending(Box::pin(async move {
                     let guard = AnswerGuard::new(respond.clone());
                     if let Some(ext) = ext {

@@ -71,7 +71,7 @@ impl SessionFactory {
             .services
             .extensions
             .as_ref()
-            .map(|e| e.tools())
+            .map(super::super::extensions::Extensions::tools)
             .unwrap_or_default();
         let mcp = self.services.mcp.clone();
         // codemode: named in the tool selection (`defaultTools` `+codemode`), or a server with

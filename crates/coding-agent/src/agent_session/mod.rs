@@ -395,7 +395,7 @@ impl AgentSession {
         self.inner
             .messages
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The loaded extensions, if any were configured.

@@ -90,7 +90,7 @@ impl Hooks {
                     .services
                     .extensions
                     .as_ref()
-                    .and_then(|e| e.request_hooks()),
+                    .and_then(super::super::extensions::Extensions::request_hooks),
                 ..Default::default()
             },
         }

@@ -101,7 +101,7 @@ pub fn ts_type(schema: &Value) -> String {
         if !e.is_empty() {
             return e
                 .iter()
-                .map(|v| v.to_string())
+                .map(std::string::ToString::to_string)
                 .collect::<Vec<_>>()
                 .join(" | ");
         }
@@ -164,7 +164,7 @@ pub fn ts_type(schema: &Value) -> String {
             }
             if schema
                 .get("additionalProperties")
-                .is_some_and(|a| a.is_object())
+                .is_some_and(serde_json::Value::is_object)
             {
                 out.push_str("[key: string]: unknown; ");
             }

@@ -185,7 +185,9 @@ pub fn run(code: &str, setup: Setup, host: Arc<dyn Host>) -> Outcome {
     let stop: Arc<Mutex<Option<Stop>>> = Arc::new(Mutex::new(None));
     let result = run_vm(code, &setup, host, &state, &stop);
     let mut st = match Arc::try_unwrap(state) {
-        Ok(m) => m.into_inner().unwrap_or_else(|e| e.into_inner()),
+        Ok(m) => m
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
         Err(shared) => std::mem::take(&mut *lock(&shared)),
     };
     let stopped = *lock(&stop);
@@ -212,7 +214,7 @@ pub fn run(code: &str, setup: Setup, host: Arc<dyn Host>) -> Outcome {
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn run_vm(
@@ -418,7 +420,7 @@ fn install_host<'js>(
         )?;
     }
     {
-        let state = state.clone();
+        let state = state;
         h.set(
             "done",
             Function::new(ctx.clone(), move |ok: bool, error: String| {

@@ -514,7 +514,7 @@ mod tests {
             let tag = tag.strip_prefix('/').unwrap_or(tag);
             let name: String = tag
                 .chars()
-                .take_while(|c| c.is_ascii_alphanumeric())
+                .take_while(char::is_ascii_alphanumeric)
                 .collect();
             assert!(allowed.contains(name.as_str()), "tag <{tag}> in {html}");
             // Attributes: name="value" pairs (values have no '"': the serialiser escapes it).

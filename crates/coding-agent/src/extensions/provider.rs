@@ -368,7 +368,7 @@ pub fn oauth_request_key(
             (_, Err(e)) => return Err(e),
             (Err(e), Ok(_)) => {
                 return Err(crate::config::RefreshError::Store {
-                    provider: provider.clone(),
+                    provider,
                     cause: e.to_string(),
                 }
                 .to_string())
@@ -747,7 +747,7 @@ impl Provider for ExtensionStreamProvider {
             id,
             msg,
             model.clone(),
-            options.cancel.clone(),
+            options.cancel,
             tx,
         ));
         futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (e, rx)) })

@@ -25,7 +25,11 @@ fn describe(path: &Path, source: &str, errors: &[OxcDiagnostic]) -> String {
     let Some(first) = errors.first() else {
         return format!("{}: cannot transpile", path.display());
     };
-    let offset = first.labels.first().map(|l| l.offset()).unwrap_or_default();
+    let offset = first
+        .labels
+        .first()
+        .map(oxc::diagnostics::LabeledSpan::offset)
+        .unwrap_or_default();
     let (line, col) = position(source, offset as usize);
     format!("{}:{line}:{col}: {}", path.display(), first.message)
 }

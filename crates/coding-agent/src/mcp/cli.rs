@@ -144,7 +144,7 @@ fn auth(command: &str, rest: &[String], cwd: &Path, agent_dir: &Path) -> i32 {
             return 1;
         }
     };
-    let mut one = cfg.clone();
+    let mut one = cfg;
     one.servers = vec![entry.clone()];
     one.errors.clear();
     let manager = McpManager::new(one, cwd, agent_dir, McpLog::none(), false);

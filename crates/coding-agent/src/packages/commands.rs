@@ -122,12 +122,12 @@ impl PackageManager {
     }
 
     pub(super) fn git(&self, args: &[&str], cwd: Option<&Path>) -> Result<(), PackageError> {
-        let a: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        let a: Vec<String> = args.iter().map(std::string::ToString::to_string).collect();
         self.run("git", &a, cwd)
     }
 
     pub(super) fn git_capture(&self, args: &[&str], cwd: &Path) -> Result<String, PackageError> {
-        let a: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        let a: Vec<String> = args.iter().map(std::string::ToString::to_string).collect();
         self.capture("git", &a, cwd, NETWORK_TIMEOUT)
     }
 
@@ -184,7 +184,7 @@ impl PackageManager {
                 "--no-fund",
             ],
         };
-        a.extend(rest.iter().map(|s| s.to_string()));
+        a.extend(rest.iter().map(std::string::ToString::to_string));
         a
     }
 
@@ -207,7 +207,7 @@ impl PackageManager {
             ],
             _ => &["install"],
         };
-        a.iter().map(|s| s.to_string()).collect()
+        a.iter().map(std::string::ToString::to_string).collect()
     }
 
     pub(super) fn ensure_git_ignore(dir: &Path) -> Result<(), PackageError> {
@@ -351,7 +351,7 @@ impl PackageManager {
         let fetch = |refspec: String| -> Vec<String> {
             ["fetch", "--prune", "--no-tags", "origin"]
                 .iter()
-                .map(|s| s.to_string())
+                .map(std::string::ToString::to_string)
                 .chain([refspec])
                 .collect()
         };

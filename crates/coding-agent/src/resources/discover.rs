@@ -357,7 +357,7 @@ fn read_dir_sorted(dir: &Path) -> Vec<(PathBuf, String, bool, bool)> {
         return Vec::new();
     };
     let mut v: Vec<(PathBuf, String, bool, bool)> = rd
-        .filter_map(|e| e.ok())
+        .filter_map(std::result::Result::ok)
         .filter_map(|e| {
             let path = e.path();
             let name = e.file_name().to_string_lossy().to_string();

@@ -398,7 +398,7 @@ fn query_command(
             // stood when the command arrived (its first `n` messages), never copied.
             let n = session.message_count();
             let id = call.id.clone();
-            let session = session.clone();
+            let session = session;
             out.write_with(Box::new(move |w| {
                 session.with_messages(|m| {
                     MessagesResponse::new(id.as_ref(), &m[..n.min(m.len())]).write_line(w)

@@ -1031,7 +1031,7 @@ fn load_replays_an_upstream_session() {
     let file = dir.join(format!("2026-12-01T12-00-40-595Z_{id}.jsonl"));
     std::fs::write(&file, &text).unwrap();
     let cwd = root.cwd.clone();
-    let want = id.clone();
+    let want = id;
     let (options, replayed, stop) = drive(&root, &[], Answer::Allow, async move |peer| {
         let loaded = peer
             .cx
@@ -1135,7 +1135,7 @@ fn client_mcp_servers_serve_their_session_only() {
             .args(vec!["--pidfile".into(), pidfile.to_string_lossy().into()]),
     );
     let cwd = root.cwd.clone();
-    let pf = pidfile.clone();
+    let pf = pidfile;
     let (caps, updates, pid, gone) = drive(&root, &[], Answer::Allow, async move |peer| {
         let caps = peer.init.agent_capabilities.mcp_capabilities.clone();
         let a = peer

@@ -495,7 +495,7 @@ fn failed_refreshes_in_auth_commands_answer_as_upstream() {
     )]);
     let entry =
         json!({"kimi-coding": {"type": "oauth", "access": "old", "refresh": "r", "expires": 1000}});
-    let root = auth_root(entry.clone());
+    let root = auth_root(entry);
     let env = [("KIMI_CODE_OAUTH_HOST", oauth.origin())];
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let args = |a: &str| -> Vec<String> { a.split(' ').map(str::to_string).collect() };
@@ -1062,7 +1062,9 @@ fn openrouter_login_takes_a_pasted_redirect_url_and_reports_a_failed_exchange() 
 static FIXED_PORTS: Mutex<()> = Mutex::new(());
 
 fn fixed_ports() -> std::sync::MutexGuard<'static, ()> {
-    FIXED_PORTS.lock().unwrap_or_else(|e| e.into_inner())
+    FIXED_PORTS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A field of a form-encoded request body.

@@ -526,7 +526,12 @@ fn tools_for(args: &[&str], settings: Option<Value>) -> Vec<String> {
 
 #[test]
 fn tool_flags_select_tools_as_upstream() {
-    let v = |names: &[&str]| names.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let v = |names: &[&str]| {
+        names
+            .iter()
+            .map(std::string::ToString::to_string)
+            .collect::<Vec<_>>()
+    };
     assert_eq!(tools_for(&[], None), v(&["read", "bash", "edit", "write"]));
     assert_eq!(tools_for(&["-nt"], None), v(&[]));
     assert_eq!(tools_for(&["-nbt"], None), v(&[]));

@@ -79,7 +79,7 @@ fn bm25_ranks_matching_documents_only() {
         "mcp fake big Return many bytes of text text",
     ]
     .iter()
-    .map(|s| s.to_string())
+    .map(std::string::ToString::to_string)
     .collect();
     assert_eq!(bm25(&docs, "echo", 8), vec![0]);
     assert_eq!(bm25(&docs, "text", 8), vec![2, 0]);

@@ -248,7 +248,7 @@ fn model_scope_globs_and_levels() {
         "fake-gpt:bad",
     ]
     .iter()
-    .map(|s| s.to_string())
+    .map(std::string::ToString::to_string)
     .collect();
     let (scope, warnings) = resolve_model_scope(&pats, &avail);
     let got: Vec<(String, Option<L>)> = scope
@@ -321,7 +321,7 @@ fn thinking_levels_match_golden_sequences() {
         L::High
     );
     // A model whose map forbids "off" moves up to minimal.
-    let mut no_off = claude.clone();
+    let mut no_off = claude;
     no_off.thinking_level_map = Some(json!({"off": null}).as_object().unwrap().clone());
     assert_eq!(clamp_thinking_level(Some(&no_off), L::Off), L::Minimal);
 }

@@ -30,7 +30,9 @@ const ABORT_BOUND: Duration = Duration::from_secs(2);
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A resource the tests need is missing: with `PI_REQUIRE_TEST_RESOURCES=1` (as in `.ci/run`)

@@ -8,7 +8,7 @@ use pi_fakellm::{Script, Turn};
 use serde_json::{json, Value};
 
 fn a(v: &[&str]) -> Vec<String> {
-    v.iter().map(|s| s.to_string()).collect()
+    v.iter().map(std::string::ToString::to_string).collect()
 }
 
 #[test]

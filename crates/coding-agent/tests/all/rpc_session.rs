@@ -102,7 +102,9 @@ fn no_session_writes_nothing() {
     agent.wait_event("agent_settled");
     let st = agent.request(json!({"id": "s1", "type": "get_state"}));
     assert!(
-        st["data"].get("sessionFile").is_none_or(|v| v.is_null()),
+        st["data"]
+            .get("sessionFile")
+            .is_none_or(serde_json::Value::is_null),
         "{st}"
     );
     agent.close_stdin();

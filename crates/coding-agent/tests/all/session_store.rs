@@ -232,7 +232,7 @@ fn entries_glued_behind_nul_runs_are_recovered() {
     let full = fs::read(&file).unwrap();
     let tail = &full[before.len()..];
     let split = tail.iter().position(|&b| b == b'\n').unwrap() + 1;
-    let mut bytes = before.clone();
+    let mut bytes = before;
     bytes.extend_from_slice(&[0u8; 4096]);
     bytes.extend_from_slice(&tail[..split]);
     bytes.extend_from_slice(br#"{"type":"message","id":"torn"#);

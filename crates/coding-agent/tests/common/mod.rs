@@ -265,7 +265,9 @@ struct Shared {
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, OutState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -424,7 +426,7 @@ impl RpcAgent {
                 .shared
                 .cond
                 .wait_timeout(st, left)
-                .unwrap_or_else(|e| e.into_inner())
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .0;
         }
     }

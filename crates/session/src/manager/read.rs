@@ -334,7 +334,7 @@ impl SessionManager {
             return Vec::new();
         }
         let branch = self.branch();
-        let refs: Vec<&SessionEntry> = branch.iter().map(|e| e.as_ref()).collect();
+        let refs: Vec<&SessionEntry> = branch.iter().map(std::convert::AsRef::as_ref).collect();
         crate::context::project_path_with(&refs, &|s| self.load_stored(s))
     }
     /// The active branch, root first, with every payload read back (large files keep message

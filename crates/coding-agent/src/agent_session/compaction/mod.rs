@@ -727,7 +727,7 @@ impl AgentSession {
         let tokens = {
             let store = self.inner.store.lock();
             let branch = store.branch();
-            let refs: Vec<&SessionEntry> = branch.iter().map(|e| e.as_ref()).collect();
+            let refs: Vec<&SessionEntry> = branch.iter().map(std::convert::AsRef::as_ref).collect();
             prepare::projected_context_tokens(&store.build_projection(), &refs)
         };
         if !over_threshold(tokens, model.context_window, settings.reserve_tokens) {
@@ -846,7 +846,8 @@ impl AgentSession {
                     .any(|e| matches!(e.kind, EntryKind::Compaction(_)))
                     && latest_edit_hides != Some(true));
             let edited_tokens = store.context_has_edits().then(|| {
-                let refs: Vec<&SessionEntry> = branch.iter().map(|e| e.as_ref()).collect();
+                let refs: Vec<&SessionEntry> =
+                    branch.iter().map(std::convert::AsRef::as_ref).collect();
                 prepare::projected_context_tokens(&store.build_projection(), &refs)
             });
             (

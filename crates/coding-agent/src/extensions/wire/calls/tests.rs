@@ -317,7 +317,7 @@ fn session_replacements_read_as_before() {
     );
     let e = json!({"type": "custom", "id": "abcd1234", "customType": "c"});
     assert_eq!(
-        SessionSetupParams::read(&json!({"entries": [e.clone(), 3]})).entries,
+        SessionSetupParams::read(&json!({"entries": [e, 3]})).entries,
         vec![e, json!(3)]
     );
     assert!(SessionSetupParams::read(&json!({"entries": {}}))
