@@ -124,7 +124,14 @@ fn read_of_a_2gb_sparse_file_with_a_limit_keeps_memory_bounded() {
         .set_len(SIZE)
         .unwrap();
     let mut agent = root.spawn();
-    let events = prompt(&mut agent, "go");
+    // Each read streams the whole 2 GiB to count its lines: about 25 s for both on 2 idle
+    // cores, more under load, so the run gets longer than the usual liveness bound.
+    let from = agent.len();
+    agent.send(json!({"id": "p", "type": "prompt", "message": "go"}));
+    let (end, _) = agent.wait_from(from, std::time::Duration::from_secs(180), |v| {
+        kind(v) == "agent_settled"
+    });
+    let events = agent.events()[..=end].to_vec();
     let peak = peak_rss_kib(agent.pid());
     let first = tool_end_of(&events, 1, 0);
     assert_eq!(first["isError"], false, "{first}");
