@@ -568,3 +568,6 @@ Options:
 Configuration lives in the agent directory ($PI_CODING_AGENT_DIR, default ~/.pi/agent):
 settings.json, models.json, auth.json, trust.json, sessions/.
 ";
+
+#[cfg(test)]
+mod tests;
