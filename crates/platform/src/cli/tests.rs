@@ -1,6 +1,7 @@
 //! Tests of the command-line grammar's `--help` text.
 
-use super::help_with;
+use super::flags::{Value, COMMANDS, FLAGS};
+use super::{help_with, subcommand, Cli, Subcommand};
 
 /// The `--help` text as it was written by hand before it came from the flag table
 /// (`flags.rs`); the table must reproduce it byte for byte.
@@ -94,4 +95,96 @@ fn help_with_extension_flags_inserts_them_after_the_options() {
     assert!(
         with.contains("  --version, -v                  Show the version\nExtension CLI Flags:\n")
     );
+}
+
+/// Every name of the table is a whole word used once: long forms start with `--`, short forms
+/// with one `-`, and none repeats (the parser takes the first match).
+#[test]
+fn table_names_are_unique_whole_words() {
+    let mut names: Vec<&str> = Vec::new();
+    for flag in FLAGS {
+        assert!(flag.long.starts_with("--"), "{}", flag.long);
+        for short in flag.short {
+            assert!(
+                short.starts_with('-') && !short.starts_with("--"),
+                "{short}"
+            );
+        }
+        names.push(flag.long);
+        names.extend(flag.short);
+    }
+    let count = names.len();
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(names.len(), count, "a flag name repeats");
+}
+
+/// Every row of `--help` leaves at least two spaces before its help, so no label runs into
+/// its text.
+#[test]
+fn help_labels_fit_their_column() {
+    for flag in FLAGS {
+        assert!(flag.label().len() <= 29, "{}", flag.label());
+    }
+    for command in COMMANDS {
+        assert!(
+            command.name.len() + command.args.len() + 4 <= 27,
+            "{}",
+            command.name
+        );
+    }
+}
+
+/// Each flag of the table parses: a value flag followed by a value, and a switch alone,
+/// leave no unknown flag and no `Unknown option` error behind, and every flag is in `--help`.
+#[test]
+fn every_table_flag_parses_and_is_in_help() {
+    let help = help_with("");
+    for flag in FLAGS {
+        assert!(
+            help.contains(&format!("  {}", flag.label())),
+            "{}",
+            flag.long
+        );
+        for name in std::iter::once(&flag.long).chain(flag.short) {
+            let args: &[&str] = match flag.value {
+                Value::None(_) | Value::Message(_) | Value::Optional(_) => &[name],
+                // `--` makes the next argument a message even when it looks like a flag.
+                Value::EndOfOptions => &[name, "--text"],
+                Value::One(_) | Value::Required { .. } | Value::Word { .. } => &[name, "text"],
+            };
+            let cli = Cli::parse(args);
+            assert!(cli.unknown_flags.is_empty(), "{name}: {cli:?}");
+            assert!(
+                !cli.diagnostics
+                    .iter()
+                    .any(|d| d.message.starts_with("Unknown option")),
+                "{name}: {cli:?}"
+            );
+            assert_ne!(cli, Cli::default(), "{name} set nothing");
+        }
+    }
+}
+
+/// The subcommand names, and that nothing else is one.
+#[test]
+fn subcommands_come_from_the_table() {
+    let cases = [
+        ("install", Subcommand::Install),
+        ("remove", Subcommand::Remove),
+        ("uninstall", Subcommand::Remove),
+        ("update", Subcommand::Update),
+        ("list", Subcommand::List),
+        ("config", Subcommand::Config),
+        ("auth", Subcommand::Auth),
+        ("mcp", Subcommand::Mcp),
+        ("models", Subcommand::Models),
+    ];
+    for (name, command) in cases {
+        assert_eq!(subcommand(Some(name)), Some(command), "{name}");
+    }
+    for other in ["--help", "hello", "Install", ""] {
+        assert_eq!(subcommand(Some(other)), None, "{other}");
+    }
+    assert_eq!(subcommand(None), None);
 }
