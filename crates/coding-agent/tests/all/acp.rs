@@ -958,7 +958,6 @@ fn a_client_that_closes_stdout_first_still_gets_a_settled_session_and_exit_0() {
     // The client stops reading: pi's next chunks meet a closed pipe.
     drop(lines);
     std::thread::sleep(Duration::from_millis(400));
-    drop(send);
     drop(stdin);
     let status = child.wait().unwrap();
     assert!(
