@@ -1,8 +1,10 @@
 //! Command-line flags (spec config.md §7.2, upstream-1.6-notes.md items 23–25; upstream 1.6
 //! `docs/cli.md` and its `--help`).
 //!
-//! The parser is written by hand rather than with clap because upstream's command line cannot be
-//! described to clap without changing its meaning:
+//! The flags and subcommands are defined once, in the table of `cli/flags.rs`; [`Cli::parse`]
+//! looks each argument up there and `--help` ([`help_with`], `cli/help.rs`) prints its rows, so
+//! the two cannot drift apart. The parser is our own rather than clap because upstream's
+//! command line cannot be described to clap without changing its meaning:
 //! * short forms are whole words (`-nt` is `--no-tools`, never `-n t`; `-xt`, `-nbt`, `-na`, …);
 //! * `-p` takes the next argument as a message unless it starts with `-` or `@`;
 //! * `--list-models` takes an optional search word; `--tui-mode`/`--use-theme` refuse a next
@@ -11,10 +13,15 @@
 //! * unknown `--flag`, `--flag value` and `--flag=value` are collected for extensions (an error
 //!   once it is known that no extension registers them), unknown single-dash options are errors.
 //!
-//! Like upstream, a value flag at the end of the line without its value is ignored (except
-//! `--name`, `--mode`, `--use-theme` and `--tui-mode`, which report an error), and
+//! Like upstream, a value flag at the end of the line without its value is not taken as that
+//! flag (it goes on to the unknown-flag rules above), except `--name`, `--mode`,
+//! `--permission-mode`, `--use-theme` and `--tui-mode`, which report an error; and
 //! `--flag=value` is only understood for unknown (extension) flags.
 
+mod flags;
+mod help;
+
+use flags::Value;
 use pi_ai::ThinkingLevel;
 use std::path::PathBuf;
 
@@ -187,17 +194,11 @@ pub enum Subcommand {
 /// The subcommand named by the first argument, if any (`install`, `remove`, `uninstall`,
 /// `update`, `list`, `config`, `auth`, `mcp`, `models`).
 pub fn subcommand(first: Option<&str>) -> Option<Subcommand> {
-    Some(match first? {
-        "install" => Subcommand::Install,
-        "remove" | "uninstall" => Subcommand::Remove,
-        "update" => Subcommand::Update,
-        "list" => Subcommand::List,
-        "config" => Subcommand::Config,
-        "auth" => Subcommand::Auth,
-        "mcp" => Subcommand::Mcp,
-        "models" => Subcommand::Models,
-        _ => return None,
-    })
+    let first = first?;
+    flags::COMMANDS
+        .iter()
+        .find(|c| c.name == first)
+        .map(|c| c.command)
 }
 
 fn split_list(value: &str) -> Vec<String> {
@@ -265,14 +266,11 @@ impl Cli {
         let args: Vec<&str> = args.iter().map(AsRef::as_ref).collect();
         let mut cli = Cli::default();
         let mut i = 0;
-        // The argument after `i`, if there is one.
-        let next = |i: usize| args.get(i + 1).copied();
         while i < args.len() {
             let arg = args[i];
-            // Value flags that silently do nothing when their value is missing (upstream).
-            let has_value = i + 1 < args.len();
-            match arg {
-                "--" => {
+            let next = args.get(i + 1).copied();
+            let taken = match flags::find(arg).map(|f| f.value) {
+                Some(Value::EndOfOptions) => {
                     for rest in &args[i + 1..] {
                         match rest.strip_prefix('@') {
                             Some(path) => cli.file_args.push(path.to_string()),
@@ -281,291 +279,101 @@ impl Cli {
                     }
                     break;
                 }
-                "--help" | "-h" => cli.help = true,
-                "--version" | "-v" => cli.version = true,
-                "--mode" => match next(i) {
-                    Some(m) if !m.starts_with('-') => {
-                        i += 1;
-                        if matches!(m, "text" | "json" | "rpc" | "acp") {
-                            cli.mode = Some(m.to_string());
-                        } else {
-                            cli.error(format!(
-                                "Invalid mode \"{m}\". Valid values: text, json, rpc"
-                            ));
-                        }
-                    }
-                    _ => cli.error("--mode requires text, json, or rpc"),
-                },
-                "--permission-mode" => match next(i) {
-                    Some(m) if !m.starts_with('-') => {
-                        i += 1;
-                        if matches!(m, "off" | "ask" | "deny") {
-                            cli.permission_mode = Some(m.to_string());
-                        } else {
-                            cli.error(format!(
-                                "Invalid permission mode \"{m}\". Valid values: off, ask, deny"
-                            ));
-                        }
-                    }
-                    _ => cli.error("--permission-mode requires off, ask, or deny"),
-                },
-                "--continue" | "-c" => cli.continue_session = true,
-                "--resume" | "-r" => cli.resume = true,
-                "--provider" if has_value => {
-                    i += 1;
-                    cli.provider = Some(args[i].to_string());
-                }
-                "--model" if has_value => {
-                    i += 1;
-                    cli.model = Some(args[i].to_string());
-                }
-                "--api-key" if has_value => {
-                    i += 1;
-                    cli.api_key = Some(args[i].to_string());
-                }
-                "--system-prompt" if has_value => {
-                    i += 1;
-                    cli.system_prompt = Some(args[i].to_string());
-                }
-                "--append-system-prompt" if has_value => {
-                    i += 1;
-                    cli.append_system_prompt.push(args[i].to_string());
-                }
-                "--name" | "-n" => {
-                    if has_value {
-                        i += 1;
-                        cli.name = Some(args[i].to_string());
-                    } else {
-                        cli.error("--name requires a value");
-                    }
-                }
-                "--no-session" => cli.no_session = true,
-                "--session" if has_value => {
-                    i += 1;
-                    cli.session = Some(args[i].to_string());
-                }
-                "--session-id" if has_value => {
-                    i += 1;
-                    cli.session_id = Some(args[i].to_string());
-                }
-                "--fork" if has_value => {
-                    i += 1;
-                    cli.fork = Some(args[i].to_string());
-                }
-                "--sandbox" if has_value => {
-                    i += 1;
-                    cli.sandbox = Some(args[i].to_string());
-                }
-                "--session-dir" if has_value => {
-                    i += 1;
-                    cli.session_dir = Some(PathBuf::from(args[i]));
-                }
-                "--models" if has_value => {
-                    i += 1;
-                    cli.models = Some(split_list(args[i]));
-                }
-                "--no-tools" | "-nt" => cli.no_tools = true,
-                "--no-builtin-tools" | "-nbt" => cli.no_builtin_tools = true,
-                "--tools" | "-t" if has_value => {
-                    i += 1;
-                    let tools = split_list(args[i]);
-                    match tool_list_error(&tools) {
-                        Some(e) => cli.error(format!("{arg}: {e}")),
-                        None => cli.tools = Some(tools),
-                    }
-                }
-                "--exclude-tools" | "-xt" if has_value => {
-                    i += 1;
-                    cli.exclude_tools = Some(split_list(args[i]));
-                }
-                "--thinking" if has_value => {
-                    i += 1;
-                    let level = args[i];
-                    match ThinkingLevel::parse(level) {
-                        Some(l) => cli.thinking = Some(l),
-                        None => cli.warning(format!(
-                            "Invalid thinking level \"{level}\". Valid values: {}",
-                            THINKING_LEVELS.join(", ")
-                        )),
-                    }
-                }
-                "--print" | "-p" => {
-                    cli.print = true;
-                    if let Some(m) = next(i) {
-                        if !m.starts_with('@') && (!m.starts_with('-') || m.starts_with("---")) {
-                            cli.messages.push(m.to_string());
-                            i += 1;
-                        }
-                    }
-                }
-                "--export" if has_value => {
-                    i += 1;
-                    cli.export = Some(args[i].to_string());
-                }
-                "--extension" | "-e" if has_value => {
-                    i += 1;
-                    cli.extension.push(args[i].to_string());
-                }
-                "--no-extensions" | "-ne" => cli.no_extensions = true,
-                "--no-mcp" => cli.no_mcp = true,
-                "--skill" if has_value => {
-                    i += 1;
-                    cli.skill.push(args[i].to_string());
-                }
-                "--prompt-template" if has_value => {
-                    i += 1;
-                    cli.prompt_template.push(args[i].to_string());
-                }
-                "--theme" if has_value => {
-                    i += 1;
-                    cli.theme.push(args[i].to_string());
-                }
-                "--use-theme" => match next(i) {
-                    Some(t) if !t.starts_with('-') => {
-                        i += 1;
-                        cli.use_theme = Some(t.to_string());
-                    }
-                    _ => cli.error("--use-theme requires a theme name"),
-                },
-                "--no-skills" | "-ns" => cli.no_skills = true,
-                "--no-prompt-templates" | "-np" => cli.no_prompt_templates = true,
-                "--no-themes" => cli.no_themes = true,
-                "--no-context-files" | "-nc" => cli.no_context_files = true,
-                "--list-models" => match next(i) {
-                    Some(s) if !s.starts_with('-') && !s.starts_with('@') => {
-                        i += 1;
-                        cli.list_models = Some(ListModels::Search(s.to_string()));
-                    }
-                    _ => cli.list_models = Some(ListModels::All),
-                },
-                "--tui-mode" => match next(i) {
-                    Some(m @ ("regular" | "fullscreen")) => {
-                        i += 1;
-                        cli.tui_mode = Some(m.to_string());
-                    }
-                    Some(m) if !m.starts_with('-') => {
-                        i += 1;
-                        cli.error(format!(
-                            "Invalid TUI mode \"{m}\". Valid values: regular, fullscreen"
-                        ));
-                    }
-                    _ => cli.error("--tui-mode requires regular or fullscreen"),
-                },
-                "--verbose" => cli.verbose = true,
-                "--approve" | "-a" => cli.approve = Some(true),
-                "--no-approve" | "-na" => cli.approve = Some(false),
-                "--offline" => cli.offline = true,
-                _ => {
-                    if let Some(path) = arg.strip_prefix('@') {
-                        cli.file_args.push(path.to_string());
-                    } else if let Some(flag) = arg.strip_prefix("--") {
-                        match flag.split_once('=') {
-                            Some((name, value)) => {
-                                cli.set_unknown(name, FlagValue::Text(value.to_string()))
-                            }
-                            None => match next(i) {
-                                Some(v) if !v.starts_with('-') && !v.starts_with('@') => {
-                                    i += 1;
-                                    cli.set_unknown(flag, FlagValue::Text(v.to_string()));
-                                }
-                                _ => cli.set_unknown(flag, FlagValue::Bool),
-                            },
-                        }
-                    } else if arg.starts_with('-') {
-                        cli.error(format!("Unknown option: {arg}"));
-                    } else {
-                        cli.messages.push(arg.to_string());
-                    }
-                }
-            }
-            i += 1;
+                Some(value) => cli.take(value, arg, next),
+                None => None,
+            };
+            i += 1 + match taken {
+                Some(n) => n,
+                None => cli.take_other(arg, next),
+            };
         }
         cli
+    }
+
+    /// Applies the table flag `arg` with its `value` kind; `next` is the argument after it.
+    /// How many arguments after `arg` it used, or `None` when it falls through to
+    /// [`Cli::take_other`] (a [`Value::One`] flag that ends the line).
+    fn take(&mut self, value: Value, arg: &str, next: Option<&str>) -> Option<usize> {
+        Some(match (value, next) {
+            (Value::None(set), _) => {
+                set(self);
+                0
+            }
+            (Value::One(set), Some(v)) => {
+                set(self, arg, v);
+                1
+            }
+            (Value::One(_), None) => return None,
+            (Value::Required { set, .. }, Some(v)) => {
+                set(self, v);
+                1
+            }
+            (Value::Word { set, .. }, Some(v)) if !v.starts_with('-') => {
+                set(self, v);
+                1
+            }
+            (Value::Required { missing, .. } | Value::Word { missing, .. }, _) => {
+                self.error(missing);
+                0
+            }
+            (Value::Optional(set), Some(v)) if !v.starts_with('-') && !v.starts_with('@') => {
+                set(self, Some(v));
+                1
+            }
+            (Value::Optional(set), _) => {
+                set(self, None);
+                0
+            }
+            (Value::Message(set), next) => {
+                set(self);
+                match next {
+                    Some(m)
+                        if !m.starts_with('@') && (!m.starts_with('-') || m.starts_with("---")) =>
+                    {
+                        self.messages.push(m.to_string());
+                        1
+                    }
+                    _ => 0,
+                }
+            }
+            // Handled by the caller: it ends the loop.
+            (Value::EndOfOptions, _) => 0,
+        })
+    }
+
+    /// An argument the table does not take: an `@file`, an unknown `--flag` (with `=value`, the
+    /// next argument as its value unless that starts with `-` or `@`, or alone), an unknown
+    /// single-dash option (an error) or a message. How many arguments after `arg` it used.
+    fn take_other(&mut self, arg: &str, next: Option<&str>) -> usize {
+        if let Some(path) = arg.strip_prefix('@') {
+            self.file_args.push(path.to_string());
+        } else if let Some(flag) = arg.strip_prefix("--") {
+            match flag.split_once('=') {
+                Some((name, value)) => self.set_unknown(name, FlagValue::Text(value.to_string())),
+                None => match next {
+                    Some(v) if !v.starts_with('-') && !v.starts_with('@') => {
+                        self.set_unknown(flag, FlagValue::Text(v.to_string()));
+                        return 1;
+                    }
+                    _ => self.set_unknown(flag, FlagValue::Bool),
+                },
+            }
+        } else if arg.starts_with('-') {
+            self.error(format!("Unknown option: {arg}"));
+        } else {
+            self.messages.push(arg.to_string());
+        }
+        0
     }
 }
 
 /// The `--help` text with `extension_flags` (the `Extension CLI Flags:` section of the loaded
 /// extensions, ending with a newline; empty for none) right after the options, where upstream
-/// `printHelp` puts it.
+/// `printHelp` puts it. Generated from the flag table (`cli/flags.rs`); our own words, the
+/// flags and their meaning are upstream 1.6's.
 pub fn help_with(extension_flags: &str) -> String {
-    if extension_flags.is_empty() {
-        return HELP.to_string();
-    }
-    match HELP.split_once(HELP_FOOTER) {
-        Some((options, rest)) => format!("{options}{extension_flags}{HELP_FOOTER}{rest}"),
-        None => format!("{HELP}{extension_flags}"),
-    }
+    help::render(extension_flags)
 }
 
-/// Where the options of [`HELP`] end.
-const HELP_FOOTER: &str = "\nConfiguration lives";
-
-/// The `--help` text without extension flags (our own words; the flags and their meaning are
-/// upstream 1.6's). Only [`help_with`] reads it.
-const HELP: &str = "\
-pi - coding agent with read, bash, edit and write tools (Rust build: print, json and rpc modes)
-
-Usage:
-  pi [options] [--] [@files...] [messages...]
-
-Commands:
-  pi install <source> [-l]     Install a package (npm:, git: or local path) and add it to settings
-  pi remove <source> [-l]      Remove a package from settings
-  pi uninstall <source> [-l]   Same as remove
-  pi update [source|self|pi]   Update pi, packages or model catalogues
-  pi list                      List the packages in settings
-  pi config [-l]               Enable/disable package resources (needs the TUI)
-  pi auth <command>            Log in or out, print credentials, check a provider
-  pi mcp <command>             Manage MCP servers
-  pi models pull|list          Download or list GGUF models for the local provider
-
-Options:
-  --provider <name>              Provider to look up --model in (needs --model)
-  --model <pattern>              Model id or pattern (\"provider/id\", optional \":<thinking>\")
-  --api-key <key>                API key for the selected model's provider
-  --system-prompt <text>         Replace the system prompt (text or a file)
-  --append-system-prompt <text>  Append text or a file to the system prompt (repeatable)
-  --mode <mode>                  Output: text (default), json, rpc or acp
-  --print, -p                    Answer the messages and exit
-  --continue, -c                 Continue the newest session of this directory
-  --resume, -r                   Pick a session to resume
-  --session <path|id>            Open a session by file path or full/partial id
-  --session-id <id>              Open this directory's session with that id, or create it
-  --fork <path|id>               Fork a session into this directory
-  --session-dir <dir>            Where sessions are stored and looked up
-  --no-session                   Keep the session in memory only
-  --name, -n <name>              Session display name
-  --models <patterns>            Comma-separated model patterns to cycle through (globs allowed)
-  --no-tools, -nt                No tools by default (built-in and extension)
-  --no-builtin-tools, -nbt       No built-in tools by default; extension tools stay
-  --tools, -t <tools>            Comma-separated tool names or * patterns to enable;
-                                 a list of only +name/-name entries edits the default set
-  --exclude-tools, -xt <tools>   Comma-separated tool names or * patterns to disable
-  --thinking <level>             off, minimal, low, medium, high, xhigh, max
-  --extension, -e <path>         Load an extension (repeatable)
-  --no-extensions, -ne           No extension discovery (explicit -e still loads)
-  --no-mcp                       No built-in MCP support
-  --permission-mode <mode>       Tool permission policy: off, ask, or deny
-  --skill <path>                 Load a skill file or directory (repeatable)
-  --no-skills, -ns               No skill discovery
-  --prompt-template <path>       Load a prompt template file or directory (repeatable)
-  --no-prompt-templates, -np     No prompt template discovery
-  --theme <path>                 Load a theme (interactive only)
-  --use-theme <name>             Initial theme (interactive only)
-  --no-themes                    No theme discovery (interactive only)
-  --no-context-files, -nc        Do not load AGENTS.md / CLAUDE.md files
-  --export <file> [output]       Export a session file to HTML and exit
-  --list-models [search]         List the available models (optional fuzzy search)
-  --verbose                      Verbose startup (interactive only)
-  --tui-mode <mode>              fullscreen or regular (interactive only)
-  --approve, -a                  Trust this project's .pi files for this run
-  --no-approve, -na              Ignore this project's .pi files for this run
-  --offline                      No startup network operations (same as PI_OFFLINE=1)
-  --sandbox <mode>               Kernel sandbox of the bash tool: full, workspace-write, read-only
-  --                             Everything after is a message or @file
-  --help, -h                     Show this help
-  --version, -v                  Show the version
-
-Configuration lives in the agent directory ($PI_CODING_AGENT_DIR, default ~/.pi/agent):
-settings.json, models.json, auth.json, trust.json, sessions/.
-";
+#[cfg(test)]
+mod tests;

@@ -338,6 +338,19 @@ fn unknown_option_is_an_error_exit_1() {
     assert!(fake.requests().is_empty());
 }
 
+/// `pi --help` and `pi -h` print exactly the text generated from the flag table (which the
+/// platform crate's unit tests pin byte for byte), exit 0 and ask the model nothing.
+#[test]
+fn help_prints_the_table_text_and_exits_0() {
+    let (fake, root) = setup(texts(1), crate::common::DEFAULT_MODEL);
+    for flag in ["--help", "-h"] {
+        let r = run_pi(&root, &[flag], None, &[]);
+        assert_eq!(r.code, 0, "{flag}: {}", r.stderr);
+        assert_eq!(r.stdout, pi_coding_agent::cli::help_with(""), "{flag}");
+    }
+    assert!(fake.requests().is_empty());
+}
+
 /// `-ns`, `--skill`, `-np`, `--prompt-template` and `--export` do what they say on a real run.
 #[test]
 fn resource_flags_and_export_have_their_meaning() {
