@@ -13,7 +13,9 @@ The adapter starts `pi --mode rpc` (upstream pi, Node >= 22) only for a session,
 a prompt: after the `initialize` answer, one `session/new {cwd, mcpServers: []}`, the wall time
 from the spawn to its answer, and (after --idle seconds) the RSS summed over the spawned process
 and all its descendants (for the adapter: its Node process and the `pi --mode rpc` it started;
-set PI_ACP_PI_COMMAND to the upstream pi to run).
+set PI_ACP_PI_COMMAND to the upstream pi to run). The adapter refuses `session/new` without a
+credential ("Authentication required"), so give one in the environment, e.g.
+ANTHROPIC_API_KEY=sk-dummy (nothing is sent anywhere: no prompt is made).
 
 Usage:
   python3 bench/acp_initialize.py --ours target/release/pi \
