@@ -284,7 +284,7 @@ fn prompt_with_an_edit_streams_the_diff() {
         ]),
         DEFAULT_MODEL,
     );
-    root.write_cwd_file("notes.txt", "old line\n");
+    root.write_cwd_file("notes.txt", "first\nsecond\nold line\n");
     let cwd = root.cwd.clone();
     let (stop, updates) = drive(&root, &[], Answer::Allow, async move |peer| {
         let id = peer.new_session(&cwd).await?;
@@ -305,6 +305,8 @@ fn prompt_with_an_edit_streams_the_diff() {
     assert_eq!(call.title, "edit notes.txt");
     assert_eq!(call.locations.len(), 1);
     assert_eq!(call.locations[0].path, file);
+    // The 1-based line of the edit's unique `oldText` in the file before the edit.
+    assert_eq!(call.locations[0].line, Some(3));
     let done = updates
         .iter()
         .find_map(|u| match u {
@@ -321,9 +323,12 @@ fn prompt_with_an_edit_streams_the_diff() {
         panic!("diff content: {done:?}");
     };
     assert_eq!(diff.path, file);
-    assert_eq!(diff.old_text.as_deref(), Some("old line\n"));
-    assert_eq!(diff.new_text, "new line\n");
-    assert_eq!(std::fs::read_to_string(&file).unwrap(), "new line\n");
+    assert_eq!(diff.old_text.as_deref(), Some("first\nsecond\nold line\n"));
+    assert_eq!(diff.new_text, "first\nsecond\nnew line\n");
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "first\nsecond\nnew line\n"
+    );
     assert_eq!(agent_text(&updates), "Edited.");
     // The context in use after the turn (get_session_stats.contextUsage).
     assert!(
@@ -1257,8 +1262,8 @@ fn usage_update_carries_the_session_cost() {
 }
 
 /// pi-acp's headless slash commands: listed in `available_commands_update`, run by the
-/// session (`/name`, `/session`, `/autocompact`, `/export`, `/compact`, `/steering`), each
-/// answered with one agent message and `end_turn`, none sent to the model as a prompt.
+/// session (`/name`, `/session`, `/autocompact`, `/export`, `/compact`, `/steering`, `/queue`),
+/// each answered with one agent message and `end_turn`, none sent to the model as a prompt.
 #[test]
 fn headless_slash_commands_are_listed_and_run() {
     let (fake, root) = setup(
@@ -1295,6 +1300,8 @@ fn headless_slash_commands_are_listed_and_run() {
             "/autocompact off",
             &format!("/export {}", exp.display()),
             "/steering all",
+            "/queue all",
+            "/queue",
             "/compact",
         ] {
             let before = peer.updates().len();
@@ -1311,6 +1318,7 @@ fn headless_slash_commands_are_listed_and_run() {
         "name",
         "steering",
         "follow-up",
+        "queue",
     ] {
         assert!(names.iter().any(|c| c == n), "{n} in {names:?}");
     }
@@ -1334,16 +1342,23 @@ fn headless_slash_commands_are_listed_and_run() {
     .unwrap();
     assert_eq!(settings["compaction"]["enabled"], false, "{settings}");
     assert_eq!(settings["steeringMode"], "all", "{settings}");
+    // `/queue all` set the follow-up mode too (its default is one-at-a-time).
+    assert_eq!(settings["followUpMode"], "all", "{settings}");
     assert_eq!(
         replies[3],
         format!("Session exported to {}", export.display())
     );
     assert!(std::fs::read_to_string(&export).unwrap().contains("<html"));
     assert_eq!(replies[4], "The steering mode is now all.");
+    assert_eq!(replies[5], "The steering and follow-up modes are now all.");
+    assert_eq!(
+        replies[6],
+        "The steering mode is all; the follow-up mode is all."
+    );
     assert!(
-        replies[5].contains("[context compacted]") && replies[5].contains("Compacted: "),
+        replies[7].contains("[context compacted]") && replies[7].contains("Compacted: "),
         "{}",
-        replies[5]
+        replies[7]
     );
     // Two prompts and the summary reached the model; the commands did not.
     assert_eq!(fake.llm_requests().len(), 3);
