@@ -140,7 +140,14 @@ fn chunks(
         .collect()
 }
 
+/// `pi --mode acp <args>` in `root`; settings get `quietStartup: true` unless the test set it
+/// (the startup info chunk is tested on its own, `new_session_shows_startup_info_unless_quiet`).
 fn acp_command(root: &RunRoot, args: &[&str]) -> std::process::Command {
+    let settings = std::fs::read_to_string(root.agent_dir.join("settings.json")).unwrap();
+    let settings: Value = serde_json::from_str(&settings).unwrap();
+    if settings.get("quietStartup").is_none() {
+        root.merge_settings(json!({"quietStartup": true}));
+    }
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_pi"));
     cmd.args(["--mode", "acp"])
         .args(args)
@@ -622,7 +629,7 @@ fn typescript_sdk_client_drives_a_prompt_with_a_diff() {
         ]),
         DEFAULT_MODEL,
     );
-    root.merge_settings(json!({"permissions": {"mode": "ask"}}));
+    root.merge_settings(json!({"permissions": {"mode": "ask"}, "quietStartup": true}));
     root.write_cwd_file("notes.txt", "old line\n");
     let script = root.tmp.join("client.mjs");
     std::fs::write(&script, TS_CLIENT).unwrap();
@@ -1259,6 +1266,69 @@ fn usage_update_carries_the_session_cost() {
         (costs[1] - (per_reply[0] + per_reply[1])).abs() < 1e-12,
         "{costs:?} {per_reply:?}"
     );
+}
+
+/// `session/new` sends one startup `agent_message_chunk` after its answer (pi's version and the
+/// context files, skills, prompt templates the session loaded); `session/load` does not, and
+/// neither does `session/new` with `quietStartup: true`.
+#[test]
+fn new_session_shows_startup_info_unless_quiet() {
+    for quiet in [false, true] {
+        let (_fake, root) = setup(Script::new([Turn::text(HELLO)]), DEFAULT_MODEL);
+        root.merge_settings(json!({"quietStartup": quiet}));
+        root.write_cwd_file("AGENTS.md", "Be brief.\n");
+        for (rel, text) in [
+            (
+                "skills/tidy/SKILL.md",
+                "---\nname: tidy\ndescription: Tidy up\n---\nTidy.\n",
+            ),
+            ("prompts/review.md", "Review the change.\n"),
+        ] {
+            let p = root.agent_dir.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        }
+        let cwd = root.cwd.clone();
+        let (first, loaded) = drive(&root, &[], Answer::Allow, async move |peer| {
+            let id = peer.new_session(&cwd).await?;
+            peer.wait_update(|u| matches!(u, SessionUpdate::AvailableCommandsUpdate(_)))
+                .await;
+            let first = agent_text(&peer.updates());
+            peer.prompt(&id, "hello").await?;
+            let before = peer.updates().len();
+            peer.cx
+                .send_request(LoadSessionRequest::new(id, cwd.clone()))
+                .block_task()
+                .await?;
+            // The startup info would come before the session's commands.
+            let commands =
+                |u: &SessionUpdate| matches!(u, SessionUpdate::AvailableCommandsUpdate(_));
+            for _ in 0..250 {
+                if peer.updates()[before..].iter().any(commands) {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Ok((first, agent_text(&peer.updates()[before..])))
+        });
+        // The load replays the transcript only.
+        assert_eq!(loaded, HELLO, "quiet={quiet}");
+        if quiet {
+            assert_eq!(first, "");
+            continue;
+        }
+        assert!(
+            first.starts_with(&format!("pi v{}\n", env!("CARGO_PKG_VERSION"))),
+            "{first}"
+        );
+        let agents = root.cwd.join("AGENTS.md");
+        assert!(
+            first.contains(&format!("## Context\n- {}", agents.display())),
+            "{first}"
+        );
+        assert!(first.contains("## Skills\n- tidy ("), "{first}");
+        assert!(first.contains("## Prompts\n- /review"), "{first}");
+    }
 }
 
 /// pi-acp's headless slash commands: listed in `available_commands_update`, run by the
