@@ -1,11 +1,14 @@
 //! The `pi-acp` adapter's built-in slash commands that make sense without a terminal
-//! (`/compact`, `/autocompact`, `/export`, `/session`, `/name`, `/steering`, `/follow-up`):
+//! (`/compact`, `/autocompact`, `/export`, `/session`, `/name`, `/steering`, `/follow-up`,
+//! `/queue`):
 //! listed in `available_commands_update` after the session's own commands, and run by
 //! `session/prompt` when the prompt is `/name args` and no extension command, prompt template
 //! or skill of the session has that name (the session's own commands win). Each answers with
 //! one `agent_message_chunk` (its result or its error) and the turn ends `end_turn`; none
-//! reaches the model. `/queue` and `/changelog` have no headless meaning here and are not
-//! offered.
+//! reaches the model. `/queue all|one-at-a-time` sets both queue modes at once (RPC
+//! `set_steering_mode` and `set_follow_up_mode`; the `pi-acp` README lists it, its 0.0.34 dist
+//! has no handler for it, so the answers are ours). `/changelog` has no headless meaning here
+//! and is not offered.
 
 use crate::agent_session::{AgentSession, QueueKind};
 use serde_json::Value;
@@ -36,6 +39,10 @@ pub(super) const COMMANDS: &[(&str, &str)] = &[
     (
         "follow-up",
         "Follow-up queue mode: all or one-at-a-time (no argument: show it)",
+    ),
+    (
+        "queue",
+        "Both queue modes (steering and follow-up): all or one-at-a-time (no argument: show them)",
     ),
 ];
 
@@ -116,6 +123,24 @@ pub(super) async fn run(session: &AgentSession, text: &str) -> Option<String> {
                 other => format!("Usage: /{name} all|one-at-a-time (not {other:?})"),
             }
         }
+        "queue" => match args {
+            "" => {
+                let state = session.state();
+                let mode = |m: &Value| m.as_str().unwrap_or("one-at-a-time").to_string();
+                format!(
+                    "The steering mode is {}; the follow-up mode is {}.",
+                    mode(&state.steering_mode),
+                    mode(&state.follow_up_mode)
+                )
+            }
+            "all" | "one-at-a-time" => {
+                for kind in [QueueKind::Steering, QueueKind::FollowUp] {
+                    session.set_queue_mode(kind, Value::String(args.into()));
+                }
+                format!("The steering and follow-up modes are now {args}.")
+            }
+            other => format!("Usage: /queue all|one-at-a-time (not {other:?})"),
+        },
         _ => return None,
     })
 }

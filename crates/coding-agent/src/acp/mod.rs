@@ -20,6 +20,7 @@
 mod commands;
 mod mcp;
 mod sessions;
+mod startup;
 mod transport;
 mod ui;
 pub mod update;
@@ -136,9 +137,10 @@ async fn serve(agent: Arc<Agent>) -> Result<(), agent_client_protocol::Error> {
         .on_receive_request(
             async move |req: NewSessionRequest, responder, cx: Connection| {
                 let agent = a2.clone();
-                tokio::spawn(
-                    async move { answer_opened(responder, agent.new_session(req, &cx).await) },
-                );
+                tokio::spawn(async move {
+                    let quiet = agent.factory().services.settings.lock().quiet_startup();
+                    answer_opened(responder, agent.new_session(req, &cx).await, !quiet)
+                });
                 Ok(())
             },
             agent_client_protocol::on_receive_request!(),
@@ -147,7 +149,7 @@ async fn serve(agent: Arc<Agent>) -> Result<(), agent_client_protocol::Error> {
             async move |req: LoadSessionRequest, responder, cx: Connection| {
                 let agent = a3.clone();
                 tokio::spawn(async move {
-                    answer_opened(responder, agent.load_session(req, &cx).await)
+                    answer_opened(responder, agent.load_session(req, &cx).await, false)
                 });
                 Ok(())
             },
@@ -157,7 +159,7 @@ async fn serve(agent: Arc<Agent>) -> Result<(), agent_client_protocol::Error> {
             async move |req: ResumeSessionRequest, responder, cx: Connection| {
                 let agent = a8.clone();
                 tokio::spawn(async move {
-                    answer_opened(responder, agent.resume_session(req, &cx).await)
+                    answer_opened(responder, agent.resume_session(req, &cx).await, false)
                 });
                 Ok(())
             },
@@ -227,15 +229,20 @@ async fn serve(agent: Arc<Agent>) -> Result<(), agent_client_protocol::Error> {
 }
 
 /// Answers a `session/new`/`load`/`resume` once its session is open, then sends the session's
+/// startup info when `startup` (a new session without `quietStartup`, [`startup`]),
 /// `available_commands_update` and `usage_update` (after the answer, which tells the client
 /// the session id).
 fn answer_opened<T: JsonRpcResponse>(
     responder: agent_client_protocol::v1::Responder<T>,
     opened: Result<(T, Arc<sessions::AcpSession>), agent_client_protocol::Error>,
+    startup: bool,
 ) {
     let _ = match opened {
         Ok((response, session)) => {
             let sent = responder.respond(response);
+            if startup {
+                session.send_startup_info();
+            }
             session.send_commands();
             session.send_usage();
             sent

@@ -573,6 +573,14 @@ impl AcpSession {
         ));
     }
 
+    /// The startup info of a new session ([`super::startup`]) as one `agent_message_chunk`.
+    pub(super) fn send_startup_info(&self) {
+        let text = super::startup::text(&self.runtime.session());
+        self.notify(SessionUpdate::AgentMessageChunk(acp::ContentChunk::new(
+            ContentBlock::Text(acp::TextContent::new(text)),
+        )));
+    }
+
     /// `usage_update`: the context tokens in use and the model's window (RPC
     /// `get_session_stats.contextUsage`), and the session's cost so far (`cost`: RPC
     /// `get_session_stats.cost`, the sum of every reply's `usage.cost.total`, in USD as the

@@ -5,7 +5,9 @@
 //! * `message_update` `text_delta` → `agent_message_chunk`, `thinking_delta` →
 //!   `agent_thought_chunk`;
 //! * `tool_execution_start` → `tool_call` (status `in_progress`; kind from the tool name,
-//!   [`tool_kind`]; title [`tool_title`]; locations for `read`/`edit`/`write`; `rawInput` = the
+//!   [`tool_kind`]; title [`tool_title`]; locations for `read`/`edit`/`write`, for an `edit`
+//!   with the 1-based line of its first `oldText` that occurs exactly once in the file as it is
+//!   when the call starts ([`unique_line`], as the `pi-acp` adapter does); `rawInput` = the
 //!   arguments);
 //! * `tool_execution_update` → `tool_call_update` with the output so far (text);
 //! * `tool_execution_end` → `tool_call_update` (`completed`/`failed`): for a successful `edit`
@@ -71,6 +73,55 @@ fn file_of(name: &str, args: &Value, cwd: &Path) -> Option<PathBuf> {
     Some(resolve_to_cwd(path, cwd))
 }
 
+/// The 1-based line where `needle` starts in `text`, when it occurs there exactly once (matches
+/// counted without overlap, as `pi-acp` 0.0.34 counts them); `None` for an empty needle, none or
+/// several matches.
+pub fn unique_line(text: &str, needle: &str) -> Option<u32> {
+    if needle.is_empty() {
+        return None;
+    }
+    let first = text.find(needle)?;
+    if text[first + needle.len()..].contains(needle) {
+        return None;
+    }
+    let newlines = text.as_bytes()[..first]
+        .iter()
+        .filter(|b| **b == b'\n')
+        .count();
+    u32::try_from(newlines + 1).ok()
+}
+
+/// The `oldText`s of an `edit` call's arguments, in order: each of `edits` (an array, or the
+/// same as a JSON string), then a top-level `oldText` (the older single-edit form).
+fn edit_old_texts(args: &Value) -> Vec<String> {
+    let edits = match args.get("edits") {
+        Some(Value::String(s)) => serde_json::from_str::<Value>(s).ok(),
+        Some(v) => Some(v.clone()),
+        None => None,
+    };
+    let mut out: Vec<String> = edits
+        .as_ref()
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.get("oldText").and_then(Value::as_str).map(str::to_string))
+        .collect();
+    if let Some(old) = args.get("oldText").and_then(Value::as_str) {
+        if !out.iter().any(|o| o == old) {
+            out.push(old.to_string());
+        }
+    }
+    out
+}
+
+/// The line an `edit` call starts at in `before` (the file when the call starts): that of its
+/// first `oldText` with a unique match ([`unique_line`]).
+fn edit_line(args: &Value, before: &str) -> Option<u32> {
+    edit_old_texts(args)
+        .iter()
+        .find_map(|needle| unique_line(before, needle))
+}
+
 /// The text blocks of a tool result (images as ACP image content), as `tool_call_update`
 /// content.
 fn result_content(content: &[Content]) -> Vec<ToolCallContent> {
@@ -92,14 +143,22 @@ fn text_chunk(text: impl Into<String>) -> ContentChunk {
     ContentChunk::new(ContentBlock::Text(TextContent::new(text.into())))
 }
 
-/// What a `tool_call` needs: id, title, kind, status, locations and the raw arguments.
-fn tool_call(id: &str, name: &str, args: &Value, cwd: &Path, status: ToolCallStatus) -> ToolCall {
+/// What a `tool_call` needs: id, title, kind, status, locations (with `line` when known) and the
+/// raw arguments.
+fn tool_call(
+    id: &str,
+    name: &str,
+    args: &Value,
+    cwd: &Path,
+    status: ToolCallStatus,
+    line: Option<u32>,
+) -> ToolCall {
     let mut call = ToolCall::new(id.to_string(), tool_title(name, args))
         .kind(tool_kind(name))
         .status(status)
         .raw_input(args.clone());
     if let Some(path) = file_of(name, args, cwd) {
-        call = call.locations(vec![ToolCallLocation::new(path)]);
+        call = call.locations(vec![ToolCallLocation::new(path).line(line)]);
     }
     call
 }
@@ -148,9 +207,13 @@ impl Mapper {
                 args,
                 ..
             } => {
+                let mut line = None;
                 if matches!(tool_name.as_str(), "edit" | "write") {
                     if let Some(path) = file_of(tool_name, args, &self.cwd) {
                         let old_text = std::fs::read_to_string(&path).ok();
+                        if tool_name == "edit" {
+                            line = old_text.as_deref().and_then(|t| edit_line(args, t));
+                        }
                         self.pending
                             .insert(tool_call_id.clone(), Pending { path, old_text });
                     }
@@ -161,6 +224,7 @@ impl Mapper {
                     args,
                     &self.cwd,
                     ToolCallStatus::InProgress,
+                    line,
                 );
                 vec![SessionUpdate::ToolCall(call)]
             }
@@ -280,6 +344,7 @@ pub fn replay(messages: &[Message], cwd: &Path) -> Vec<SessionUpdate> {
                             &c.arguments,
                             cwd,
                             ToolCallStatus::Pending,
+                            None,
                         ))),
                         Content::Image(_) => {}
                     }
@@ -324,6 +389,22 @@ mod tests {
             "read a.rs"
         );
         assert_eq!(tool_title("custom", &Value::Null), "custom");
+    }
+
+    #[test]
+    fn unique_line_of_an_old_text() {
+        assert_eq!(unique_line("a\nb\nc\n", "b"), Some(2));
+        assert_eq!(unique_line("a\nb\nc\n", "a\nb"), Some(1));
+        assert_eq!(unique_line("x\nx\n", "x"), None);
+        assert_eq!(unique_line("aaa", "aa"), Some(1));
+        assert_eq!(unique_line("abc", "z"), None);
+        assert_eq!(unique_line("abc", ""), None);
+        let args = serde_json::json!({"edits": [{"oldText": "x"}, {"oldText": "y"}]});
+        assert_eq!(edit_line(&args, "x\nx\ny\n"), Some(3));
+        let args = serde_json::json!({"edits": "[{\"oldText\": \"y\"}]"});
+        assert_eq!(edit_line(&args, "x\ny\n"), Some(2));
+        let args = serde_json::json!({"oldText": "y", "newText": "z"});
+        assert_eq!(edit_line(&args, "x\ny\n"), Some(2));
     }
 
     #[test]

@@ -488,6 +488,14 @@ impl AgentSession {
         crate::images::prepare_prompt_images(text, images, &image_policy_of(&self.inner))
     }
 
+    /// The context files (`AGENTS.md`/`CLAUDE.md`) of the system prompt, absolute paths in
+    /// order.
+    pub fn context_files(&self) -> Vec<std::path::PathBuf> {
+        let setup = self.inner.setup.lock();
+        let files = &setup.loadout.prompt_input.context_files;
+        files.iter().map(|f| f.path.clone()).collect()
+    }
+
     /// The session's skills and prompt templates.
     pub fn command_resources(&self) -> Arc<CommandResources> {
         self.inner.setup.lock().loadout.commands.clone()

@@ -76,6 +76,11 @@ pub struct Extensions {
 }
 
 impl Extensions {
+    /// The entry files of the loaded extensions (absolute), in load order.
+    pub fn entry_paths(&self) -> Vec<std::path::PathBuf> {
+        self.sources.iter().map(|s| s.path.clone()).collect()
+    }
+
     /// Sends the host the session mirror (`ToHost::State`, [`api::HostApi::state`]): only the entries
     /// after the last push when the session is the same. Nothing before the runtime exists.
     pub fn push_state(&self) {

@@ -140,7 +140,14 @@ fn chunks(
         .collect()
 }
 
+/// `pi --mode acp <args>` in `root`; settings get `quietStartup: true` unless the test set it
+/// (the startup info chunk is tested on its own, `new_session_shows_startup_info_unless_quiet`).
 fn acp_command(root: &RunRoot, args: &[&str]) -> std::process::Command {
+    let settings = std::fs::read_to_string(root.agent_dir.join("settings.json")).unwrap();
+    let settings: Value = serde_json::from_str(&settings).unwrap();
+    if settings.get("quietStartup").is_none() {
+        root.merge_settings(json!({"quietStartup": true}));
+    }
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_pi"));
     cmd.args(["--mode", "acp"])
         .args(args)
@@ -284,7 +291,7 @@ fn prompt_with_an_edit_streams_the_diff() {
         ]),
         DEFAULT_MODEL,
     );
-    root.write_cwd_file("notes.txt", "old line\n");
+    root.write_cwd_file("notes.txt", "first\nsecond\nold line\n");
     let cwd = root.cwd.clone();
     let (stop, updates) = drive(&root, &[], Answer::Allow, async move |peer| {
         let id = peer.new_session(&cwd).await?;
@@ -305,6 +312,8 @@ fn prompt_with_an_edit_streams_the_diff() {
     assert_eq!(call.title, "edit notes.txt");
     assert_eq!(call.locations.len(), 1);
     assert_eq!(call.locations[0].path, file);
+    // The 1-based line of the edit's unique `oldText` in the file before the edit.
+    assert_eq!(call.locations[0].line, Some(3));
     let done = updates
         .iter()
         .find_map(|u| match u {
@@ -321,9 +330,12 @@ fn prompt_with_an_edit_streams_the_diff() {
         panic!("diff content: {done:?}");
     };
     assert_eq!(diff.path, file);
-    assert_eq!(diff.old_text.as_deref(), Some("old line\n"));
-    assert_eq!(diff.new_text, "new line\n");
-    assert_eq!(std::fs::read_to_string(&file).unwrap(), "new line\n");
+    assert_eq!(diff.old_text.as_deref(), Some("first\nsecond\nold line\n"));
+    assert_eq!(diff.new_text, "first\nsecond\nnew line\n");
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "first\nsecond\nnew line\n"
+    );
     assert_eq!(agent_text(&updates), "Edited.");
     // The context in use after the turn (get_session_stats.contextUsage).
     assert!(
@@ -617,7 +629,7 @@ fn typescript_sdk_client_drives_a_prompt_with_a_diff() {
         ]),
         DEFAULT_MODEL,
     );
-    root.merge_settings(json!({"permissions": {"mode": "ask"}}));
+    root.merge_settings(json!({"permissions": {"mode": "ask"}, "quietStartup": true}));
     root.write_cwd_file("notes.txt", "old line\n");
     let script = root.tmp.join("client.mjs");
     std::fs::write(&script, TS_CLIENT).unwrap();
@@ -1256,9 +1268,72 @@ fn usage_update_carries_the_session_cost() {
     );
 }
 
+/// `session/new` sends one startup `agent_message_chunk` after its answer (pi's version and the
+/// context files, skills, prompt templates the session loaded); `session/load` does not, and
+/// neither does `session/new` with `quietStartup: true`.
+#[test]
+fn new_session_shows_startup_info_unless_quiet() {
+    for quiet in [false, true] {
+        let (_fake, root) = setup(Script::new([Turn::text(HELLO)]), DEFAULT_MODEL);
+        root.merge_settings(json!({"quietStartup": quiet}));
+        root.write_cwd_file("AGENTS.md", "Be brief.\n");
+        for (rel, text) in [
+            (
+                "skills/tidy/SKILL.md",
+                "---\nname: tidy\ndescription: Tidy up\n---\nTidy.\n",
+            ),
+            ("prompts/review.md", "Review the change.\n"),
+        ] {
+            let p = root.agent_dir.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        }
+        let cwd = root.cwd.clone();
+        let (first, loaded) = drive(&root, &[], Answer::Allow, async move |peer| {
+            let id = peer.new_session(&cwd).await?;
+            peer.wait_update(|u| matches!(u, SessionUpdate::AvailableCommandsUpdate(_)))
+                .await;
+            let first = agent_text(&peer.updates());
+            peer.prompt(&id, "hello").await?;
+            let before = peer.updates().len();
+            peer.cx
+                .send_request(LoadSessionRequest::new(id, cwd.clone()))
+                .block_task()
+                .await?;
+            // The startup info would come before the session's commands.
+            let commands =
+                |u: &SessionUpdate| matches!(u, SessionUpdate::AvailableCommandsUpdate(_));
+            for _ in 0..250 {
+                if peer.updates()[before..].iter().any(commands) {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Ok((first, agent_text(&peer.updates()[before..])))
+        });
+        // The load replays the transcript only.
+        assert_eq!(loaded, HELLO, "quiet={quiet}");
+        if quiet {
+            assert_eq!(first, "");
+            continue;
+        }
+        assert!(
+            first.starts_with(&format!("pi v{}\n", env!("CARGO_PKG_VERSION"))),
+            "{first}"
+        );
+        let agents = root.cwd.join("AGENTS.md");
+        assert!(
+            first.contains(&format!("## Context\n- {}", agents.display())),
+            "{first}"
+        );
+        assert!(first.contains("## Skills\n- tidy ("), "{first}");
+        assert!(first.contains("## Prompts\n- /review"), "{first}");
+    }
+}
+
 /// pi-acp's headless slash commands: listed in `available_commands_update`, run by the
-/// session (`/name`, `/session`, `/autocompact`, `/export`, `/compact`, `/steering`), each
-/// answered with one agent message and `end_turn`, none sent to the model as a prompt.
+/// session (`/name`, `/session`, `/autocompact`, `/export`, `/compact`, `/steering`, `/queue`),
+/// each answered with one agent message and `end_turn`, none sent to the model as a prompt.
 #[test]
 fn headless_slash_commands_are_listed_and_run() {
     let (fake, root) = setup(
@@ -1295,6 +1370,8 @@ fn headless_slash_commands_are_listed_and_run() {
             "/autocompact off",
             &format!("/export {}", exp.display()),
             "/steering all",
+            "/queue all",
+            "/queue",
             "/compact",
         ] {
             let before = peer.updates().len();
@@ -1311,6 +1388,7 @@ fn headless_slash_commands_are_listed_and_run() {
         "name",
         "steering",
         "follow-up",
+        "queue",
     ] {
         assert!(names.iter().any(|c| c == n), "{n} in {names:?}");
     }
@@ -1334,16 +1412,23 @@ fn headless_slash_commands_are_listed_and_run() {
     .unwrap();
     assert_eq!(settings["compaction"]["enabled"], false, "{settings}");
     assert_eq!(settings["steeringMode"], "all", "{settings}");
+    // `/queue all` set the follow-up mode too (its default is one-at-a-time).
+    assert_eq!(settings["followUpMode"], "all", "{settings}");
     assert_eq!(
         replies[3],
         format!("Session exported to {}", export.display())
     );
     assert!(std::fs::read_to_string(&export).unwrap().contains("<html"));
     assert_eq!(replies[4], "The steering mode is now all.");
+    assert_eq!(replies[5], "The steering and follow-up modes are now all.");
+    assert_eq!(
+        replies[6],
+        "The steering mode is all; the follow-up mode is all."
+    );
     assert!(
-        replies[5].contains("[context compacted]") && replies[5].contains("Compacted: "),
+        replies[7].contains("[context compacted]") && replies[7].contains("Compacted: "),
         "{}",
-        replies[5]
+        replies[7]
     );
     // Two prompts and the summary reached the model; the commands did not.
     assert_eq!(fake.llm_requests().len(), 3);
