@@ -26,6 +26,7 @@ Python 3 standard library only; Linux only (/proc).
 """
 
 import argparse
+import contextlib
 import json
 import os
 import shlex
@@ -78,8 +79,11 @@ def read_answer(p, want_id):
             return msg
 
 
-def once_session(cmd, idle):
-    """initialize, then session/new: (ms to the session/new answer, tree RSS MiB, processes)."""
+@contextlib.contextmanager
+def spawned(cmd):
+    """The agent spawned in a temp cwd with a temp PI_CODING_AGENT_DIR, `initialize` written:
+    yields (process, cwd, t0 = perf_counter just before the spawn); closes stdin and waits
+    for the exit (killed after 10 s) on leaving."""
     with tempfile.TemporaryDirectory(prefix="acp-bench-") as root:
         cwd, agent = os.path.join(root, "cwd"), os.path.join(root, "agent")
         os.makedirs(cwd)
@@ -90,6 +94,19 @@ def once_session(cmd, idle):
                              stderr=subprocess.DEVNULL, env=env, cwd=cwd)
         p.stdin.write(INIT)
         p.stdin.flush()
+        try:
+            yield p, cwd, t0
+        finally:
+            p.stdin.close()
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def once_session(cmd, idle):
+    """initialize, then session/new: (ms to the session/new answer, tree RSS MiB, processes)."""
+    with spawned(cmd) as (p, cwd, t0):
         read_answer(p, 1)
         new = {"jsonrpc": "2.0", "id": 2, "method": "session/new",
                "params": {"cwd": cwd, "mcpServers": []}}
@@ -101,25 +118,12 @@ def once_session(cmd, idle):
             raise SystemExit(f"{cmd[0]}: session/new failed: {answer!r}")
         time.sleep(idle)
         rss, procs = tree_rss_mib(p.pid)
-        p.stdin.close()
-        try:
-            p.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-        return ms, rss, procs
+    return ms, rss, procs
 
 
 def once(cmd, idle):
-    with tempfile.TemporaryDirectory(prefix="acp-bench-") as root:
-        cwd, agent = os.path.join(root, "cwd"), os.path.join(root, "agent")
-        os.makedirs(cwd)
-        os.makedirs(agent)
-        env = dict(os.environ, PI_CODING_AGENT_DIR=agent, PI_OFFLINE="1")
-        t0 = time.perf_counter()
-        p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=subprocess.DEVNULL, env=env, cwd=cwd)
-        p.stdin.write(INIT)
-        p.stdin.flush()
+    """initialize alone: (ms to its answer, RSS MiB of the spawned process)."""
+    with spawned(cmd) as (p, _cwd, t0):
         line = p.stdout.readline()
         ms = (time.perf_counter() - t0) * 1000
         time.sleep(idle)
@@ -128,11 +132,6 @@ def once(cmd, idle):
             for row in f:
                 if row.startswith("VmRSS:"):
                     rss = int(row.split()[1]) / 1024
-        p.stdin.close()
-        try:
-            p.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            p.kill()
         if json.loads(line).get("result", {}).get("protocolVersion") != 1:
             raise SystemExit(f"{cmd[0]}: no initialize answer: {line!r}")
         return ms, rss

@@ -25,7 +25,7 @@ fn tool_end(agent: &RpcAgent) -> Value {
 }
 
 /// The system prompt the fake model received in request `i` (OpenAI chat: the first message).
-fn system_of(fake: &pi_fakellm::FakeLlm, i: usize) -> String {
+pub(crate) fn system_of(fake: &pi_fakellm::FakeLlm, i: usize) -> String {
     let body: Value = serde_json::from_str(&fake.requests()[i].body_text()).unwrap();
     body["messages"][0]["content"]
         .as_str()

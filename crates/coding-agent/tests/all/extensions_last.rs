@@ -3,6 +3,7 @@
 //! it starts runs after it; `systemPromptOptions` edits in `before_agent_start`.
 
 use crate::common::*;
+use crate::extension_events::system_of;
 use pi_fakellm::{Script, Turn};
 use serde_json::Value;
 
@@ -97,15 +98,6 @@ fn agent_settled_handler_output_precedes_the_event_and_its_runs_follow() {
         "agent_settled",
     ];
     assert_eq!(seq, expected, "{}", agent.dump());
-}
-
-/// The system prompt the fake model received in request `i` (OpenAI chat: the first message).
-fn system_of(fake: &pi_fakellm::FakeLlm, i: usize) -> String {
-    let body: Value = serde_json::from_str(&fake.requests()[i].body_text()).unwrap();
-    body["messages"][0]["content"]
-        .as_str()
-        .map(str::to_string)
-        .unwrap_or_else(|| body["messages"][0]["content"].to_string())
 }
 
 /// The bullet lines of the `<rules>` section of a prompt.
