@@ -91,27 +91,18 @@ pub fn unique_line(text: &str, needle: &str) -> Option<u32> {
     u32::try_from(newlines + 1).ok()
 }
 
-/// The `oldText`s of an `edit` call's arguments, in order: each of `edits` (an array, or the
-/// same as a JSON string), then a top-level `oldText` (the older single-edit form).
+/// The `oldText`s of an `edit` call's arguments, in order, after the edit tool's own
+/// normalisation of the older shapes ([`crate::tools::edit::prepare_edit_arguments`]: `edits`
+/// as a JSON string, a top-level `oldText`/`newText` pair).
 fn edit_old_texts(args: &Value) -> Vec<String> {
-    let edits = match args.get("edits") {
-        Some(Value::String(s)) => serde_json::from_str::<Value>(s).ok(),
-        Some(v) => Some(v.clone()),
-        None => None,
-    };
-    let mut out: Vec<String> = edits
-        .as_ref()
+    let prepared = crate::tools::edit::prepare_edit_arguments(args.clone());
+    prepared
+        .get("edits")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
         .filter_map(|e| e.get("oldText").and_then(Value::as_str).map(str::to_string))
-        .collect();
-    if let Some(old) = args.get("oldText").and_then(Value::as_str) {
-        if !out.iter().any(|o| o == old) {
-            out.push(old.to_string());
-        }
-    }
-    out
+        .collect()
 }
 
 /// The line an `edit` call starts at in `before` (the file when the call starts): that of its
